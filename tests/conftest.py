@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vaultd.models import default_spec
+from vaultd.tokens import TokenCounter
+
+#: Real vaults written by others, beside the checkout; never copied into the repository.
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+def shared_path(*parts: str) -> Path:
+    """A path under ../shared, or a skip that says why when the folder is absent."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} is absent: the shared corpora are not beside this checkout")
+    return path
+
+
+@pytest.fixture(scope="session")
+def counter() -> TokenCounter:
+    return TokenCounter.for_spec(default_spec())

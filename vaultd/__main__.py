@@ -1,0 +1,3 @@
+from vaultd.cli import main
+
+main()

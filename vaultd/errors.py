@@ -1,0 +1,57 @@
+"""The exception tree. Every error vaultd raises on purpose derives from `VaultdError`.
+
+Errors from third parties (chromadb, onnxruntime, the OS) are translated into these where each
+stage calls them, so callers above a stage only ever see this tree.
+"""
+
+from __future__ import annotations
+
+
+class VaultdError(Exception):
+    """Raised for any failure vaultd knows how to describe to a user."""
+
+    #: Process exit code when this error ends a command.
+    exit_code = 1
+
+
+class ConfigError(VaultdError):
+    """Raised when the configuration is invalid; carries every problem found, not just the first."""
+
+    exit_code = 78  # EX_CONFIG: service files stop restarting on it
+
+    def __init__(self, problems: list[str], source: str = "") -> None:
+        self.problems = list(problems)
+        self.source = source
+        where = f" in {source}" if source else ""
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"invalid configuration{where}:\n{lines}")
+
+
+class LockedError(VaultdError):
+    """Raised when another process already owns the data directory."""
+
+    exit_code = 75  # EX_TEMPFAIL
+
+
+class ModelError(VaultdError):
+    """Raised when the embedding model or its tokenizer is missing, corrupt or unusable."""
+
+    exit_code = 70
+
+
+class NoteError(VaultdError):
+    """Raised when one note cannot be read or parsed; the note is skipped, the run goes on."""
+
+
+class EmbedError(VaultdError):
+    """Raised when the ONNX session fails on a batch."""
+
+
+class StoreError(VaultdError):
+    """Raised when the vector store (Chroma) or vaultd's own database refuses an operation."""
+
+
+class StoreMismatchError(StoreError):
+    """Raised when a store was written for another vault or model than the one configured."""
+
+    exit_code = 78

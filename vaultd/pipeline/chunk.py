@@ -1,0 +1,269 @@
+"""A parsed `Note` becomes heading-aware `Chunk`s that fit the embedder's token budget.
+
+Rules (also in docs/parsing.md):
+- A chunk never spans two sections; its `section` is the heading path (`Setup > Docker`).
+- Consecutive blocks of a section are packed until the budget is reached. The budget counts
+  the embedded text: the `title > section` line, a blank line, the chunk text, and the model's
+  special tokens.
+- A block is split only when it alone exceeds the budget: by lines, then sentences, then tokens.
+  A split code fence is reopened with its language, a split table repeats its header rows and
+  a split callout repeats its title line, so every chunk is well-formed Markdown.
+- Headings are context, not content: a heading with nothing under it before its first
+  subheading produces no chunk of its own; its text lives on in the section path of the chunks
+  below it.
+- Thematic breaks, comments and link definitions are not content either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from vaultd.model import Block, Chunk, Note
+
+DEFAULT_MAX_TOKENS = 256
+#: The prefix never takes more than this share of the budget; a longer one is cut.
+MAX_PREFIX_SHARE = 0.5
+
+_SENTENCE_END = re.compile(r"(?<=[.!?;:。！？；])\s+|(?<=[。！？；])")
+_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+
+
+class Counter(Protocol):
+    """Token counting in the embedding model's tokenizer (see vaultd.tokens)."""
+
+    special_tokens: int
+
+    def count(self, text: str, *, special: bool = False) -> int: ...
+
+    def count_many(self, texts: list[str]) -> list[int]: ...
+
+    def cut(self, text: str, budget: int) -> list[str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """Text ready to pack: a whole block or part of a split one."""
+
+    start_line: int
+    end_line: int
+    text: str
+    tokens: int
+
+
+def chunk_id(path: str, index: int) -> str:
+    """Stable across runs and machines for the same vault path and position."""
+    return hashlib.sha256(f"{path}\x00{index}".encode()).hexdigest()[:32]
+
+
+def context_line(title: str, headings: Sequence[str]) -> str:
+    """`title > section`, without repeating an H1 that merely restates the title."""
+    parts = [title]
+    parts.extend(h for i, h in enumerate(headings) if not (i == 0 and h == title))
+    return " > ".join(p for p in parts if p)
+
+
+def chunk_note(note: Note, counter: Counter, max_tokens: int = DEFAULT_MAX_TOKENS) -> list[Chunk]:
+    """Split a note into chunks whose embedded text fits `max_tokens`."""
+    sections: list[tuple[tuple[str, ...], list[Block]]] = []
+    stack: list[tuple[int, str]] = []
+    current: list[Block] = []
+    for block in note.blocks:
+        if block.kind == "heading":
+            if current:
+                sections.append((tuple(h for _, h in stack), current))
+                current = []
+            while stack and stack[-1][0] >= block.level:
+                stack.pop()
+            stack.append((block.level, block.info))
+        else:
+            current.append(block)
+    if current:
+        sections.append((tuple(h for _, h in stack), current))
+
+    chunks: list[Chunk] = []
+    for headings, blocks in sections:
+        context = _fit_context(context_line(note.title, headings), counter, max_tokens)
+        prefix = context + "\n\n"
+        budget = max_tokens - counter.count(prefix, special=True)
+        for piece in _pack(_pieces(blocks, counter, budget), budget):
+            embed_text = prefix + piece.text
+            tokens = counter.count(embed_text, special=True)
+            # Packing adds counts, which is exact for whitespace-split tokenizers; for any other
+            # the real count decides and the piece is cut further.
+            parts = [piece] if tokens <= max_tokens else _cut_piece(piece, counter, budget)
+            for part in parts:
+                embed_text = prefix + part.text
+                if part is not piece:
+                    tokens = counter.count(embed_text, special=True)
+                index = len(chunks)
+                chunks.append(
+                    Chunk(
+                        id=chunk_id(note.path, index),
+                        index=index,
+                        section=" > ".join(headings),
+                        headings=headings,
+                        start_line=part.start_line,
+                        end_line=part.end_line,
+                        text=part.text,
+                        embed_text=embed_text,
+                        tokens=tokens,
+                        hash=hashlib.sha256(embed_text.encode()).hexdigest(),
+                    )
+                )
+    return chunks
+
+
+def _fit_context(context: str, counter: Counter, max_tokens: int) -> str:
+    limit = int(max_tokens * MAX_PREFIX_SHARE) - counter.special_tokens
+    if counter.count(context) <= limit:
+        return context
+    return counter.cut(context, limit)[0]
+
+
+def _pieces(blocks: list[Block], counter: Counter, budget: int) -> list[_Piece]:
+    counts = counter.count_many([b.text for b in blocks])
+    pieces: list[_Piece] = []
+    for block, tokens in zip(blocks, counts, strict=True):
+        if tokens <= budget:
+            pieces.append(_Piece(block.start_line, block.end_line, block.text, tokens))
+        else:
+            pieces.extend(_split_block(block, counter, budget))
+    return pieces
+
+
+def _pack(pieces: list[_Piece], budget: int) -> list[_Piece]:
+    packed: list[_Piece] = []
+    group: list[_Piece] = []
+    total = 0
+    for piece in pieces:
+        if group and total + piece.tokens > budget:
+            packed.append(_join(group, total))
+            group, total = [], 0
+        group.append(piece)
+        total += piece.tokens
+    if group:
+        packed.append(_join(group, total))
+    return packed
+
+
+def _join(group: list[_Piece], total: int) -> _Piece:
+    if len(group) == 1:
+        return group[0]
+    return _Piece(
+        group[0].start_line, group[-1].end_line, "\n\n".join(p.text for p in group), total
+    )
+
+
+# -- splitting one oversized block ---------------------------------------------------------------
+
+
+def _frame(block: Block) -> tuple[list[str], list[str], list[tuple[int, str]]]:
+    """A block's repeated header lines, footer lines and its numbered body lines."""
+    lines = block.text.split("\n")
+    numbered = list(enumerate(lines, start=block.start_line))
+    if block.kind == "code":
+        opener = _FENCE.match(lines[0])
+        if opener:
+            fence = opener.group(1)
+            closed = len(lines) > 1 and lines[-1].strip().startswith(fence)
+            body = numbered[1:-1] if closed else numbered[1:]
+            # An unclosed fence still becomes well-formed pieces.
+            return [lines[0]], [lines[-1] if closed else fence], body
+    if block.kind == "table" and len(lines) > 2:
+        return lines[:2], [], numbered[2:]
+    if block.kind == "quote" and re.match(r"^\s*>\s*\[!", lines[0]) and len(lines) > 1:
+        return [lines[0]], [], numbered[1:]
+    return [], [], numbered
+
+
+def _split_block(block: Block, counter: Counter, budget: int) -> list[_Piece]:
+    header, footer, body = _frame(block)
+    frame_tokens = counter.count("\n".join(header + footer)) if header or footer else 0
+    room = budget - frame_tokens
+    if room < max(8, budget // 4):
+        # The frame itself is too big to repeat (a huge table header): split without it.
+        header, footer, room = [], [], budget
+        body = list(enumerate(block.text.split("\n"), start=block.start_line))
+
+    units: list[tuple[int, str, int]] = []  # (line number, text, tokens)
+    counts = counter.count_many([text for _, text in body])
+    for (number, text), tokens in zip(body, counts, strict=True):
+        if not text.strip():
+            units.append((number, text, 0))
+        elif tokens <= room:
+            units.append((number, text, tokens))
+        else:
+            units.extend((number, part, n) for part, n in _split_line(text, counter, room))
+
+    pieces: list[_Piece] = []
+    group: list[tuple[int, str, int]] = []
+    total = 0
+
+    def flush() -> None:
+        lines = [text for _, text, _ in group]
+        while lines and not lines[-1].strip():
+            lines.pop()
+        while lines and not lines[0].strip():
+            lines.pop(0)
+        if lines:
+            numbers = [n for n, text, _ in group if text.strip()]
+            pieces.append(
+                _Piece(
+                    numbers[0],
+                    numbers[-1],
+                    "\n".join(header + lines + footer),
+                    total + frame_tokens,
+                )
+            )
+
+    for unit in units:
+        if group and total + unit[2] > room:
+            flush()
+            group, total = [], 0
+        group.append(unit)
+        total += unit[2]
+    if group:
+        flush()
+    return pieces
+
+
+def _split_line(text: str, counter: Counter, room: int) -> list[tuple[str, int]]:
+    """One line that alone exceeds the budget: by sentences, then by tokens."""
+    cuts = [0, *(m.end() for m in _SENTENCE_END.finditer(text)), len(text)]
+    sentences = [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False) if text[a:b].strip()]
+    counts = counter.count_many(sentences)
+    parts: list[tuple[str, int]] = []
+    group = ""
+    total = 0
+    for sentence, tokens in zip(sentences, counts, strict=True):
+        if tokens > room:
+            if group.strip():
+                parts.append((group.strip(), total))
+            group, total = "", 0
+            parts.extend((p, counter.count(p)) for p in counter.cut(sentence, room))
+            continue
+        if group.strip() and total + tokens > room:
+            parts.append((group.strip(), total))
+            group, total = "", 0
+        group += sentence
+        total += tokens
+    if group.strip():
+        parts.append((group.strip(), total))
+    return parts
+
+
+def _cut_piece(piece: _Piece, counter: Counter, budget: int) -> list[_Piece]:
+    """Last resort for tokenizers whose counts do not add up across joins."""
+    parts: list[_Piece] = []
+    limit = budget
+    while limit > 0:
+        texts = counter.cut(piece.text, limit)
+        if all(counter.count(t) <= budget for t in texts):
+            parts = [_Piece(piece.start_line, piece.end_line, t, counter.count(t)) for t in texts]
+            break
+        limit = int(limit * 0.8)
+    return parts

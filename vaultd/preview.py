@@ -1,0 +1,98 @@
+"""What would be indexed for one note, without touching any index (`vaultd inspect`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+from vaultd.config import Config
+from vaultd.errors import NoteError
+from vaultd.models import load_spec
+from vaultd.pipeline.chunk import chunk_note
+from vaultd.pipeline.parse import parse_note
+from vaultd.tokens import TokenCounter
+
+
+def note_path(file: Path, vault: Path | None) -> str:
+    """The vault-relative POSIX path when `file` is inside the vault, else its name."""
+    resolved = file.resolve()
+    if vault is not None:
+        try:
+            relative = resolved.relative_to(vault.resolve()).as_posix()
+            return unicodedata.normalize("NFC", relative)
+        except ValueError:
+            pass
+    return unicodedata.normalize("NFC", resolved.name)
+
+
+def preview_file(file: Path, config: Config) -> dict[str, Any]:
+    """Parse and chunk `file` as indexing would; a note that cannot be indexed says why."""
+    path = note_path(file, config.vault.path)
+    counter = TokenCounter.for_spec(load_spec(config.embedding.model))
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise NoteError(f"cannot read {file}: {exc.strerror or exc}") from exc
+    max_bytes = int(config.vault.max_file_mb * 1024 * 1024)
+    try:
+        note = parse_note(path, data, max_bytes=max_bytes)
+    except NoteError as exc:
+        return {"path": path, "skipped": True, "errors": [str(exc)], "chunks": []}
+    chunks = chunk_note(note, counter, config.chunking.max_tokens)
+    return {
+        "path": note.path,
+        "title": note.title,
+        "aliases": list(note.aliases),
+        "tags": list(note.tags),
+        "frontmatter": dict(note.frontmatter),
+        "links": [dataclasses.asdict(link) for link in note.links],
+        "errors": list(note.errors),
+        "chunks": [
+            {
+                "id": c.id,
+                "index": c.index,
+                "section": c.section,
+                "headings": list(c.headings),
+                "start_line": c.start_line,
+                "end_line": c.end_line,
+                "tokens": c.tokens,
+                "text": c.text,
+            }
+            for c in chunks
+        ],
+    }
+
+
+def render_text(report: dict[str, Any]) -> str:
+    """A readable summary of `preview_file`'s report."""
+    out = [f"path:     {report['path']}"]
+    if report.get("skipped"):
+        out.append("skipped:  " + "; ".join(report["errors"]))
+        return "\n".join(out)
+    out.append(f"title:    {report['title']}")
+    if report["aliases"]:
+        out.append("aliases:  " + ", ".join(report["aliases"]))
+    out.append("tags:     " + (", ".join(f"#{t}" for t in report["tags"]) or "-"))
+    out.append(f"links:    {len(report['links'])}")
+    for link in report["links"]:
+        anchor = f"#{link['heading']}" if link["heading"] else ""
+        anchor += f"#^{link['block']}" if link["block"] else ""
+        alias = f" ({link['alias']})" if link["alias"] else ""
+        out.append(f"  {'!' if link['embed'] else ''}[[{link['target']}{anchor}]]{alias}")
+    for error in report["errors"]:
+        out.append(f"warning:  {error}")
+    chunks = report["chunks"]
+    total = sum(c["tokens"] for c in chunks)
+    out.append(f"chunks:   {len(chunks)} ({total} tokens embedded)")
+    for c in chunks:
+        section = c["section"] or "(top)"
+        out.append("")
+        out.append(
+            f"[{c['index']}] lines {c['start_line']}-{c['end_line']} · {c['tokens']} tokens · "
+            f"{section}"
+        )
+        preview = c["text"] if len(c["text"]) <= 240 else c["text"][:237] + "..."
+        out.extend("    " + line for line in preview.split("\n"))
+    return "\n".join(out)

@@ -1,0 +1,82 @@
+"""Counting and cutting text in the embedding model's own tokens.
+
+The chunker budgets in these tokens so that what is embedded is never silently truncated by
+the model; the embedder encodes with the same tokenizer.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+from vaultd.errors import ModelError
+from vaultd.models import ModelSpec, verify
+
+
+@lru_cache(maxsize=4)
+def _load(path: Path, sha256: str) -> Tokenizer:
+    verify(path, sha256)
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:  # the Rust side raises plain Exception
+        raise ModelError(f"cannot load tokenizer {path}: {exc}") from exc
+    # The shipped file pads and truncates to 128 for training; we budget and batch ourselves.
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def load_tokenizer(spec: ModelSpec) -> Tokenizer:
+    """The model's tokenizer with padding and truncation off (shared, do not reconfigure)."""
+    return _load(spec.tokenizer_path, spec.tokenizer_sha256)
+
+
+class TokenCounter:
+    """Counts tokens as the model will see them."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self._tokenizer = tokenizer
+        # [CLS] and [SEP] for BERT-style models; whatever the post-processor adds otherwise.
+        self.special_tokens = len(tokenizer.encode("", add_special_tokens=True).ids)
+
+    @classmethod
+    def for_spec(cls, spec: ModelSpec) -> TokenCounter:
+        return cls(load_tokenizer(spec))
+
+    def count(self, text: str, *, special: bool = False) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=special).ids)
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        """Token counts without special tokens, encoded in parallel."""
+        if not texts:
+            return []
+        encodings = self._tokenizer.encode_batch(texts, add_special_tokens=False)
+        return [len(e.ids) for e in encodings]
+
+    def cut(self, text: str, budget: int) -> list[str]:
+        """Split `text` into pieces of at most `budget` tokens, cutting between words."""
+        budget = max(1, budget)
+        encoding = self._tokenizer.encode(text, add_special_tokens=False)
+        offsets = encoding.offsets
+        word_ids = encoding.word_ids
+        pieces: list[str] = []
+        start_token = 0
+        total = len(offsets)
+        while start_token < total:
+            end_token = min(start_token + budget, total)
+            if end_token < total:
+                # Back off to a word boundary so no word is re-tokenised differently.
+                boundary = end_token
+                while boundary > start_token + 1 and word_ids[boundary] == word_ids[boundary - 1]:
+                    boundary -= 1
+                if boundary > start_token + 1:
+                    end_token = boundary
+            begin = offsets[start_token][0]
+            finish = offsets[end_token - 1][1]
+            piece = text[begin:finish].strip()
+            if piece:
+                pieces.append(piece)
+            start_token = end_token
+        return pieces
