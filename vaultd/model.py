@@ -1,0 +1,88 @@
+"""Small frozen records passed between the pipeline stages.
+
+Stages import this module and never each other: a parsed `Note` goes from the parser to the
+chunker, `Chunk`s go from the chunker to the embedder and the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+BlockKind = Literal[
+    "heading", "paragraph", "list", "code", "table", "quote", "html", "math", "rule", "other"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One outgoing link: `[[target#heading|alias]]`, `![[embed]]` or `[text](note.md)`."""
+
+    target: str
+    heading: str | None = None
+    block: str | None = None
+    alias: str | None = None
+    embed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A top-level Markdown block with its 1-based, inclusive line range in the file."""
+
+    kind: BlockKind
+    start_line: int
+    end_line: int
+    text: str
+    #: Heading level (1-6) for headings, 0 otherwise.
+    level: int = 0
+    #: The heading's text for headings; the fence info string (language) for code.
+    info: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A parsed note: what a file says, with no index state attached."""
+
+    path: str
+    title: str
+    aliases: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    links: tuple[Link, ...] = ()
+    #: JSON-safe frontmatter (dates become ISO strings).
+    frontmatter: Mapping[str, Any] = field(default_factory=dict)
+    body: str = ""
+    #: The line of the file on which `body` starts (after any frontmatter block).
+    body_start_line: int = 1
+    blocks: tuple[Block, ...] = ()
+    #: Problems found while parsing; the note is still usable.
+    errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """The unit that is embedded and returned by search."""
+
+    id: str
+    index: int
+    section: str
+    headings: tuple[str, ...]
+    start_line: int
+    end_line: int
+    text: str
+    #: What the embedder sees: the `title > section` line, a blank line, then `text`.
+    embed_text: str
+    #: Tokens in `embed_text` as counted by the model's tokenizer, special tokens included.
+    tokens: int
+    #: SHA-256 of `embed_text`: equal hashes can share one vector.
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class FileState:
+    """What a stat of one note says: enough to skip unchanged files without reading them."""
+
+    #: Vault-relative POSIX path, Unicode NFC.
+    path: str
+    size: int
+    mtime_ns: int
