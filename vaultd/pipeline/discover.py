@@ -1,0 +1,393 @@
+"""Which files under the vault are notes: the ignore rules and a streaming walk.
+
+The rules, in the order they are applied (the first that rejects a path wins, so exclude
+beats include):
+
+1. only regular files named `*.md` (any case);
+2. never dot-files, dot-directories (`.obsidian/`, `.trash/`, `.git/`) or `node_modules/`;
+3. never editor swap, backup and temp files;
+4. with `skip_conflicts`, never the copies sync tools leave on conflicting edits;
+5. with `use_gitignore`, `.gitignore` and `.ignore` files anywhere in the vault;
+6. the user's `exclude` globs, then their `include` globs when there are any;
+7. symlinks only with `follow_symlinks`, and never to something outside the vault;
+8. nothing bigger than `max_file_mb`;
+9. nothing whose name is not valid UTF-8.
+
+Paths are vault-relative POSIX strings in Unicode NFC, so a note synced from macOS (which may
+store names decomposed) has the same path everywhere, and rules match it either way.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+import unicodedata
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+import pathspec
+
+from vaultd.config import VaultSection
+from vaultd.errors import VaultdError
+from vaultd.model import FileState
+
+_MB = 1024 * 1024
+
+# Most of these never end in .md, but a few do (`~$note.md`) and the rest cost nothing.
+_TEMP_NAMES = (
+    "*.swp",
+    "*.swo",
+    "*.swx",
+    "*~",
+    "4913",  # vim writes and deletes this to probe whether a directory is writable
+    ".#*",
+    "#*#",
+    "*.tmp",
+    ".syncthing.*.tmp",
+    "~$*",
+    ".DS_Store",
+)
+
+_CONFLICT_COPY = re.compile(
+    r" \([^()]*conflicted copy[^()]*\)\.md$"  # Dropbox
+    r"| \(case conflict(?: \d+)?\)\.md$"  # Dropbox, on case-insensitive clashes
+    r"|\.sync-conflict-\d{8}-\d{6}-[0-9a-z]{7}\.md$",  # Syncthing
+    re.IGNORECASE,
+)
+# iCloud names a conflicting copy "x 2.md" beside "x.md"; alone, "Chapter 2.md" is a real note.
+_NUMBERED_COPY = re.compile(r"^(.+) ([2-9]|[1-9]\d+)(\.md)$", re.IGNORECASE)
+
+_IGNORE_FILES = (".gitignore", ".ignore")  # later lines win, so .ignore overrides .gitignore
+
+#: Ignore files that apply at one level of the walk: (depth of their directory, patterns).
+_Ignores = Sequence[tuple[int, pathspec.GitIgnoreSpec]]
+_Skips = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class IgnoreRules:
+    """The user-controlled part of the rules; the fixed part lives in this module."""
+
+    exclude: tuple[str, ...] = ()
+    include: tuple[str, ...] = ()
+    follow_symlinks: bool = False
+    skip_conflicts: bool = True
+    use_gitignore: bool = True
+    max_file_mb: float = 8.0
+
+    @classmethod
+    def from_config(cls, vault: VaultSection) -> IgnoreRules:
+        return cls(
+            exclude=vault.exclude,
+            include=vault.include,
+            follow_symlinks=vault.follow_symlinks,
+            skip_conflicts=vault.skip_conflicts,
+            use_gitignore=vault.use_gitignore,
+            max_file_mb=vault.max_file_mb,
+        )
+
+
+def _nfc(name: str) -> str:
+    return unicodedata.normalize("NFC", name)
+
+
+def _is_utf8(name: str) -> bool:
+    # os.fsdecode turns undecodable bytes into lone surrogates, which UTF-8 cannot encode.
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _printable(rel: str) -> str:
+    """A path fit for a log line or JSON, with undecodable bytes shown as \\xNN."""
+    return os.fsencode(rel).decode("utf-8", "backslashreplace")
+
+
+def _is_conflict_copy(name: str, sibling_exists: Callable[[str], bool]) -> bool:
+    if _CONFLICT_COPY.search(name):
+        return True
+    numbered = _NUMBERED_COPY.match(name)
+    return numbered is not None and sibling_exists(numbered[1] + numbered[3])
+
+
+def _compile(lines: Sequence[str]) -> pathspec.GitIgnoreSpec | None:
+    """Patterns as git reads them: a line git would reject is dropped, not fatal."""
+    if not lines:
+        return None
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except ValueError:
+        pass
+    valid = []
+    for line in lines:
+        try:
+            pathspec.GitIgnoreSpec.from_lines([line])
+        except ValueError:
+            continue
+        valid.append(line)
+    return pathspec.GitIgnoreSpec.from_lines(valid)
+
+
+def _git_ignored(ignores: _Ignores, parts: Sequence[str], is_dir: bool) -> bool:
+    # Each ignore file sees the path relative to its own directory; deeper files are consulted
+    # later, so their verdict (including a `!negation`) overrides the ones above.
+    verdict: bool | None = None
+    for depth, spec in ignores:
+        rel = "/".join(parts[depth:]) + ("/" if is_dir else "")
+        result = spec.check_file(rel).include
+        if result is not None:
+            verdict = result
+    return bool(verdict)
+
+
+class Discovery:
+    """Finds the notes under `root` according to `rules`.
+
+    One instance can serve many walks and `is_ignored` calls; `.gitignore` and `.ignore`
+    files are re-read whenever they change.
+    """
+
+    def __init__(self, root: Path, rules: IgnoreRules) -> None:
+        self.root = root
+        self.rules = rules
+        #: (path, reason) for files and directories the last walk left out that a user would
+        #: want to hear about; ordinary ignore-rule matches are not listed.
+        self.skipped: list[tuple[str, str]] = []
+        self._exclude = _compile(rules.exclude)
+        self._include = _compile(rules.include)
+        self._max_bytes = rules.max_file_mb * _MB
+        self._real_root = os.path.realpath(root)
+        # Directory (vault-relative) -> (ignore files' stat signature, patterns, read errors).
+        self._ignore_cache: dict[str, tuple[object, pathspec.GitIgnoreSpec | None, _Skips]] = {}
+
+    # -- the rules ------------------------------------------------------------------------
+
+    def _rejected(
+        self,
+        parts: Sequence[str],
+        is_dir: bool,
+        ignores: _Ignores,
+        sibling_exists: Callable[[str], bool],
+    ) -> bool:
+        """Rules 1 to 6 for one path whose parent directories were all accepted."""
+        name = parts[-1]
+        if name.startswith("."):
+            return True
+        if is_dir:
+            if name == "node_modules":
+                return True
+        else:
+            if not name.lower().endswith(".md"):
+                return True
+            if any(fnmatchcase(name, pattern) for pattern in _TEMP_NAMES):
+                return True
+            if self.rules.skip_conflicts and _is_conflict_copy(name, sibling_exists):
+                return True
+        if ignores and _git_ignored(ignores, parts, is_dir):
+            return True
+        rel = "/".join(parts) + ("/" if is_dir else "")
+        if self._exclude is not None and self._exclude.match_file(rel):
+            return True
+        # Include only filters notes: a directory cannot be judged before seeing its files.
+        return not is_dir and self._include is not None and not self._include.match_file(rel)
+
+    def _ignore_spec(
+        self, dir_path: str, rel_dir: str, *, report: bool = False
+    ) -> pathspec.GitIgnoreSpec | None:
+        """The patterns of the ignore files in one directory, re-read only when they change.
+
+        With `report`, an ignore file that cannot be read goes into `skipped`, on every walk.
+        """
+        signature: list[tuple[int, int] | None] = []
+        for name in _IGNORE_FILES:
+            try:
+                st = os.stat(os.path.join(dir_path, name))
+            except OSError:
+                signature.append(None)
+            else:
+                signature.append((st.st_mtime_ns, st.st_size))
+        cached = self._ignore_cache.get(rel_dir)
+        if cached is None or cached[0] != signature:
+            cached = (signature, *self._read_ignore_files(dir_path, rel_dir, signature))
+            self._ignore_cache[rel_dir] = cached
+        if report:
+            self.skipped.extend(cached[2])
+        return cached[1]
+
+    @staticmethod
+    def _read_ignore_files(
+        dir_path: str, rel_dir: str, signature: list[tuple[int, int] | None]
+    ) -> tuple[pathspec.GitIgnoreSpec | None, _Skips]:
+        lines: list[str] = []
+        problems: list[tuple[str, str]] = []
+        for name, seen in zip(_IGNORE_FILES, signature, strict=True):
+            if seen is None:
+                continue
+            path = os.path.join(dir_path, name)
+            try:
+                with open(path, encoding="utf-8", errors="replace") as fh:
+                    lines.extend(fh.read().splitlines())
+            except OSError as exc:
+                where = f"{rel_dir}/{name}" if rel_dir else name
+                problems.append((_printable(where), f"cannot read: {exc.strerror or exc}"))
+        return _compile(lines), tuple(problems)
+
+    def is_ignored(self, rel_path: str, *, is_dir: bool = False) -> bool:
+        """Whether the walk would leave out this vault-relative path (a note unless `is_dir`).
+
+        Only ignore files and, for the iCloud rule, a note's siblings are looked at on disk;
+        the size and symlink rules need the file itself and are the walk's business.
+        """
+        parts = [_nfc(p) for p in rel_path.replace(os.sep, "/").split("/") if p not in ("", ".")]
+        if not parts:
+            return not is_dir
+        ignores: list[tuple[int, pathspec.GitIgnoreSpec]] = []
+        for depth in range(len(parts)):
+            parent = parts[:depth]
+            if self.rules.use_gitignore:
+                spec = self._ignore_spec(os.path.join(self.root, *parent), "/".join(parent))
+                if spec is not None:
+                    ignores.append((depth, spec))
+            here_is_dir = is_dir or depth < len(parts) - 1
+
+            def sibling_exists(name: str, parent: list[str] = parent) -> bool:
+                return os.path.lexists(os.path.join(self.root, *parent, name))
+
+            if self._rejected(parts[: depth + 1], here_is_dir, ignores, sibling_exists):
+                return True
+            if not _is_utf8(parts[depth]):
+                return True
+        return False
+
+    # -- the walk -------------------------------------------------------------------------
+
+    def walk(self) -> Iterator[FileState]:
+        """Every note under the root, depth first, each directory in name order.
+
+        Raises VaultdError when the root itself cannot be listed: an unreadable vault must
+        not look like an empty one, or every note would be taken for deleted.
+        """
+        self.skipped = []
+        root = os.fspath(self.root)
+        try:
+            st = os.stat(root)
+            with os.scandir(root) as listing:
+                entries = list(listing)
+        except OSError as exc:
+            raise VaultdError(f"cannot read the vault {root}: {exc.strerror or exc}") from exc
+        key = (st.st_dev, st.st_ino)
+        yield from self._walk_dir(root, [], entries, (), (key,), {key: "."})
+
+    def _skip(self, rel: str, reason: str) -> None:
+        self.skipped.append((_printable(rel), reason))
+
+    def _skip_link(self, path: str, rel: str, is_dir: bool) -> bool:
+        """Whether a followed symlink leads somewhere the walk must not, or need not, go."""
+        slash = "/" if is_dir else ""
+        real = os.path.realpath(path)
+        # Only a link can leave the vault: a linked directory was checked on the way in.
+        if os.path.commonpath([real, self._real_root]) != self._real_root:
+            self._skip(rel + slash, "symlink points outside the vault")
+            return True
+        target = os.path.relpath(real, self._real_root).replace(os.sep, "/")
+        if not self.is_ignored(target, is_dir=is_dir):
+            # The walk reaches the target under its own name; one path per note is enough.
+            what = "directory" if is_dir else "file"
+            self._skip(rel + slash, f"same {what} as {_nfc(target)}{slash}")
+            return True
+        return False
+
+    def _list(self, path: str, rel: str) -> list[os.DirEntry[str]] | None:
+        try:
+            with os.scandir(path) as listing:
+                return list(listing)
+        except FileNotFoundError:
+            return None  # removed while we walked; the next walk will not see it either
+        except PermissionError:
+            self._skip(rel + "/", "permission denied")
+        except OSError as exc:
+            self._skip(rel + "/", f"cannot list: {exc.strerror or exc}")
+        return None
+
+    def _walk_dir(
+        self,
+        path: str,
+        parts: list[str],
+        entries: list[os.DirEntry[str]],
+        ignores: tuple[tuple[int, pathspec.GitIgnoreSpec], ...],
+        ancestors: tuple[tuple[int, int], ...],
+        visited: dict[tuple[int, int], str],
+    ) -> Iterator[FileState]:
+        if self.rules.use_gitignore:
+            spec = self._ignore_spec(path, "/".join(parts), report=True)
+            if spec is not None:
+                ignores = (*ignores, (len(parts), spec))
+        named = sorted(((_nfc(entry.name), entry) for entry in entries), key=lambda p: p[0])
+        names = {name for name, _ in named}
+        follow = self.rules.follow_symlinks
+        previous = None
+
+        for name, entry in named:
+            child = [*parts, name]
+            rel = "/".join(child)
+            if name == previous:
+                # Two spellings of one name (NFC and NFD) can coexist on Linux; paths must not.
+                self._skip(rel, "another file has the same name after Unicode normalisation")
+                continue
+            previous = name
+            try:
+                is_link = entry.is_symlink()
+                if is_link and not follow:
+                    continue
+                # Type checks come before any stat: most entries fail a cheap rule first.
+                is_dir = entry.is_dir(follow_symlinks=follow)
+                if not is_dir and not entry.is_file(follow_symlinks=follow):
+                    continue
+                if self._rejected(child, is_dir, ignores, names.__contains__):
+                    continue
+                if not _is_utf8(name):
+                    self._skip(rel + ("/" if is_dir else ""), "file name is not valid UTF-8")
+                    continue
+                st = entry.stat(follow_symlinks=follow)
+            except FileNotFoundError:
+                continue  # a dangling symlink, or removed while we walked
+            except OSError as exc:
+                reason = "symlink loop" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+                self._skip(rel, reason)
+                continue
+
+            key = (st.st_dev, st.st_ino)
+            if is_dir and key in ancestors:
+                self._skip(rel + "/", "symlink loop")
+                continue
+            if is_link and self._skip_link(entry.path, rel, is_dir):
+                continue
+            if is_dir:
+                if key in visited:
+                    # Without this, links into one tree could index the same notes many times.
+                    self._skip(rel + "/", f"same directory as {visited[key]}/")
+                    continue
+                visited[key] = rel
+                listing = self._list(entry.path, rel)
+                if listing is not None:
+                    yield from self._walk_dir(
+                        entry.path,
+                        child,
+                        listing,
+                        ignores,
+                        (*ancestors, key),
+                        visited,
+                    )
+            elif not stat.S_ISREG(st.st_mode):
+                continue
+            elif st.st_size > self._max_bytes:
+                limit, size = self.rules.max_file_mb, st.st_size / _MB
+                self._skip(rel, f"larger than the {limit:g} MB limit ({size:.1f} MB)")
+            else:
+                yield FileState(path=rel, size=st.st_size, mtime_ns=st.st_mtime_ns)
