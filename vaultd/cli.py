@@ -90,3 +90,189 @@ def inspect(file: Path, as_json: bool, config_file: Path | None, vault: Path | N
         click.echo(json.dumps(report, ensure_ascii=False, indent=2))
     else:
         click.echo(render_text(report))
+
+
+def _load(config_file: Path | None, vault: Path | None) -> Any:
+    from vaultd.config import load_config
+    from vaultd.logs import configure
+
+    config = load_config(config_file, vault=vault, env=os.environ)
+    configure(config.log)
+    return config
+
+
+class _Progress:
+    """A bar with counts and ETA on a terminal; a plain line now and then otherwise."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self._bar: Any = None
+        self._phase = ""
+        self._last = 0.0
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        import time
+
+        if phase != self._phase:
+            self.close()
+            self._phase = phase
+            if self.tty and total:
+                from tqdm import tqdm
+
+                self._bar = tqdm(total=total, desc=phase, unit="note", file=sys.stderr)
+        if self._bar is not None:
+            self._bar.update(done - self._bar.n)
+        elif total and (time.monotonic() - self._last > 5 or done == total):
+            self._last = time.monotonic()
+            click.echo(f"{phase}: {done}/{total}", err=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@_config_option
+@_vault_option
+@_handle_errors
+def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | None) -> None:
+    """Reconcile the index with the vault once, then exit.
+
+    Only what changed costs work: unchanged files are not read, touched files are not
+    re-embedded, renames re-use their vectors and edits embed only the chunks that changed.
+    """
+    from vaultd.app import open_index
+
+    config = _load(config_file, vault)
+    progress = _Progress(enabled=not quiet)
+    with open_index(config) as idx:
+        try:
+            summary = idx.indexer.reconcile(progress)
+        finally:
+            progress.close()
+    if as_json:
+        click.echo(json.dumps(summary.as_dict(), ensure_ascii=False))
+        return
+    s = summary
+    click.echo(
+        f"{s.notes_seen} notes: {s.notes_changed} new or changed, {s.notes_moved} moved, "
+        f"{s.notes_deleted} deleted, {s.notes_touched} touched, {s.notes_failed} failed; "
+        f"{s.chunks_embedded} chunks embedded, {s.chunks_reused} reused, "
+        f"{s.chunks_deleted} deleted in {s.seconds:.1f} s"
+    )
+    for failure in s.failures:
+        click.echo(f"  failed: {failure['path']}: {failure['reason']}", err=True)
+
+
+@main.command()
+@click.argument("query")
+@click.option(
+    "-k", "k", type=click.IntRange(1, 100), default=10, show_default=True, help="How many hits."
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["hybrid", "vector", "keyword"]),
+    default="hybrid",
+    show_default=True,
+    help="Keyword (BM25), vector, or both fused.",
+)
+@click.option(
+    "--tag",
+    "tags",
+    multiple=True,
+    metavar="TAG",
+    help="Only notes with this tag (nested tags match their parents); repeatable.",
+)
+@click.option(
+    "--path",
+    "path_prefix",
+    default="",
+    metavar="PREFIX",
+    help="Only notes under this folder (or this exact note path).",
+)
+@click.option("--json", "as_json", is_flag=True, help='Print {"hits": [...]}.')
+@click.option("--explain", is_flag=True, help="Show each hit's score parts.")
+@_config_option
+@_vault_option
+@_handle_errors
+def search(
+    query: str,
+    k: int,
+    mode: str,
+    tags: tuple[str, ...],
+    path_prefix: str,
+    as_json: bool,
+    explain: bool,
+    config_file: Path | None,
+    vault: Path | None,
+) -> None:
+    """Search the index: hybrid keyword and vector retrieval by default."""
+    from vaultd.app import open_index
+
+    config = _load(config_file, vault)
+    with open_index(config) as idx:
+        hits = idx.searcher.search(query, k=k, mode=mode, tags=tags, path_prefix=path_prefix)  # type: ignore[arg-type]
+    if as_json:
+        out = []
+        for h in hits:
+            item: dict[str, Any] = {
+                "path": h.path,
+                "title": h.title,
+                "section": h.section,
+                "start_line": h.start_line,
+                "end_line": h.end_line,
+                "score": h.score,
+                "text": h.text,
+                "tags": list(h.tags),
+                "id": h.id,
+            }
+            if explain:
+                item["explain"] = dict(h.parts)
+            out.append(item)
+        click.echo(json.dumps({"hits": out}, ensure_ascii=False))
+        return
+    if not hits:
+        click.echo("no hits")
+    for rank, h in enumerate(hits, 1):
+        where = f"{h.path}:{h.start_line}-{h.end_line}"
+        section = f" › {h.section}" if h.section else ""
+        click.echo(
+            click.style(f"{rank}. {where}", bold=True) + f"  {h.title}{section}  ({h.score:.4f})"
+        )
+        if explain:
+            click.echo(f"   {json.dumps(dict(h.parts))}")
+        snippet = " ".join(h.text.split())
+        click.echo("   " + (snippet[:200] + "…" if len(snippet) > 200 else snippet))
+
+
+@main.command()
+@click.option("--with-vectors", is_flag=True, help="Include each chunk's vector.")
+@_config_option
+@_vault_option
+@_handle_errors
+def export(with_vectors: bool, config_file: Path | None, vault: Path | None) -> None:
+    """Print every chunk record in the store as JSON lines, sorted by id."""
+    from vaultd.app import open_index
+
+    config = _load(config_file, vault)
+    with open_index(config) as idx:
+        ids = sorted(idx.store.ids())
+        for start in range(0, len(ids), 1000):
+            batch = ids[start : start + 1000]
+            records = idx.store.get(batch, with_vectors=with_vectors)
+            for chunk_id in batch:
+                record = records[chunk_id]
+                line: dict[str, Any] = {
+                    "id": chunk_id,
+                    "document": record["document"],
+                    "metadata": record["metadata"],
+                }
+                if with_vectors:
+                    line["vector"] = [round(float(x), 7) for x in record["vector"]]
+                click.echo(json.dumps(line, ensure_ascii=False, sort_keys=True))

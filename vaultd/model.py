@@ -86,3 +86,48 @@ class FileState:
     path: str
     size: int
     mtime_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class KnownNote:
+    """What the manifest remembers of a note: enough to decide whether to read it again."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    ok: bool
+    attempts: int
+
+
+ChangeKind = Literal["created", "modified", "touched", "moved", "deleted"]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One note's difference between the vault and the manifest."""
+
+    kind: ChangeKind
+    path: str
+    #: The path it had before, for moves.
+    old_path: str | None = None
+    size: int = 0
+    mtime_ns: int = 0
+    sha256: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result: a passage of a note with its 1-based line range."""
+
+    id: str
+    path: str
+    title: str
+    section: str
+    start_line: int
+    end_line: int
+    score: float
+    text: str
+    tags: tuple[str, ...] = ()
+    #: Score parts by retriever (rank and raw score), for `--explain`.
+    parts: Mapping[str, Any] = field(default_factory=dict)

@@ -52,7 +52,7 @@ _INLINE_HIDDEN = re.compile(
     r"(?P<code>(?P<ticks>`+)(?:(?!(?P=ticks)).)+?(?P=ticks)(?!`))"
     r"|(?P<comment><!--.*?-->)"
     r"|(?P<obsidian>%%.*?(?:%%|\Z))"
-    r"|(?P<math>\$(?=[^\s$])[^$\n]*?(?<=[^\s\\])\$)"
+    r"|(?P<math>\$\$(?:(?!\n[ \t]*\n).)+?\$\$|\$(?=[^\s$])[^$\n]*?(?<=[^\s\\])\$)"
     r"|(?P<url>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s<>()\[\]]+)",
     re.DOTALL,
 )
@@ -115,10 +115,15 @@ class _PositionedParser(BlockParser):
         if isinstance(state, _PositionedState) and state.parent is None:
             # Block quotes parse the blank line that ends them from inside their own call.
             outer, state.block_start = state.block_start, m.start()
+            count = len(state.tokens)
             try:
                 return super().parse_method(m, state)
             finally:
                 state.block_start = outer
+                # A list ended by another block (a heading, a fence...) is inserted by mistune
+                # with `tokens.insert`, bypassing append_token: stamp it here or it is lost.
+                for token in state.tokens[count:]:
+                    token.setdefault("_start", m.start())
         return super().parse_method(m, state)
 
 
@@ -145,18 +150,14 @@ def decode(data: bytes, path: str) -> tuple[str, list[str]]:
             raise NoteError(
                 f"{path}: not UTF-8 text ({bad} undecodable sequences); skipped"
             ) from exc
-        errors.append(
-            f"invalid UTF-8 at byte {exc.start}: {bad} sequence(s) replaced with U+FFFD"
-        )
+        errors.append(f"invalid UTF-8 at byte {exc.start}: {bad} sequence(s) replaced with U+FFFD")
     # One logical line per physical line whatever the platform wrote, so numbers match editors.
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text, errors
 
 
-def parse_note(
-    path: str, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES
-) -> Note:
+def parse_note(path: str, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Note:
     """Parse one note. Raises only `NoteError`, for content that must not be indexed."""
     if len(data) > max_bytes:
         raise NoteError(
@@ -363,8 +364,19 @@ def _blocks(body: str, first_line: int) -> tuple[list[Block], str]:
                 info=info,
             )
         )
-    masked_text = _INLINE_HIDDEN.sub(_blank, "".join(masked))
-    return _drop_invisible(blocks, masked_text, line_starts, first_line), masked_text
+    comments: list[tuple[int, int]] = []
+
+    def blank(match: re.Match[str]) -> str:
+        hidden = match.group(0)
+        if match.group("comment") or (
+            match.group("obsidian") and len(hidden) >= 4 and hidden.endswith("%%")
+        ):
+            comments.append(match.span())
+        return _blank(match)
+
+    masked_text = _INLINE_HIDDEN.sub(blank, "".join(masked))
+    kept = _drop_invisible(blocks, masked_text, comments, line_starts, first_line)
+    return kept, masked_text
 
 
 def _blank(match: re.Match[str]) -> str:
@@ -372,17 +384,22 @@ def _blank(match: re.Match[str]) -> str:
 
 
 def _drop_invisible(
-    blocks: list[Block], masked: str, line_starts: list[int], first_line: int
+    blocks: list[Block],
+    masked: str,
+    comments: list[tuple[int, int]],
+    line_starts: list[int],
+    first_line: int,
 ) -> list[Block]:
-    """Drop blocks a reader never sees: whole comments, rules, bare link definitions."""
+    """Drop blocks a reader never sees: comments, rules, bare link definitions."""
+    comment_starts = [start for start, _ in comments]
     kept: list[Block] = []
     for block in blocks:
         if block.kind == "rule":
             continue
+        start = line_starts[block.start_line - first_line]
+        end_index = block.end_line - first_line + 1
+        end = line_starts[end_index] if end_index < len(line_starts) else len(masked)
         if block.kind in ("paragraph", "html", "other"):
-            start = line_starts[block.start_line - first_line]
-            end_index = block.end_line - first_line + 1
-            end = line_starts[end_index] if end_index < len(line_starts) else len(masked)
             visible = masked[start:end]
             stripped = block.text.strip()
             is_comment = (stripped.startswith("%%") or stripped.startswith("<!--")) and not (
@@ -390,6 +407,13 @@ def _drop_invisible(
             )
             if is_comment:
                 continue
+        # A closed comment can span blank lines and so hold whole blocks (paragraphs, headings,
+        # code): those are hidden in Obsidian and must not become chunks or sections.
+        first = start + len(block.text) - len(block.text.lstrip())
+        last = first + len(block.text.strip()) - 1
+        around = bisect.bisect_right(comment_starts, first) - 1
+        if around >= 0 and comments[around][1] > last:
+            continue
         kept.append(block)
     return kept
 

@@ -1,0 +1,449 @@
+"""The one place the stages meet: discover → detect → parse → chunk → embed → store.
+
+The indexer owns ordering and bookkeeping. Its rules:
+- Work is spent only on what changed: stat first, hash second, embed only texts no vector is
+  stored for (the manifest keeps every vector by the hash of the text it embeds).
+- Chroma is written first and the manifest second, in one transaction per batch, so the
+  manifest never claims more than the store holds; a crash in between is repaired by replaying
+  the (idempotent) batch on the next run.
+- One bad note is recorded as failed with its reason and never stops the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import numpy as np
+import structlog
+
+from vaultd.errors import EmbedError, NoteError
+from vaultd.manifest import Manifest, NoteUpdate, StoredChunk, tag_ancestors
+from vaultd.model import Change, Chunk, FileState, Note
+from vaultd.pipeline.chunk import chunk_note
+from vaultd.pipeline.detect import classify, scan
+from vaultd.pipeline.discover import Discovery
+from vaultd.pipeline.embed import Embedder
+from vaultd.pipeline.parse import parse_note
+from vaultd.pipeline.store import Metadata, VectorStore
+from vaultd.tokens import TokenCounter
+
+log = structlog.get_logger("vaultd.indexer")
+
+#: Progress callback: (phase, done, total); total 0 means unknown.
+Progress = Callable[[str, int, int], None]
+
+#: A batch is flushed to the store once it holds this many chunks or notes.
+BATCH_CHUNKS = 512
+BATCH_NOTES = 64
+
+
+@dataclass(slots=True)
+class Summary:
+    """What one reconcile did; `vaultd index --json` prints it."""
+
+    notes_seen: int = 0
+    notes_unchanged: int = 0
+    notes_touched: int = 0
+    notes_changed: int = 0
+    notes_moved: int = 0
+    notes_deleted: int = 0
+    notes_failed: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    chunks_deleted: int = 0
+    store_repaired: int = 0
+    seconds: float = 0.0
+    failures: list[dict[str, str]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["seconds"] = round(self.seconds, 3)
+        return out
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A note parsed and chunked, waiting for vectors and the write."""
+
+    change: Change
+    note: Note
+    chunks: list[Chunk]
+    old_ids: list[str]
+
+
+def sha256_file(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def chunk_metadata(
+    *,
+    path: str,
+    title: str,
+    tags: Sequence[str],
+    aliases: Sequence[str],
+    link_targets: Iterable[str],
+    section: str,
+    headings: Sequence[str],
+    index: int,
+    start_line: int,
+    end_line: int,
+    mtime_ns: int,
+    sha256: str,
+    model_id: str,
+) -> Metadata:
+    """The metadata stored with each chunk in Chroma; empty lists are left out (Chroma rejects
+    them)."""
+    folders = PurePosixPath(path).parent.parts
+    meta: dict[str, Any] = {
+        "path": path,
+        "title": title,
+        "section": section,
+        "headings": " > ".join(headings),
+        "index": index,
+        "start_line": start_line,
+        "end_line": end_line,
+        "mtime": mtime_ns / 1e9,
+        "note_hash": sha256,
+        "model": model_id,
+    }
+    lists = {
+        "tags": list(tags),
+        "tag_paths": sorted(tag_ancestors(tags)),
+        "folders": ["/".join(folders[: i + 1]) for i in range(len(folders))],
+        "aliases": list(aliases),
+        "links": sorted(set(link_targets)),
+    }
+    meta.update({k: v for k, v in lists.items() if v})
+    return meta
+
+
+class Indexer:
+    def __init__(
+        self,
+        *,
+        root: Path,
+        discovery: Discovery,
+        manifest: Manifest,
+        store: VectorStore,
+        embedder: Embedder,
+        counter: TokenCounter,
+        max_tokens: int,
+        max_bytes: int,
+    ) -> None:
+        self.root = root
+        self.discovery = discovery
+        self.manifest = manifest
+        self.store = store
+        self.embedder = embedder
+        self.counter = counter
+        self.max_tokens = max_tokens
+        self.max_bytes = max_bytes
+
+    @property
+    def model_id(self) -> str:
+        return self.embedder.model_id
+
+    # -- the whole pass ------------------------------------------------------------------------
+
+    def reconcile(self, progress: Progress | None = None) -> Summary:
+        """Bring the store in line with the vault on disk; return what it took."""
+        started = time.perf_counter()
+        embedded_before = self.embedder.embedded
+        summary = Summary()
+        report = progress or (lambda phase, done, total: None)
+
+        summary.store_repaired = self.sync_store()
+        known = self.manifest.known()
+        report("scan", 0, 0)
+        result = scan(known, self.discovery.walk(), keep_under=self._unreadable_dirs())
+        summary.notes_seen = result.seen
+        summary.notes_unchanged = result.unchanged
+        summary.skipped = [{"path": p, "reason": r} for p, r in self.discovery.skipped]
+
+        hashed: list[tuple[FileState, str]] = []
+        unreadable: list[tuple[FileState, str]] = []
+        for done, state in enumerate(result.candidates, 1):
+            try:
+                hashed.append((state, sha256_file(self._read(state.path))))
+            except NoteError as exc:
+                unreadable.append((state, str(exc)))
+            report("hash", done, len(result.candidates))
+        changes = classify(known, hashed, result.gone)
+        self._record_failures(summary, [(s, "", reason) for s, reason in unreadable])
+        self.apply(changes, summary, report)
+        self.manifest.prune_vectors(self.model_id)
+
+        summary.chunks_embedded = self.embedder.embedded - embedded_before
+        summary.seconds = time.perf_counter() - started
+        log.info(
+            "reconciled",
+            **{k: v for k, v in summary.as_dict().items() if k not in ("failures", "skipped")},
+        )
+        return summary
+
+    def _unreadable_dirs(self) -> list[str]:
+        return [path for path, reason in self.discovery.skipped if "permission" in reason.lower()]
+
+    def _read(self, path: str) -> bytes:
+        try:
+            return (self.root / path).read_bytes()
+        except OSError as exc:
+            raise NoteError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+
+    # -- applying changes ----------------------------------------------------------------------
+
+    def apply(self, changes: Sequence[Change], summary: Summary, report: Progress) -> None:
+        touched = [(c.path, c.size, c.mtime_ns) for c in changes if c.kind == "touched"]
+        if touched:
+            self.manifest.apply(self.model_id, touched=touched)
+            summary.notes_touched += len(touched)
+
+        deleted = [c.path for c in changes if c.kind == "deleted"]
+        if deleted:
+            ids = [i for path in deleted for i in self.manifest.chunk_ids(path)]
+            self.store.delete(ids)
+            self.manifest.apply(self.model_id, deleted=deleted)
+            summary.notes_deleted += len(deleted)
+            summary.chunks_deleted += len(ids)
+
+        content = [c for c in changes if c.kind in ("created", "modified", "moved")]
+        batch: list[_Pending] = []
+        failed: list[tuple[FileState, str, str]] = []
+        batch_chunks = 0
+        for done, change in enumerate(content, 1):
+            pending = self._prepare(change, failed)
+            if pending is not None:
+                batch.append(pending)
+                batch_chunks += len(pending.chunks)
+            if batch_chunks >= BATCH_CHUNKS or len(batch) >= BATCH_NOTES:
+                self._flush(batch, failed, summary)
+                batch, failed, batch_chunks = [], [], 0
+            report("index", done, len(content))
+        self._flush(batch, failed, summary)
+
+    def _prepare(self, change: Change, failed: list[tuple[FileState, str, str]]) -> _Pending | None:
+        state = FileState(change.path, change.size, change.mtime_ns)
+        try:
+            data = self._read(change.path)
+            sha256 = sha256_file(data)
+            note = parse_note(change.path, data, max_bytes=self.max_bytes)
+            chunks = chunk_note(note, self.counter, self.max_tokens)
+        except NoteError as exc:
+            failed.append((state, change.sha256, str(exc)))
+            return None
+        if sha256 != change.sha256:
+            # Written again since it was hashed: index what was read now, a later pass follows.
+            change = Change(
+                change.kind, change.path, change.old_path, len(data), change.mtime_ns, sha256
+            )
+            if change.kind == "moved":
+                change = Change("created", change.path, None, change.size, change.mtime_ns, sha256)
+        old_ids = self.manifest.chunk_ids(change.path)
+        return _Pending(change, note, chunks, old_ids)
+
+    def _flush(
+        self, batch: list[_Pending], failed: list[tuple[FileState, str, str]], summary: Summary
+    ) -> None:
+        if batch:
+            vectors, embed_failures, computed = self._vectors(batch)
+            good = [p for p in batch if p.change.path not in embed_failures]
+            for p in batch:
+                if p.change.path in embed_failures:
+                    state = FileState(p.change.path, p.change.size, p.change.mtime_ns)
+                    failed.append((state, p.change.sha256, embed_failures[p.change.path]))
+            self._write(good, vectors, computed, summary)
+        self._record_failures(summary, failed)
+
+    def _record_failures(
+        self, summary: Summary, failed: Iterable[tuple[FileState, str, str]]
+    ) -> None:
+        rows = [(s.path, s.size, s.mtime_ns, sha, reason) for s, sha, reason in failed]
+        if not rows:
+            return
+        self.manifest.apply(self.model_id, failed=rows)
+        for path, _, _, _, reason in rows:
+            log.warning("note failed", path=path, reason=reason)
+            summary.failures.append({"path": path, "reason": reason})
+        summary.notes_failed += len(rows)
+
+    def _vectors(
+        self, batch: list[_Pending]
+    ) -> tuple[dict[str, np.ndarray], dict[str, str], set[str]]:
+        """Vectors for every chunk of the batch by text hash; embeds only what is not stored."""
+        wanted = {c.hash for p in batch for c in p.chunks}
+        vectors = self.manifest.vectors(self.model_id, wanted)
+        for p in batch:
+            if p.change.kind == "moved" and p.change.old_path:
+                # Same bytes at a new path: the chunks are the same, only a title taken from the
+                # file name may differ in their prefix. Keep the old vectors: a move is free.
+                self._reuse_by_position(p, vectors)
+        missing: dict[str, str] = {}
+        for p in batch:
+            for c in p.chunks:
+                if c.hash not in vectors:
+                    missing.setdefault(c.hash, c.embed_text)
+        failures: dict[str, str] = {}
+        computed_hashes: set[str] = set()
+        if missing:
+            try:
+                computed = self.embedder.embed_documents(list(missing.values()))
+                vectors.update(zip(missing.keys(), computed, strict=True))
+                computed_hashes.update(missing)
+            except EmbedError:
+                # One bad note must not fail its neighbours: retry note by note.
+                for p in batch:
+                    texts = {c.hash: c.embed_text for c in p.chunks if c.hash not in vectors}
+                    if not texts:
+                        continue
+                    try:
+                        computed = self.embedder.embed_documents(list(texts.values()))
+                        vectors.update(zip(texts.keys(), computed, strict=True))
+                        computed_hashes.update(texts)
+                    except EmbedError as exc:
+                        failures[p.change.path] = str(exc)
+        return vectors, failures, computed_hashes
+
+    def _reuse_by_position(self, pending: _Pending, vectors: dict[str, np.ndarray]) -> None:
+        assert pending.change.old_path is not None
+        old = self.manifest.chunks_of(pending.change.old_path)
+        if len(old) != len(pending.chunks):
+            return
+        stored = self.manifest.vectors(self.model_id, [c.hash for c in old])
+        for new, previous in zip(pending.chunks, old, strict=True):
+            if new.hash not in vectors and previous.hash in stored and new.text == previous.text:
+                vectors[new.hash] = stored[previous.hash]
+
+    def _write(
+        self,
+        batch: list[_Pending],
+        vectors: dict[str, np.ndarray],
+        computed: set[str],
+        summary: Summary,
+    ) -> None:
+        if not batch:
+            return
+        ids: list[str] = []
+        documents: list[str] = []
+        metadatas: list[Metadata] = []
+        rows: list[np.ndarray] = []
+        stale: list[str] = []
+        moved_from: list[str] = []
+        updates: list[NoteUpdate] = []
+        for p in batch:
+            change = p.change
+            new_ids = {c.id for c in p.chunks}
+            stale.extend(i for i in p.old_ids if i not in new_ids)
+            if change.kind == "moved" and change.old_path:
+                moved_from.append(change.old_path)
+                stale.extend(self.manifest.chunk_ids(change.old_path))
+            for c in p.chunks:
+                ids.append(c.id)
+                documents.append(c.text)
+                metadatas.append(
+                    chunk_metadata(
+                        path=p.note.path,
+                        title=p.note.title,
+                        tags=p.note.tags,
+                        aliases=p.note.aliases,
+                        link_targets=(link.target for link in p.note.links),
+                        section=c.section,
+                        headings=c.headings,
+                        index=c.index,
+                        start_line=c.start_line,
+                        end_line=c.end_line,
+                        mtime_ns=change.mtime_ns,
+                        sha256=change.sha256,
+                        model_id=self.model_id,
+                    )
+                )
+                rows.append(vectors[c.hash])
+            # INSERT OR IGNORE: vectors already stored cost nothing to offer again.
+            fresh = {c.hash: vectors[c.hash] for c in p.chunks}
+            updates.append(
+                NoteUpdate(p.note, change.size, change.mtime_ns, change.sha256, p.chunks, fresh)
+            )
+            summary.chunks_reused += sum(1 for c in p.chunks if c.hash not in computed)
+            if change.kind == "moved":
+                summary.notes_moved += 1
+            else:
+                summary.notes_changed += 1
+                if change.kind == "modified":
+                    summary.chunks_deleted += sum(1 for i in p.old_ids if i not in new_ids)
+        if ids:
+            self.store.upsert(ids, np.vstack(rows), documents, metadatas)
+        if stale:
+            self.store.delete(stale)
+        # Only now, with the store holding the batch, does the manifest move forward.
+        self.manifest.apply(self.model_id, updates=updates, deleted=moved_from)
+
+    # -- keeping Chroma in step with the manifest ----------------------------------------------
+
+    def sync_store(self) -> int:
+        """Repair the store from the manifest: add what it lacks, drop what it should not have.
+
+        Returns how many records were repaired. Runs before every pass, so a crash between the
+        store write and the manifest commit, or a lost store, converges.
+        """
+        in_store = self.store.ids()
+        expected: set[str] = set()
+        repaired = 0
+        for batch in self.manifest.iter_chunks():
+            expected.update(c.id for c in batch)
+            missing = [c for c in batch if c.id not in in_store]
+            if missing:
+                repaired += self._restore(missing)
+        extra = sorted(in_store - expected)
+        if extra:
+            self.store.delete(extra)
+            repaired += len(extra)
+        if repaired:
+            log.warning("store repaired from the manifest", records=repaired)
+        return repaired
+
+    def _restore(self, chunks: list[StoredChunk]) -> int:
+        vectors = self.manifest.vectors(self.model_id, [c.hash for c in chunks])
+        ready = [c for c in chunks if c.hash in vectors]
+        lost = {c.path for c in chunks if c.hash not in vectors}
+        if lost:
+            # No vector to restore from (another model's manifest?): make the notes look new.
+            self.manifest.apply(self.model_id, deleted=sorted(lost))
+        notes = {c.path: self.manifest.note_row(c.path) for c in ready}
+        metadatas: list[Metadata] = []
+        for c in ready:
+            row = notes[c.path] or {}
+            metadatas.append(_stored_metadata(c, row, self.model_id))
+        if ready:
+            self.store.upsert(
+                [c.id for c in ready],
+                np.vstack([vectors[c.hash] for c in ready]),
+                [c.text for c in ready],
+                metadatas,
+            )
+        return len(ready)
+
+
+def _stored_metadata(chunk: StoredChunk, row: Mapping[str, Any], model_id: str) -> Metadata:
+    return chunk_metadata(
+        path=chunk.path,
+        title=chunk.title,
+        tags=row.get("tags", ()),
+        aliases=row.get("aliases", ()),
+        link_targets=(link["target"] for link in row.get("links", ())),
+        section=chunk.section,
+        headings=chunk.headings,
+        index=chunk.index,
+        start_line=chunk.start_line,
+        end_line=chunk.end_line,
+        mtime_ns=int(row.get("mtime_ns", 0)),
+        sha256=str(row.get("sha256", "")),
+        model_id=model_id,
+    )
+
+
+__all__ = ["Indexer", "Progress", "Summary"]

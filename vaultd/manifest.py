@@ -1,0 +1,445 @@
+"""vaultd's own database: the source of truth for what is indexed.
+
+One SQLite file in the data directory (WAL, synchronous=FULL) holds, per note, what was seen on
+disk (size, mtime, SHA-256) and what was made of it (chunks, status), every vector by the hash
+of the text it embeds, and the keyword index (FTS5, BM25) over the same chunks. Chroma is a
+cache that can be rebuilt from this file at any time, so the manifest only advances after
+Chroma has accepted a write.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vaultd.errors import StoreError
+from vaultd.model import Chunk, KnownNote, Note
+
+SCHEMA_VERSION = 1
+FILE_NAME = "vaultd.db"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS notes (
+    path TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    status TEXT NOT NULL,            -- 'ok' or 'failed'
+    error TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    title TEXT NOT NULL DEFAULT '',
+    aliases TEXT NOT NULL DEFAULT '[]',
+    tags TEXT NOT NULL DEFAULT '[]',
+    links TEXT NOT NULL DEFAULT '[]',
+    frontmatter TEXT NOT NULL DEFAULT '{}',
+    indexed_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS note_tags (
+    tag TEXT NOT NULL,               -- every tag and each of its parents: a/b gives a and a/b
+    path TEXT NOT NULL,
+    PRIMARY KEY (tag, path)
+);
+CREATE INDEX IF NOT EXISTS note_tags_path ON note_tags(path);
+CREATE TABLE IF NOT EXISTS chunks (
+    n INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    path TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    hash TEXT NOT NULL,              -- SHA-256 of the embedded text
+    title TEXT NOT NULL,
+    section TEXT NOT NULL,
+    headings TEXT NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path, idx);
+CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(hash);
+CREATE TABLE IF NOT EXISTS vectors (
+    model TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (model, hash)
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+    title, section, text, content='chunks', content_rowid='n',
+    tokenize='unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts(rowid, title, section, text)
+    VALUES (new.n, new.title, new.section, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts(chunks_fts, rowid, title, section, text)
+    VALUES ('delete', old.n, old.title, old.section, old.text);
+END;
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    """A chunk as recorded, with the note fields search and the store need."""
+
+    id: str
+    path: str
+    index: int
+    hash: str
+    title: str
+    section: str
+    headings: tuple[str, ...]
+    start_line: int
+    end_line: int
+    tokens: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class NoteUpdate:
+    """Everything one note's successful indexing writes, applied in one transaction."""
+
+    note: Note
+    size: int
+    mtime_ns: int
+    sha256: str
+    chunks: Sequence[Chunk]
+    #: Vectors computed for this update, by text hash (reused ones are already stored).
+    new_vectors: dict[str, np.ndarray]
+
+
+def tag_ancestors(tags: Iterable[str]) -> set[str]:
+    """`a/b/c` also answers to `a` and `a/b`: nested tags match their parents."""
+    out: set[str] = set()
+    for tag in tags:
+        parts = tag.split("/")
+        out.update("/".join(parts[: i + 1]) for i in range(len(parts)))
+    return out
+
+
+class Manifest:
+    """The SQLite manifest. One connection, guarded by a lock, shared by the indexer's threads."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / FILE_NAME
+        try:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA busy_timeout=10000")
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} was written by a newer vaultd (schema {version}); upgrade vaultd"
+                )
+            self._db.executescript(_SCHEMA)
+            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {self.path}: {exc}") from exc
+        self._lock = threading.RLock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: {exc}") from exc
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: {exc}") from exc
+
+    # -- meta ----------------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
+        return str(rows[0][0]) if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._transaction() as db:
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def known(self) -> dict[str, KnownNote]:
+        rows = self._query("SELECT path, size, mtime_ns, sha256, status, attempts FROM notes")
+        return {r[0]: KnownNote(r[0], r[1], r[2], r[3], r[4] == "ok", r[5]) for r in rows}
+
+    def chunk_ids(self, path: str | None = None) -> list[str]:
+        if path is None:
+            return [r[0] for r in self._query("SELECT id FROM chunks ORDER BY id")]
+        return [
+            r[0] for r in self._query("SELECT id FROM chunks WHERE path = ? ORDER BY idx", (path,))
+        ]
+
+    def chunks_of(self, path: str) -> list[StoredChunk]:
+        rows = self._query(
+            f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE path = ? ORDER BY idx", (path,)
+        )
+        return [_stored(r) for r in rows]
+
+    def chunks_by_id(self, ids: Sequence[str]) -> dict[str, StoredChunk]:
+        out: dict[str, StoredChunk] = {}
+        for batch in _batches(list(ids), 500):
+            marks = ",".join("?" * len(batch))
+            for row in self._query(
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE id IN ({marks})", batch
+            ):
+                out[row[0]] = _stored(row)
+        return out
+
+    def iter_chunks(self, batch_size: int = 1000) -> Iterator[list[StoredChunk]]:
+        """All chunks in id order, a batch at a time, so memory stays flat on big vaults."""
+        last = ""
+        while True:
+            rows = self._query(
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE id > ? ORDER BY id LIMIT ?",
+                (last, batch_size),
+            )
+            if not rows:
+                return
+            yield [_stored(r) for r in rows]
+            last = rows[-1][0]
+
+    def note_row(self, path: str) -> dict[str, Any] | None:
+        rows = self._query(
+            "SELECT path, title, aliases, tags, links, frontmatter, sha256, mtime_ns, status, "
+            "error FROM notes WHERE path = ?",
+            (path,),
+        )
+        if not rows:
+            return None
+        r = rows[0]
+        return {
+            "path": r[0],
+            "title": r[1],
+            "aliases": json.loads(r[2]),
+            "tags": json.loads(r[3]),
+            "links": json.loads(r[4]),
+            "frontmatter": json.loads(r[5]),
+            "sha256": r[6],
+            "mtime_ns": r[7],
+            "status": r[8],
+            "error": r[9],
+        }
+
+    def vectors(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for batch in _batches(sorted(set(hashes)), 500):
+            marks = ",".join("?" * len(batch))
+            rows = self._query(
+                f"SELECT hash, vector FROM vectors WHERE model = ? AND hash IN ({marks})",
+                [model, *batch],
+            )
+            for h, blob in rows:
+                out[h] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def failed(self) -> list[tuple[str, str, int]]:
+        rows = self._query(
+            "SELECT path, COALESCE(error, ''), attempts FROM notes WHERE status = 'failed' "
+            "ORDER BY path"
+        )
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        notes = self._query("SELECT COUNT(*) FROM notes WHERE status = 'ok'")[0][0]
+        failed = self._query("SELECT COUNT(*) FROM notes WHERE status = 'failed'")[0][0]
+        chunks = self._query("SELECT COUNT(*) FROM chunks")[0][0]
+        return {"notes": notes, "failed": failed, "chunks": chunks}
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def apply(
+        self,
+        model: str,
+        updates: Sequence[NoteUpdate] = (),
+        deleted: Sequence[str] = (),
+        touched: Sequence[tuple[str, int, int]] = (),
+        failed: Sequence[tuple[str, int, int, str, str]] = (),
+    ) -> None:
+        """Record one batch of outcomes atomically.
+
+        `touched` is (path, size, mtime_ns) for notes whose bytes did not change; `failed` is
+        (path, size, mtime_ns, sha256, reason); a failed note keeps its last good chunks.
+        """
+        now = time.time()
+        with self._transaction() as db:
+            for path in deleted:
+                db.execute("DELETE FROM chunks WHERE path = ?", (path,))
+                db.execute("DELETE FROM note_tags WHERE path = ?", (path,))
+                db.execute("DELETE FROM notes WHERE path = ?", (path,))
+            for path, size, mtime_ns in touched:
+                db.execute(
+                    "UPDATE notes SET size = ?, mtime_ns = ? WHERE path = ?", (size, mtime_ns, path)
+                )
+            for path, size, mtime_ns, sha256, reason in failed:
+                db.execute(
+                    "INSERT INTO notes(path, size, mtime_ns, sha256, status, error, attempts, "
+                    "indexed_at) VALUES (?, ?, ?, ?, 'failed', ?, 1, ?) "
+                    "ON CONFLICT(path) DO UPDATE SET size = excluded.size, "
+                    "mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, status = 'failed', "
+                    "error = excluded.error, attempts = notes.attempts + 1, "
+                    "indexed_at = excluded.indexed_at",
+                    (path, size, mtime_ns, sha256, reason, now),
+                )
+            for update in updates:
+                self._write_note(db, model, update, now)
+
+    def _write_note(self, db: sqlite3.Connection, model: str, u: NoteUpdate, now: float) -> None:
+        note = u.note
+        db.executemany(
+            "INSERT OR IGNORE INTO vectors(model, hash, vector) VALUES (?, ?, ?)",
+            [
+                (model, h, np.asarray(v, dtype=np.float32).tobytes())
+                for h, v in u.new_vectors.items()
+            ],
+        )
+        db.execute("DELETE FROM chunks WHERE path = ?", (note.path,))
+        db.executemany(
+            "INSERT INTO chunks(id, path, idx, hash, title, section, headings, start_line, "
+            "end_line, tokens, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    c.id,
+                    note.path,
+                    c.index,
+                    c.hash,
+                    note.title,
+                    c.section,
+                    json.dumps(list(c.headings), ensure_ascii=False),
+                    c.start_line,
+                    c.end_line,
+                    c.tokens,
+                    c.text,
+                )
+                for c in u.chunks
+            ],
+        )
+        db.execute("DELETE FROM note_tags WHERE path = ?", (note.path,))
+        db.executemany(
+            "INSERT INTO note_tags(tag, path) VALUES (?, ?)",
+            [(t, note.path) for t in sorted(tag_ancestors(note.tags))],
+        )
+        db.execute(
+            "INSERT OR REPLACE INTO notes(path, size, mtime_ns, sha256, status, error, attempts, "
+            "title, aliases, tags, links, frontmatter, indexed_at) "
+            "VALUES (?, ?, ?, ?, 'ok', ?, 0, ?, ?, ?, ?, ?, ?)",
+            (
+                note.path,
+                u.size,
+                u.mtime_ns,
+                u.sha256,
+                "; ".join(note.errors) or None,
+                note.title,
+                json.dumps(list(note.aliases), ensure_ascii=False),
+                json.dumps(list(note.tags), ensure_ascii=False),
+                json.dumps(
+                    [
+                        {
+                            "target": link.target,
+                            "heading": link.heading,
+                            "block": link.block,
+                            "alias": link.alias,
+                            "embed": link.embed,
+                        }
+                        for link in note.links
+                    ],
+                    ensure_ascii=False,
+                ),
+                json.dumps(note.frontmatter, ensure_ascii=False, default=str),
+                now,
+            ),
+        )
+
+    def prune_vectors(self, model: str) -> int:
+        """Forget vectors no chunk uses any more; run after a whole pass, not mid-way."""
+        with self._transaction() as db:
+            cursor = db.execute(
+                "DELETE FROM vectors WHERE model = ? AND hash NOT IN (SELECT hash FROM chunks)",
+                (model,),
+            )
+            return cursor.rowcount
+
+    # -- keyword search ------------------------------------------------------------------------
+
+    def keyword(
+        self, match: str, limit: int, paths: Sequence[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """(chunk id, BM25 score; higher is better) for an FTS5 MATCH expression."""
+        sql = (
+            "SELECT c.id, -bm25(chunks_fts, 4.0, 2.0, 1.0) AS score FROM chunks_fts "
+            "JOIN chunks c ON c.n = chunks_fts.rowid WHERE chunks_fts MATCH ?"
+        )
+        params: list[Any] = [match]
+        if paths is not None:
+            if not paths:
+                return []
+            sql += f" AND c.path IN ({','.join('?' * len(paths))})"
+            params.extend(paths)
+        sql += " ORDER BY score DESC, c.path, c.idx LIMIT ?"
+        params.append(limit)
+        return [(r[0], float(r[1])) for r in self._query(sql, params)]
+
+    def paths_matching(self, tags: Sequence[str] = (), path_prefix: str = "") -> list[str] | None:
+        """Notes passing the filters, or None when there is no filter."""
+        if not tags and not path_prefix:
+            return None
+        sql = "SELECT path FROM notes WHERE status = 'ok'"
+        params: list[Any] = []
+        for tag in tags:
+            sql += " AND path IN (SELECT path FROM note_tags WHERE tag = ?)"
+            params.append(tag)
+        if path_prefix:
+            prefix = path_prefix.strip("/")
+            sql += " AND (path = ? OR substr(path, 1, ?) = ?)"
+            params.extend([prefix, len(prefix) + 1, prefix + "/"])
+        return [r[0] for r in self._query(sql, params)]
+
+
+_CHUNK_COLUMNS = "id, path, idx, hash, title, section, headings, start_line, end_line, tokens, text"
+
+
+def _stored(row: Sequence[Any]) -> StoredChunk:
+    return StoredChunk(
+        id=row[0],
+        path=row[1],
+        index=row[2],
+        hash=row[3],
+        title=row[4],
+        section=row[5],
+        headings=tuple(json.loads(row[6])),
+        start_line=row[7],
+        end_line=row[8],
+        tokens=row[9],
+        text=row[10],
+    )
+
+
+def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

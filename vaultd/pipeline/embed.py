@@ -1,0 +1,120 @@
+"""Texts become vectors: one ONNX Runtime session on the CPU, batched and length-sorted.
+
+Pooling follows the model's manifest (mean over the attention mask for all-MiniLM-L6-v2), and
+vectors are L2-normalised so cosine similarity is a dot product.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+import onnxruntime as ort
+from numpy.typing import NDArray
+
+from vaultd.errors import EmbedError, ModelError
+from vaultd.models import ModelSpec, verify
+from vaultd.tokens import load_tokenizer
+
+Vectors = NDArray[np.float32]
+
+
+def session_options(threads: int) -> ort.SessionOptions:
+    """Options shared by the indexer and the benchmark's bare session, so both run alike."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads if threads > 0 else (os.cpu_count() or 1)
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    return options
+
+
+def open_session(spec: ModelSpec, threads: int = 0) -> ort.InferenceSession:
+    verify(spec.onnx_path, spec.onnx_sha256)
+    try:
+        return ort.InferenceSession(
+            str(spec.onnx_path), session_options(threads), providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # onnxruntime raises its own untyped errors
+        raise ModelError(f"cannot load the ONNX model {spec.onnx_path}: {exc}") from exc
+
+
+class Embedder:
+    """Embeds documents and queries with one model. Thread-safe: runs are serialised."""
+
+    def __init__(self, spec: ModelSpec, *, threads: int = 0, batch_size: int = 32) -> None:
+        self.spec = spec
+        self.batch_size = max(1, batch_size)
+        self._tokenizer = load_tokenizer(spec)
+        self._session = open_session(spec, threads)
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._lock = threading.Lock()
+        #: Texts embedded since start; tests and `index --json` read it.
+        self.embedded = 0
+
+    @property
+    def model_id(self) -> str:
+        return self.spec.id
+
+    @property
+    def dimensions(self) -> int:
+        return self.spec.dimensions
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        prefix = self.spec.document_prefix
+        return self._embed([prefix + t for t in texts] if prefix else list(texts))
+
+    def embed_query(self, text: str) -> Vectors:
+        vector: Vectors = self._embed([self.spec.query_prefix + text])[0]
+        return vector
+
+    def _embed(self, texts: list[str]) -> Vectors:
+        out = np.zeros((len(texts), self.spec.dimensions), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = self._tokenizer.encode_batch(texts, add_special_tokens=True)
+        ids = [self._fit(e.ids) for e in encodings]
+        # Sorting by length keeps padding, and so wasted work, small within each batch.
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            out[batch] = self._run([ids[i] for i in batch])
+        self.embedded += len(texts)
+        return out
+
+    def _fit(self, ids: list[int]) -> list[int]:
+        window = self.spec.window
+        if len(ids) <= window:
+            return ids
+        # The chunker keeps documents inside the window; only long queries get here.
+        return ids[: window - 1] + ids[-1:]
+
+    def _run(self, batch: list[list[int]]) -> Vectors:
+        width = max(len(ids) for ids in batch)
+        input_ids = np.zeros((len(batch), width), dtype=np.int64)
+        mask = np.zeros((len(batch), width), dtype=np.int64)
+        for row, ids in enumerate(batch):
+            input_ids[row, : len(ids)] = ids
+            mask[row, : len(ids)] = 1
+        feed = {"input_ids": input_ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(input_ids)
+        try:
+            with self._lock:
+                hidden = self._session.run(None, feed)[0]
+        except Exception as exc:
+            raise EmbedError(f"the ONNX session failed on a batch of {len(batch)}: {exc}") from exc
+        return pool(np.asarray(hidden, dtype=np.float32), mask, self.spec.pooling)
+
+
+def pool(hidden: Vectors, mask: NDArray[np.int64], how: str) -> Vectors:
+    if how == "cls":
+        vectors = hidden[:, 0, :]
+    else:
+        weights = mask[:, :, None].astype(np.float32)
+        vectors = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    normalised: Vectors = (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)
+    return normalised
