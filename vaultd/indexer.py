@@ -24,7 +24,7 @@ import structlog
 from vaultd.errors import EmbedError, NoteError
 from vaultd.manifest import Manifest, NoteUpdate, StoredChunk, tag_ancestors
 from vaultd.model import Change, Chunk, FileState, Note
-from vaultd.pipeline.chunk import chunk_note
+from vaultd.pipeline.chunk import chunk_id, chunk_note
 from vaultd.pipeline.detect import classify, scan
 from vaultd.pipeline.discover import Discovery
 from vaultd.pipeline.embed import Embedder
@@ -200,9 +200,16 @@ class Indexer:
 
     def apply(self, changes: Sequence[Change], summary: Summary, report: Progress) -> None:
         touched = [(c.path, c.size, c.mtime_ns) for c in changes if c.kind == "touched"]
-        if touched:
-            self.manifest.apply(self.model_id, touched=touched)
-            summary.notes_touched += len(touched)
+        for start in range(0, len(touched), BATCH_NOTES):
+            batch = touched[start : start + BATCH_NOTES]
+            # The store's metadata carries the mtime ("modified since" filters): republish it
+            # from stored vectors; no embedding.
+            self._restore(
+                [c for path, _, _ in batch for c in self.manifest.chunks_of(path)],
+                mtimes={path: mtime_ns for path, _, mtime_ns in batch},
+            )
+            self.manifest.apply(self.model_id, touched=batch)
+        summary.notes_touched += len(touched)
 
         deleted = [c.path for c in changes if c.kind == "deleted"]
         if deleted:
@@ -244,8 +251,38 @@ class Indexer:
             )
             if change.kind == "moved":
                 change = Change("created", change.path, None, change.size, change.mtime_ns, sha256)
+        if change.kind == "moved" and change.old_path:
+            chunks = self._rekeyed(change.old_path, note.path) or chunks
         old_ids = self.manifest.chunk_ids(change.path)
         return _Pending(change, note, chunks, old_ids)
+
+    def _rekeyed(self, old_path: str, new_path: str) -> list[Chunk] | None:
+        """A moved note keeps its chunks and vectors; only ids and note metadata change.
+
+        Re-chunking could differ when the title comes from the file name (the prefix, and so
+        the budget, changes), and a move must cost no embedding. The new title reaches the
+        metadata and keyword index now, and the vectors when the note's content next changes.
+        """
+        old = self.manifest.chunks_of(old_path)
+        if not old or len(self.manifest.vectors(self.model_id, [c.hash for c in old])) != len(
+            {c.hash for c in old}
+        ):
+            return None
+        return [
+            Chunk(
+                id=chunk_id(new_path, c.index),
+                index=c.index,
+                section=c.section,
+                headings=c.headings,
+                start_line=c.start_line,
+                end_line=c.end_line,
+                text=c.text,
+                embed_text="",
+                tokens=c.tokens,
+                hash=c.hash,
+            )
+            for c in old
+        ]
 
     def _flush(
         self, batch: list[_Pending], failed: list[tuple[FileState, str, str]], summary: Summary
@@ -278,11 +315,6 @@ class Indexer:
         """Vectors for every chunk of the batch by text hash; embeds only what is not stored."""
         wanted = {c.hash for p in batch for c in p.chunks}
         vectors = self.manifest.vectors(self.model_id, wanted)
-        for p in batch:
-            if p.change.kind == "moved" and p.change.old_path:
-                # Same bytes at a new path: the chunks are the same, only a title taken from the
-                # file name may differ in their prefix. Keep the old vectors: a move is free.
-                self._reuse_by_position(p, vectors)
         missing: dict[str, str] = {}
         for p in batch:
             for c in p.chunks:
@@ -308,16 +340,6 @@ class Indexer:
                     except EmbedError as exc:
                         failures[p.change.path] = str(exc)
         return vectors, failures, computed_hashes
-
-    def _reuse_by_position(self, pending: _Pending, vectors: dict[str, np.ndarray]) -> None:
-        assert pending.change.old_path is not None
-        old = self.manifest.chunks_of(pending.change.old_path)
-        if len(old) != len(pending.chunks):
-            return
-        stored = self.manifest.vectors(self.model_id, [c.hash for c in old])
-        for new, previous in zip(pending.chunks, old, strict=True):
-            if new.hash not in vectors and previous.hash in stored and new.text == previous.text:
-                vectors[new.hash] = stored[previous.hash]
 
     def _write(
         self,
@@ -406,17 +428,19 @@ class Indexer:
             log.warning("store repaired from the manifest", records=repaired)
         return repaired
 
-    def _restore(self, chunks: list[StoredChunk]) -> int:
+    def _restore(self, chunks: list[StoredChunk], mtimes: Mapping[str, int] | None = None) -> int:
         vectors = self.manifest.vectors(self.model_id, [c.hash for c in chunks])
         ready = [c for c in chunks if c.hash in vectors]
         lost = {c.path for c in chunks if c.hash not in vectors}
         if lost:
             # No vector to restore from (another model's manifest?): make the notes look new.
             self.manifest.apply(self.model_id, deleted=sorted(lost))
-        notes = {c.path: self.manifest.note_row(c.path) for c in ready}
+        notes = {path: self.manifest.note_row(path) for path in {c.path for c in ready}}
         metadatas: list[Metadata] = []
         for c in ready:
-            row = notes[c.path] or {}
+            row = dict(notes[c.path] or {})
+            if mtimes and c.path in mtimes:
+                row["mtime_ns"] = mtimes[c.path]
             metadatas.append(_stored_metadata(c, row, self.model_id))
         if ready:
             self.store.upsert(
