@@ -201,14 +201,14 @@ class Indexer:
     def apply(self, changes: Sequence[Change], summary: Summary, report: Progress) -> None:
         touched = [(c.path, c.size, c.mtime_ns) for c in changes if c.kind == "touched"]
         for start in range(0, len(touched), BATCH_NOTES):
-            batch = touched[start : start + BATCH_NOTES]
+            stats = touched[start : start + BATCH_NOTES]
             # The store's metadata carries the mtime ("modified since" filters): republish it
             # from stored vectors; no embedding.
             self._restore(
-                [c for path, _, _ in batch for c in self.manifest.chunks_of(path)],
-                mtimes={path: mtime_ns for path, _, mtime_ns in batch},
+                [c for path, _, _ in stats for c in self.manifest.chunks_of(path)],
+                mtimes={path: mtime_ns for path, _, mtime_ns in stats},
             )
-            self.manifest.apply(self.model_id, touched=batch)
+            self.manifest.apply(self.model_id, touched=stats)
         summary.notes_touched += len(touched)
 
         deleted = [c.path for c in changes if c.kind == "deleted"]
