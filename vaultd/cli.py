@@ -276,3 +276,20 @@ def export(with_vectors: bool, config_file: Path | None, vault: Path | None) -> 
                 if with_vectors:
                     line["vector"] = [round(float(x), 7) for x in record["vector"]]
                 click.echo(json.dumps(line, ensure_ascii=False, sort_keys=True))
+
+
+@main.command()
+@_config_option
+@_vault_option
+@_handle_errors
+def run(config_file: Path | None, vault: Path | None) -> None:
+    """Run the daemon in the foreground: watch the vault and keep the index fresh.
+
+    This is what a service manager starts (see `vaultd service install`). SIGTERM or Ctrl-C
+    stops it gracefully, a second Ctrl-C at once; SIGHUP reloads the configuration.
+    """
+    from vaultd.service import Daemon
+
+    config = _load(config_file, vault)
+    code = Daemon(config, config_file=config_file, vault_override=vault).run()
+    sys.exit(code)

@@ -23,7 +23,7 @@ import structlog
 
 from vaultd.errors import EmbedError, NoteError
 from vaultd.manifest import Manifest, NoteUpdate, StoredChunk, tag_ancestors
-from vaultd.model import Change, Chunk, FileState, Note
+from vaultd.model import Change, Chunk, FileState, KnownNote, Note
 from vaultd.pipeline.chunk import chunk_id, chunk_note
 from vaultd.pipeline.detect import classify, scan
 from vaultd.pipeline.discover import Discovery
@@ -33,6 +33,11 @@ from vaultd.pipeline.store import Metadata, VectorStore
 from vaultd.tokens import TokenCounter
 
 log = structlog.get_logger("vaultd.indexer")
+
+
+def _quiet(phase: str, done: int, total: int) -> None:
+    pass
+
 
 #: Progress callback: (phase, done, total); total 0 means unknown.
 Progress = Callable[[str, int, int], None]
@@ -144,6 +149,9 @@ class Indexer:
         self.counter = counter
         self.max_tokens = max_tokens
         self.max_bytes = max_bytes
+        #: Called between two batches of a long pass: the daemon serves fresh edits there, and
+        #: may raise to abandon the pass (the work done so far is committed).
+        self.between_batches: Callable[[], None] | None = None
 
     @property
     def model_id(self) -> str:
@@ -152,16 +160,50 @@ class Indexer:
     # -- the whole pass ------------------------------------------------------------------------
 
     def reconcile(self, progress: Progress | None = None) -> Summary:
-        """Bring the store in line with the vault on disk; return what it took."""
+        """Bring the store in line with the whole vault on disk; return what it took."""
+        summary = Summary()
+        repaired = self.sync_store()
+        known = self.manifest.known()
+        (progress or _quiet)("scan", 0, 0)
+        self._reconcile(known, self.discovery.walk(), summary, progress)
+        summary.store_repaired = repaired
+        self.manifest.prune_vectors(self.model_id)
+        return summary
+
+    def reconcile_paths(
+        self, paths: Iterable[str], dirs: Iterable[str] = (), progress: Progress | None = None
+    ) -> Summary:
+        """Compare only these notes and folders with the manifest (what the watcher saw)."""
+        paths, dirs = set(paths), set(dirs)
+        known = self.manifest.known_subset(paths, dirs)
+
+        def states() -> Iterable[FileState]:
+            seen: set[str] = set()
+            for folder in sorted(dirs):
+                for state in self.discovery.walk_under(folder):
+                    if state.path not in seen:
+                        seen.add(state.path)
+                        yield state
+            for path in sorted(paths - seen):
+                single = self.discovery.state_of(path)
+                if single is not None:
+                    yield single
+
+        summary = Summary()
+        self._reconcile(known, states(), summary, progress)
+        return summary
+
+    def _reconcile(
+        self,
+        known: Mapping[str, KnownNote],
+        walk: Iterable[FileState],
+        summary: Summary,
+        progress: Progress | None,
+    ) -> None:
         started = time.perf_counter()
         embedded_before = self.embedder.embedded
-        summary = Summary()
-        report = progress or (lambda phase, done, total: None)
-
-        summary.store_repaired = self.sync_store()
-        known = self.manifest.known()
-        report("scan", 0, 0)
-        result = scan(known, self.discovery.walk(), keep_under=self._unreadable_dirs())
+        report = progress or _quiet
+        result = scan(known, walk, keep_under=self._unreadable_dirs())
         summary.notes_seen = result.seen
         summary.notes_unchanged = result.unchanged
         summary.skipped = [{"path": p, "reason": r} for p, r in self.discovery.skipped]
@@ -177,15 +219,14 @@ class Indexer:
         changes = classify(known, hashed, result.gone)
         self._record_failures(summary, [(s, "", reason) for s, reason in unreadable])
         self.apply(changes, summary, report)
-        self.manifest.prune_vectors(self.model_id)
 
         summary.chunks_embedded = self.embedder.embedded - embedded_before
         summary.seconds = time.perf_counter() - started
-        log.info(
-            "reconciled",
-            **{k: v for k, v in summary.as_dict().items() if k not in ("failures", "skipped")},
-        )
-        return summary
+        if changes or summary.notes_failed:
+            log.info(
+                "reconciled",
+                **{k: v for k, v in summary.as_dict().items() if k not in ("failures", "skipped")},
+            )
 
     def _unreadable_dirs(self) -> list[str]:
         return [path for path, reason in self.discovery.skipped if "permission" in reason.lower()]
@@ -211,7 +252,12 @@ class Indexer:
             self.manifest.apply(self.model_id, touched=stats)
         summary.notes_touched += len(touched)
 
-        deleted = [c.path for c in changes if c.kind == "deleted"]
+        # A note recreated since the scan (a backlog overtaken by a fresh edit) is not deleted.
+        deleted = [
+            c.path
+            for c in changes
+            if c.kind == "deleted" and self.discovery.state_of(c.path) is None
+        ]
         if deleted:
             ids = [i for path in deleted for i in self.manifest.chunk_ids(path)]
             self.store.delete(ids)
@@ -231,6 +277,8 @@ class Indexer:
             if batch_chunks >= BATCH_CHUNKS or len(batch) >= BATCH_NOTES:
                 self._flush(batch, failed, summary)
                 batch, failed, batch_chunks = [], [], 0
+                if self.between_batches is not None:
+                    self.between_batches()
             report("index", done, len(content))
         self._flush(batch, failed, summary)
 

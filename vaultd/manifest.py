@@ -189,6 +189,17 @@ class Manifest:
         rows = self._query("SELECT path, size, mtime_ns, sha256, status, attempts FROM notes")
         return {r[0]: KnownNote(r[0], r[1], r[2], r[3], r[4] == "ok", r[5]) for r in rows}
 
+    def known_subset(self, paths: Iterable[str], dirs: Iterable[str]) -> dict[str, KnownNote]:
+        """The known notes among `paths` and under the folders `dirs`."""
+        cols = "SELECT path, size, mtime_ns, sha256, status, attempts FROM notes"
+        rows: list[Any] = []
+        for batch in _batches(sorted(set(paths)), 500):
+            rows += self._query(f"{cols} WHERE path IN ({','.join('?' * len(batch))})", batch)
+        for folder in dirs:
+            prefix = folder.strip("/") + "/"
+            rows += self._query(f"{cols} WHERE substr(path, 1, ?) = ?", (len(prefix), prefix))
+        return {r[0]: KnownNote(r[0], r[1], r[2], r[3], r[4] == "ok", r[5]) for r in rows}
+
     def chunk_ids(self, path: str | None = None) -> list[str]:
         if path is None:
             return [r[0] for r in self._query("SELECT id FROM chunks ORDER BY id")]

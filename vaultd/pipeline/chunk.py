@@ -17,6 +17,7 @@ Rules (also in docs/parsing.md):
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -234,7 +235,7 @@ def _split_block(block: Block, counter: Counter, budget: int) -> list[_Piece]:
 def _split_line(text: str, counter: Counter, room: int) -> list[tuple[str, int]]:
     """One line that alone exceeds the budget: by sentences, then by tokens."""
     cuts = [0, *(m.end() for m in _SENTENCE_END.finditer(text)), len(text)]
-    sentences = [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False) if text[a:b].strip()]
+    sentences = [text[a:b] for a, b in itertools.pairwise(cuts) if text[a:b].strip()]
     counts = counter.count_many(sentences)
     parts: list[tuple[str, int]] = []
     group = ""

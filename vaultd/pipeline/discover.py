@@ -284,6 +284,56 @@ class Discovery:
         key = (st.st_dev, st.st_ino)
         yield from self._walk_dir(root, [], entries, (), (key,), {key: "."})
 
+    def walk_under(self, rel_dir: str) -> Iterator[FileState]:
+        """The notes of one subtree, as `walk` would find them (for a folder moved in)."""
+        parts = [_nfc(p) for p in rel_dir.split("/") if p not in ("", ".")]
+        if not parts:
+            yield from self.walk()
+            return
+        self.skipped = []
+        if self.is_ignored("/".join(parts), is_dir=True):
+            return
+        ignores: list[tuple[int, pathspec.GitIgnoreSpec]] = []
+        for depth in range(len(parts)):
+            if self.rules.use_gitignore:
+                spec = self._ignore_spec(
+                    os.path.join(self.root, *parts[:depth]), "/".join(parts[:depth])
+                )
+                if spec is not None:
+                    ignores.append((depth, spec))
+        path = os.path.join(self.root, *parts)
+        try:
+            if os.path.islink(path) and not self.rules.follow_symlinks:
+                return
+            st = os.stat(path)
+        except OSError:
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            return
+        listing = self._list(path, "/".join(parts))
+        if listing is None:
+            return
+        key = (st.st_dev, st.st_ino)
+        yield from self._walk_dir(path, parts, listing, tuple(ignores), (key,), {key: rel_dir})
+
+    def state_of(self, rel_path: str) -> FileState | None:
+        """One note's stat as the walk would report it, or None if the walk would skip it."""
+        rel = "/".join(_nfc(p) for p in rel_path.split("/") if p not in ("", "."))
+        if not rel or self.is_ignored(rel):
+            return None
+        path = os.path.join(self.root, *rel.split("/"))
+        try:
+            st = os.stat(path) if self.rules.follow_symlinks else os.lstat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode) or st.st_size > self._max_bytes:
+            return None
+        if self.rules.follow_symlinks and os.path.islink(path):
+            real = os.path.realpath(path)
+            if os.path.commonpath([real, self._real_root]) != self._real_root:
+                return None
+        return FileState(path=rel, size=st.st_size, mtime_ns=st.st_mtime_ns)
+
     def _skip(self, rel: str, reason: str) -> None:
         self.skipped.append((_printable(rel), reason))
 

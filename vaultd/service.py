@@ -1,0 +1,408 @@
+"""The daemon (`vaultd run`): the composition root for a long-running index.
+
+Start-up, in order: open the index (config already validated, data-directory lock, store,
+model), start watching the vault BEFORE the first reconcile so nothing written during start-up
+is lost, start the socket server, the single indexing worker and the scheduler, then tell the
+service manager we are ready. Shutdown runs the same list in reverse inside `finally`.
+
+Signal handlers only set flags; the main thread acts on them. The first SIGTERM or SIGINT asks
+for a graceful stop (the batch in flight finishes, the rest is abandoned and picked up by the
+next start), a second SIGINT forces an immediate exit. SIGHUP reloads the configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import structlog
+
+from vaultd.app import Index, open_index
+from vaultd.config import Config, load_config
+from vaultd.errors import VaultdError
+from vaultd.indexer import Summary
+from vaultd.notify import Notifier
+from vaultd.pipeline.watch import Settled, Watcher
+from vaultd.state import State
+
+log = structlog.get_logger("vaultd.service")
+
+#: How long a graceful stop may wait for the batch in flight (systemd's default is 90 s).
+STOP_TIMEOUT = 20.0
+#: How often the main loop wakes to check signals, the vault root and the watchdog.
+TICK = 0.25
+#: Back-off after the worker hit an error, so a persistent fault does not spin.
+ERROR_BACKOFF = 5.0
+
+
+class _Stopping(Exception):
+    """Raised inside the worker to abandon a long reconcile between two batches."""
+
+
+class Worker(threading.Thread):
+    """The single writer: every change to the index goes through this thread."""
+
+    def __init__(self, index: Index, watcher: Watcher, state: State) -> None:
+        super().__init__(name="vaultd-worker", daemon=True)
+        self.index = index
+        self.watcher = watcher
+        self.state = state
+        self.stop_event = threading.Event()
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._full = True  # the first thing to do is a full reconcile
+        self._paths: set[str] = set()
+        self.paused = False
+        self.busy = False
+        self._in_interactive = False
+        index.indexer.between_batches = self._between_batches
+
+    # -- requests from other threads -----------------------------------------------------------
+
+    def request_full(self) -> None:
+        with self._lock:
+            self._full = True
+        self._wake.set()
+
+    def request_paths(self, paths: set[str]) -> None:
+        with self._lock:
+            self._paths |= paths
+        self._wake.set()
+
+    def idle(self) -> bool:
+        with self._lock:
+            queued = self._full or bool(self._paths)
+        return not queued and not self.busy and self.watcher.pending() == 0
+
+    def queue_depth(self) -> int:
+        with self._lock:
+            return len(self._paths) + (1 if self._full else 0) + self.watcher.pending()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self._wake.set()
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                if not self._step():
+                    due = self.watcher.next_due()
+                    self._wake.wait(0.2 if due is None else min(max(due, 0.01), 0.2))
+                    self._wake.clear()
+            except _Stopping:
+                break
+            except VaultdError as exc:
+                log.error("indexing failed; retrying", error=str(exc))
+                self.state.degrade("indexing", str(exc))
+                self.stop_event.wait(ERROR_BACKOFF)
+            except Exception:
+                log.exception("unexpected error in the indexing worker; retrying")
+                self.state.degrade("indexing", "unexpected error; see the log")
+                self.stop_event.wait(ERROR_BACKOFF)
+            finally:
+                self.busy = False
+
+    def _step(self) -> bool:
+        """Do one unit of work; False when there was nothing to do."""
+        if self.paused:
+            return False
+        settled = self.watcher.take()
+        if settled.full:
+            self.request_full()
+        with self._lock:
+            full, self._full = self._full, False
+            requested, self._paths = self._paths, set()
+        if full:
+            self.busy = True
+            self._full_reconcile()
+            return True
+        if settled or requested:
+            self.busy = True
+            settled.paths |= requested
+            self._incremental(settled)
+            return True
+        return False
+
+    def _full_reconcile(self) -> None:
+        self.state.indexing = "full reconcile"
+        try:
+            summary = self.index.indexer.reconcile()
+        finally:
+            self.state.indexing = ""
+        self.state.recover("indexing")
+        self.state.reconciled(summary.as_dict())
+        self.state.started()
+
+    def _incremental(self, settled: Settled) -> Summary:
+        summary = self.index.indexer.reconcile_paths(settled.paths, settled.dirs)
+        lag = time.monotonic() - settled.first_event if settled.first_event else None
+        changed = summary.notes_changed + summary.notes_moved + summary.notes_deleted
+        self.state.recover("indexing")
+        self.state.committed(lag if changed or summary.notes_touched else None)
+        return summary
+
+    def _between_batches(self) -> None:
+        """Called by the indexer between two batches of a long pass."""
+        if self.stop_event.is_set():
+            raise _Stopping
+        if self._in_interactive:
+            return
+        # An edit made during a big backlog is served first, not after the backlog.
+        settled = self.watcher.take()
+        if settled.full:
+            self.request_full()
+        with self._lock:
+            requested, self._paths = self._paths, set()
+        if settled.paths or settled.dirs or requested:
+            settled.paths |= requested
+            self._in_interactive = True
+            try:
+                self._incremental(settled)
+            finally:
+                self._in_interactive = False
+
+
+class Daemon:
+    """Runs one vault's index until asked to stop."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        config_file: Path | None = None,
+        vault_override: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        notifier: Notifier | None = None,
+    ) -> None:
+        self.config = config
+        self.config_file = config_file
+        self.vault_override = vault_override
+        self.env = os.environ if env is None else env
+        self.notifier = notifier or Notifier(self.env)
+        self.state = State()
+        self._stop = threading.Event()
+        self._reload = threading.Event()
+        self._interrupts = 0
+        self.index: Index | None = None
+        self.watcher: Watcher | None = None
+        self.worker: Worker | None = None
+        self.scheduler: Any = None
+        self.server: Any = None
+
+    # -- signals -------------------------------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGHUP:
+            self._reload.set()
+            return
+        if signum == signal.SIGINT:
+            self._interrupts += 1
+            if self._interrupts > 1:
+                os.write(2, b"vaultd: second interrupt, exiting now\n")
+                os._exit(1)
+        self._stop.set()
+
+    @contextmanager
+    def _signals(self) -> Iterator[None]:
+        handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+        previous = {s: signal.signal(s, self._on_signal) for s in handled}
+        try:
+            yield
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        with self._signals(), ExitStack() as stack:
+            index = stack.enter_context(open_index(self.config, self.env))
+            self.index = index
+            discovery = index.indexer.discovery
+            watcher = Watcher(
+                index.vault,
+                settle=self.config.watch.debounce_seconds,
+                backend=self.config.watch.backend,
+                is_ignored=lambda path, is_dir: discovery.is_ignored(path, is_dir=is_dir),
+            )
+            # Watch first: whatever is written while the first reconcile runs is seen.
+            watcher.start()
+            stack.callback(watcher.stop)
+            self.watcher = watcher
+            if watcher.fallback_reason:
+                log.warning("watching by polling", reason=watcher.fallback_reason)
+            worker = Worker(index, watcher, self.state)
+            self.worker = worker
+            self.server = self._start_server(stack)
+            worker.start()
+            stack.callback(self._stop_worker)
+            self.scheduler = self._start_scheduler(stack)
+            self.notifier.ready(f"indexing {index.vault}")
+            log.info(
+                "started",
+                vault=str(index.vault),
+                data=str(index.data_dir),
+                watch=watcher.mode,
+                socket=str(self.server.path) if self.server else None,
+                pid=os.getpid(),
+            )
+            self._main_loop()
+            self.notifier.stopping()
+            log.info("stopping")
+        log.info("stopped")
+        return 0
+
+    def _start_server(self, stack: ExitStack) -> Any:
+        try:
+            from vaultd.server import start_server
+        except ImportError:
+            return None
+        server = start_server(self)
+        stack.callback(server.close)
+        return server
+
+    def _start_scheduler(self, stack: ExitStack) -> Any:
+        from vaultd.scheduler import start_scheduler
+
+        scheduler = start_scheduler(self)
+        stack.callback(scheduler.shutdown)
+        return scheduler
+
+    def _stop_worker(self) -> None:
+        worker = self.worker
+        if worker is None:
+            return
+        worker.stop()
+        worker.join(STOP_TIMEOUT)
+        if worker.is_alive():
+            log.warning("the batch in flight did not finish in time; abandoning it")
+
+    def _main_loop(self) -> None:
+        assert self.index is not None and self.watcher is not None and self.worker is not None
+        last_ping = 0.0
+        root = self.index.vault
+        while not self._stop.wait(TICK):
+            if self._reload.is_set():
+                self._reload.clear()
+                self.reload()
+            self._check_root(root)
+            self._check_watcher()
+            interval = self.notifier.watchdog_interval
+            if interval and time.monotonic() - last_ping >= interval and self.alive():
+                self.notifier.watchdog()
+                last_ping = time.monotonic()
+
+    def alive(self) -> bool:
+        """Liveness for the service manager's watchdog: the worker and the watcher run."""
+        worker_ok = self.worker is not None and self.worker.is_alive()
+        watcher_ok = self.watcher is not None and (
+            self.watcher.alive() or bool(self.worker and self.worker.paused)
+        )
+        return worker_ok and watcher_ok
+
+    def _check_root(self, root: Path) -> None:
+        assert self.watcher is not None and self.worker is not None
+        present = root.is_dir()
+        if not present and not self.worker.paused:
+            # Never purge the index because the vault vanished (unmounted, moved, deleted).
+            log.warning("the vault root is gone; pausing until it returns", vault=str(root))
+            self.worker.paused = True
+            self.state.degrade("vault", f"the vault root {root} is missing")
+            self.watcher.stop()
+        elif present and self.worker.paused:
+            log.info("the vault root is back; re-arming", vault=str(root))
+            self.watcher.start()
+            self.worker.paused = False
+            self.worker.request_full()
+            self.state.recover("vault")
+
+    def _check_watcher(self) -> None:
+        assert self.watcher is not None and self.worker is not None
+        if self.worker.paused or self.watcher.alive():
+            return
+        # The observer thread died: events were lost. Restart it and compare everything.
+        log.warning("the file watcher stopped; restarting it and reconciling")
+        self.watcher.stop()
+        try:
+            self.watcher.start()
+        except OSError as exc:
+            self.state.degrade("watch", f"cannot watch the vault: {exc}")
+            return
+        self.state.recover("watch")
+        self.worker.request_full()
+
+    def reload(self) -> None:
+        """SIGHUP: re-read the configuration; an invalid one is logged and the old one kept."""
+        self.notifier.reloading()
+        try:
+            config = load_config(self.config_file, vault=self.vault_override, env=self.env)
+        except VaultdError as exc:
+            log.error("reload failed; keeping the running configuration", error=str(exc))
+            self.notifier.ready("reload failed; running the previous configuration")
+            return
+        fixed = ("vault", "store", "embedding", "chunking", "server")
+        needs_restart = [s for s in fixed if getattr(config, s) != getattr(self.config, s)]
+        if needs_restart:
+            log.warning("these sections change only on restart", sections=needs_restart)
+        self.config = config
+        if self.watcher is not None:
+            self.watcher.settle = config.watch.debounce_seconds
+        if self.scheduler is not None:
+            from vaultd.scheduler import reschedule
+
+            reschedule(self.scheduler, self)
+        from vaultd.logs import configure
+
+        configure(config.log)
+        log.info("configuration reloaded")
+        self.notifier.ready("configuration reloaded")
+
+    # -- what the socket server and the scheduler call -----------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        from vaultd import __version__
+
+        assert self.index is not None and self.worker is not None and self.watcher is not None
+        counts = self.index.manifest.counts()
+        snapshot = self.state.snapshot()
+        return {
+            **snapshot,
+            "version": __version__,
+            "vault": str(self.index.vault),
+            "notes": counts["notes"],
+            "chunks": counts["chunks"],
+            "failed": [
+                {"path": p, "reason": r, "attempts": a} for p, r, a in self.index.manifest.failed()
+            ],
+            "queue_depth": self.worker.queue_depth(),
+            "watch": {"mode": self.watcher.mode, "fallback_reason": self.watcher.fallback_reason},
+            "model": self.index.embedder.model_id,
+            "store": {
+                "data_dir": str(self.index.data_dir),
+                "chroma": self.index.store.location,
+            },
+            "rss_mb": _rss_mb(),
+        }
+
+
+def _rss_mb() -> float | None:
+    try:
+        with open("/proc/self/statm") as handle:
+            pages = int(handle.read().split()[1])
+        return round(pages * os.sysconf("SC_PAGE_SIZE") / 1048576, 1)
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

@@ -1,0 +1,97 @@
+"""The daemon's live state, as health checks, status and the socket API report it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Health = Literal["starting", "ok", "degraded"]
+
+
+def percentile(values: list[float], share: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))
+    return ordered[index]
+
+
+@dataclass
+class State:
+    """Thread-safe: the worker writes, the server and the health job read."""
+
+    health: Health = "starting"
+    reasons: dict[str, str] = field(default_factory=dict)
+    last_reconcile: dict[str, Any] | None = None
+    last_reconcile_at: float | None = None
+    indexing: str = ""
+    #: Save-to-searchable lag in seconds of the last edits (event seen → committed).
+    lags: deque[float] = field(default_factory=lambda: deque(maxlen=1000))
+    #: Bumped after every committed change; `wait_for` waiters watch it.
+    generation: int = 0
+    _lock: threading.Condition = field(default_factory=threading.Condition)
+
+    def degrade(self, key: str, reason: str) -> None:
+        with self._lock:
+            self.reasons[key] = reason
+            self._refresh()
+
+    def recover(self, key: str) -> None:
+        with self._lock:
+            self.reasons.pop(key, None)
+            self._refresh()
+
+    def started(self) -> None:
+        with self._lock:
+            if self.health == "starting":
+                self.health = "ok"
+            self._refresh()
+
+    def _refresh(self) -> None:
+        if self.health != "starting":
+            self.health = "degraded" if self.reasons else "ok"
+        self._lock.notify_all()
+
+    def reconciled(self, summary: dict[str, Any]) -> None:
+        with self._lock:
+            self.last_reconcile = summary
+            self.last_reconcile_at = time.time()
+            self.generation += 1
+            self._lock.notify_all()
+
+    def committed(self, lag: float | None = None) -> None:
+        with self._lock:
+            if lag is not None:
+                self.lags.append(lag)
+            self.generation += 1
+            self._lock.notify_all()
+
+    def wait(self, predicate: Any, timeout: float) -> bool:
+        """Block until `predicate()` holds (re-checked after each commit) or time runs out."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while not predicate():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._lock.wait(min(left, 0.5))
+            return True
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            lags = list(self.lags)
+            return {
+                "status": self.health,
+                "reasons": dict(self.reasons),
+                "indexing": self.indexing,
+                "last_reconcile": self.last_reconcile,
+                "last_reconcile_at": self.last_reconcile_at,
+                "lag_seconds": {
+                    "p50": percentile(lags, 0.5),
+                    "p95": percentile(lags, 0.95),
+                    "samples": len(lags),
+                },
+            }
