@@ -92,6 +92,35 @@ def inspect(file: Path, as_json: bool, config_file: Path | None, vault: Path | N
         click.echo(render_text(report))
 
 
+def _daemon(config: Any) -> Any:
+    """A client for the running daemon of this vault, or None when none answers."""
+    from vaultd.client import Client
+    from vaultd.server import socket_path
+
+    if config.vault.path is None:
+        return None
+    path = socket_path(config.server.socket, os.environ, config.require_store())
+    client = Client(path)
+    return client if client.reachable() else None
+
+
+def _api_hit(item: dict[str, Any]) -> Any:
+    from vaultd.model import Hit
+
+    return Hit(
+        id=item.get("id", ""),
+        path=item["path"],
+        title=item["title"],
+        section=item["section"],
+        start_line=item["start_line"],
+        end_line=item["end_line"],
+        score=item["score"],
+        text=item["text"],
+        tags=tuple(item.get("tags", ())),
+        parts=item.get("explain", {}),
+    )
+
+
 def _load(config_file: Path | None, vault: Path | None) -> Any:
     from vaultd.config import load_config
     from vaultd.logs import configure
@@ -216,8 +245,27 @@ def search(
     from vaultd.app import open_index
 
     config = _load(config_file, vault)
-    with open_index(config) as idx:
-        hits = idx.searcher.search(query, k=k, mode=mode, tags=tags, path_prefix=path_prefix)  # type: ignore[arg-type]
+    client = _daemon(config)
+    if client is not None:
+        body = {
+            "query": query,
+            "k": k,
+            "mode": mode,
+            "tags": list(tags),
+            "path_prefix": path_prefix,
+            "explain": explain,
+        }
+        found = client.request("POST", "/v1/search", body)["hits"]
+        hits = [_api_hit(h) for h in found]
+    else:
+        with open_index(config) as idx:
+            hits = idx.searcher.search(
+                query,
+                k=k,
+                mode=mode,  # type: ignore[arg-type]  # click.Choice guarantees the literal
+                tags=tags,
+                path_prefix=path_prefix,
+            )
     if as_json:
         out = []
         for h in hits:
@@ -293,3 +341,87 @@ def run(config_file: Path | None, vault: Path | None) -> None:
     config = _load(config_file, vault)
     code = Daemon(config, config_file=config_file, vault_override=vault).run()
     sys.exit(code)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_config_option
+@_vault_option
+@_handle_errors
+def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
+    """Show the index: notes, chunks, failures and, from a running daemon, its health.
+
+    Exits 0 when healthy, 1 when degraded or notes failed.
+    """
+    from vaultd.app import open_index
+
+    config = _load(config_file, vault)
+    client = _daemon(config)
+    if client is not None:
+        report = client.request("GET", "/v1/status")
+        report["daemon"] = True
+    else:
+        with open_index(config) as idx:
+            counts = idx.manifest.counts()
+            report = {
+                "daemon": False,
+                "status": "stopped",
+                "vault": str(idx.vault),
+                "notes": counts["notes"],
+                "chunks": counts["chunks"],
+                "failed": [
+                    {"path": p, "reason": r, "attempts": a} for p, r, a in idx.manifest.failed()
+                ],
+                "model": idx.embedder.model_id,
+                "store": {"data_dir": str(idx.data_dir), "chroma": idx.store.location},
+            }
+    if as_json:
+        click.echo(json.dumps(report, ensure_ascii=False, indent=2))
+    else:
+        state = report["status"] if report["daemon"] else "no daemon running"
+        click.echo(f"vault:    {report['vault']}")
+        click.echo(f"state:    {state}")
+        for key, reason in (report.get("reasons") or {}).items():
+            click.echo(f"  {key}: {reason}")
+        click.echo(f"notes:    {report['notes']} ({report['chunks']} chunks)")
+        if report["daemon"]:
+            lag = report["lag_seconds"]
+            click.echo(f"queue:    {report['queue_depth']}")
+            if lag["samples"]:
+                click.echo(f"lag:      p50 {lag['p50']:.2f} s, p95 {lag['p95']:.2f} s")
+            click.echo(f"watching: {report['watch']['mode']}")
+        click.echo(f"model:    {report['model']}")
+        click.echo(f"data:     {report['store']['data_dir']}")
+        for failure in report["failed"]:
+            click.echo(f"failed:   {failure['path']}: {failure['reason']}")
+    degraded = report["daemon"] and report["status"] == "degraded"
+    if degraded or report["failed"]:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("paths", nargs=-1)
+@_config_option
+@_vault_option
+@_handle_errors
+def reindex(paths: tuple[str, ...], config_file: Path | None, vault: Path | None) -> None:
+    """Compare notes (vault-relative PATHS, or the whole vault) with the index again.
+
+    With a daemon running the work is queued there; otherwise it runs here and now.
+    """
+    from vaultd.app import open_index
+
+    config = _load(config_file, vault)
+    client = _daemon(config)
+    if client is not None:
+        client.request("POST", "/v1/reindex", {"paths": list(paths)})
+        click.echo(f"queued {'all notes' if not paths else f'{len(paths)} note(s)'} on the daemon")
+        return
+    with open_index(config) as idx:
+        summary = (
+            idx.indexer.reconcile_paths(paths) if paths else idx.indexer.reconcile(_Progress(True))
+        )
+    click.echo(
+        f"{summary.notes_changed} changed, {summary.notes_deleted} deleted, "
+        f"{summary.chunks_embedded} chunks embedded"
+    )

@@ -50,6 +50,12 @@ CREATE TABLE IF NOT EXISTS note_tags (
     PRIMARY KEY (tag, path)
 );
 CREATE INDEX IF NOT EXISTS note_tags_path ON note_tags(path);
+CREATE TABLE IF NOT EXISTS note_links (
+    target TEXT NOT NULL,            -- as written, lower-cased, without ".md"
+    source TEXT NOT NULL,
+    PRIMARY KEY (target, source)
+);
+CREATE INDEX IF NOT EXISTS note_links_source ON note_links(source);
 CREATE TABLE IF NOT EXISTS chunks (
     n INTEGER PRIMARY KEY,
     id TEXT NOT NULL UNIQUE,
@@ -115,6 +121,12 @@ class NoteUpdate:
     chunks: Sequence[Chunk]
     #: Vectors computed for this update, by text hash (reused ones are already stored).
     new_vectors: dict[str, np.ndarray]
+
+
+def link_key(target: str) -> str:
+    """How link targets are compared: case-insensitive, with or without ".md"."""
+    key = target.strip().lower()
+    return key[:-3] if key.endswith(".md") else key
 
 
 def tag_ancestors(tags: Iterable[str]) -> set[str]:
@@ -258,6 +270,19 @@ class Manifest:
             "error": r[9],
         }
 
+    def backlinks(self, path: str, aliases: Iterable[str] = ()) -> list[str]:
+        """Notes linking to `path` by its name, its path or one of its aliases."""
+        stem = path[:-3] if path.lower().endswith(".md") else path
+        keys = {link_key(stem), link_key(stem.rsplit("/", 1)[-1])}
+        keys.update(link_key(a) for a in aliases)
+        marks = ",".join("?" * len(keys))
+        rows = self._query(
+            f"SELECT DISTINCT source FROM note_links WHERE target IN ({marks}) AND source != ? "
+            "ORDER BY source",
+            [*sorted(keys), path],
+        )
+        return [r[0] for r in rows]
+
     def vectors(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         for batch in _batches(sorted(set(hashes)), 500):
@@ -303,6 +328,7 @@ class Manifest:
             for path in deleted:
                 db.execute("DELETE FROM chunks WHERE path = ?", (path,))
                 db.execute("DELETE FROM note_tags WHERE path = ?", (path,))
+                db.execute("DELETE FROM note_links WHERE source = ?", (path,))
                 db.execute("DELETE FROM notes WHERE path = ?", (path,))
             for path, size, mtime_ns in touched:
                 db.execute(
@@ -350,6 +376,11 @@ class Manifest:
                 )
                 for c in u.chunks
             ],
+        )
+        db.execute("DELETE FROM note_links WHERE source = ?", (note.path,))
+        db.executemany(
+            "INSERT OR IGNORE INTO note_links(target, source) VALUES (?, ?)",
+            [(link_key(link.target), note.path) for link in note.links],
         )
         db.execute("DELETE FROM note_tags WHERE path = ?", (note.path,))
         db.executemany(

@@ -1,0 +1,249 @@
+"""The OpenAPI 3.0 description of the socket API (served at /openapi.json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vaultd import __version__
+from vaultd.search import MAX_K, MODES
+
+_ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+        }
+    },
+}
+
+_HIT = {
+    "type": "object",
+    "required": ["path", "title", "section", "start_line", "end_line", "score", "text", "tags"],
+    "properties": {
+        "path": {"type": "string"},
+        "title": {"type": "string"},
+        "section": {"type": "string"},
+        "start_line": {"type": "integer", "minimum": 1},
+        "end_line": {"type": "integer", "minimum": 1},
+        "score": {"type": "number"},
+        "text": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "id": {"type": "string"},
+        "explain": {"type": "object"},
+    },
+}
+
+_SEARCH_REQUEST = {
+    "type": "object",
+    "required": ["query"],
+    "properties": {
+        "query": {"type": "string", "minLength": 1},
+        "k": {"type": "integer", "minimum": 1, "maximum": MAX_K, "default": 10},
+        "mode": {"type": "string", "enum": list(MODES), "default": "hybrid"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "path_prefix": {"type": "string"},
+        "explain": {"type": "boolean"},
+        "wait_for": {
+            "type": "string",
+            "description": 'A vault path, or "idle": answer once it is indexed.',
+        },
+        "timeout": {"type": "number", "minimum": 0, "maximum": 60, "default": 10},
+    },
+}
+
+_NOTE = {
+    "type": "object",
+    "required": ["path", "title", "aliases", "tags", "links", "backlinks", "chunks"],
+    "properties": {
+        "path": {"type": "string"},
+        "title": {"type": "string"},
+        "aliases": {"type": "array", "items": {"type": "string"}},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "links": {"type": "array", "items": {"type": "object"}},
+        "backlinks": {"type": "array", "items": {"type": "string"}},
+        "frontmatter": {"type": "object"},
+        "sha256": {"type": "string"},
+        "status": {"type": "string"},
+        "error": {"type": "string", "nullable": True},
+        "chunks": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["id", "index", "section", "start_line", "end_line", "text"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "index": {"type": "integer"},
+                    "section": {"type": "string"},
+                    "headings": {"type": "array", "items": {"type": "string"}},
+                    "start_line": {"type": "integer"},
+                    "end_line": {"type": "integer"},
+                    "tokens": {"type": "integer"},
+                    "text": {"type": "string"},
+                },
+            },
+        },
+    },
+}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    names = {
+        400: "Bad input",
+        404: "Unknown note or route",
+        405: "Wrong method",
+        411: "Length required",
+        413: "Body too large",
+        503: "Not ready or timed out",
+    }
+    return {str(c): _json(_ERROR, names[c]) for c in codes}
+
+
+def schema() -> dict[str, Any]:
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "vaultd",
+            "version": __version__,
+            "description": "The local API of the vaultd daemon, served on a Unix socket.",
+        },
+        "paths": {
+            "/v1/health": {
+                "get": {
+                    "summary": "Liveness and readiness",
+                    "responses": {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "required": ["status"],
+                                "properties": {
+                                    "status": {
+                                        "type": "string",
+                                        "enum": ["ok", "degraded", "starting"],
+                                    },
+                                    "reason": {"type": "string"},
+                                    "version": {"type": "string"},
+                                },
+                            },
+                            "The daemon's state",
+                        )
+                    },
+                }
+            },
+            "/v1/status": {
+                "get": {
+                    "summary": "Counts, queue, failures, freshness and where things are",
+                    "responses": {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "required": [
+                                    "status",
+                                    "notes",
+                                    "chunks",
+                                    "queue_depth",
+                                    "failed",
+                                    "lag_seconds",
+                                    "model",
+                                    "store",
+                                    "version",
+                                ],
+                                "properties": {
+                                    "status": {"type": "string"},
+                                    "notes": {"type": "integer"},
+                                    "chunks": {"type": "integer"},
+                                    "queue_depth": {"type": "integer"},
+                                    "failed": {"type": "array", "items": {"type": "object"}},
+                                    "last_reconcile": {"type": "object", "nullable": True},
+                                    "last_reconcile_at": {"type": "number", "nullable": True},
+                                    "lag_seconds": {"type": "object"},
+                                    "model": {"type": "string"},
+                                    "store": {"type": "object"},
+                                    "version": {"type": "string"},
+                                },
+                            },
+                            "Status",
+                        )
+                    },
+                }
+            },
+            "/v1/search": {
+                "post": {
+                    "summary": "Search the index",
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": _SEARCH_REQUEST}},
+                    },
+                    "responses": {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "required": ["hits"],
+                                "properties": {"hits": {"type": "array", "items": _HIT}},
+                            },
+                            "Ranked hits",
+                        ),
+                        **_errors(400, 411, 413, 503),
+                    },
+                }
+            },
+            "/v1/notes/{path}": {
+                "get": {
+                    "summary": "One indexed note with its links, backlinks and chunks",
+                    "parameters": [
+                        {
+                            "name": "path",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string"},
+                            "description": "The vault-relative path, URL-encoded",
+                        }
+                    ],
+                    "responses": {"200": _json(_NOTE, "The note"), **_errors(404, 503)},
+                }
+            },
+            "/v1/reindex": {
+                "post": {
+                    "summary": "Queue notes, or the whole vault, for a fresh comparison",
+                    "requestBody": {
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "properties": {
+                                        "paths": {
+                                            "type": "array",
+                                            "items": {"type": "string", "minLength": 1},
+                                        }
+                                    },
+                                }
+                            }
+                        }
+                    },
+                    "responses": {
+                        "202": _json(
+                            {
+                                "type": "object",
+                                "required": ["accepted"],
+                                "properties": {"accepted": {"type": "boolean"}, "paths": {}},
+                            },
+                            "Queued",
+                        ),
+                        **_errors(400, 411, 413, 503),
+                    },
+                }
+            },
+            "/openapi.json": {
+                "get": {
+                    "summary": "This document",
+                    "responses": {"200": _json({"type": "object"}, "The OpenAPI document")},
+                }
+            },
+        },
+    }

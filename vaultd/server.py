@@ -1,0 +1,554 @@
+"""The local API: HTTP/1.1 with JSON bodies on a Unix socket only its owner can use.
+
+The standard library's HTTP server is enough for a local, low-concurrency API, and it keeps
+every limit under our control: peer credentials are checked before a byte is read, a request
+must arrive whole within a deadline (a client trickling a byte every few seconds is cut off),
+bodies are capped, and so are open connections. The server only calls into the daemon.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import socket
+import socketserver
+import stat
+import struct
+import threading
+import time
+from collections.abc import Mapping
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+import structlog
+
+from vaultd import __version__
+from vaultd.errors import VaultdError
+from vaultd.search import MAX_K, MODES
+
+if TYPE_CHECKING:
+    from vaultd.service import Daemon
+
+log = structlog.get_logger("vaultd.server")
+
+MAX_BODY = 1024 * 1024
+#: A request line and headers must arrive within this many seconds.
+HEADER_TIMEOUT = 10.0
+#: An idle keep-alive connection is closed after this many seconds.
+IDLE_TIMEOUT = 10.0
+MAX_CONNECTIONS = 64
+#: macOS's sun_path holds 104 bytes; Linux's 108. Stay portable.
+MAX_SOCKET_PATH = 104
+MAX_WAIT = 60.0
+
+
+class StartupError(VaultdError):
+    """Raised when the socket cannot be set up safely."""
+
+    exit_code = 78
+
+
+class ApiError(Exception):
+    def __init__(self, status: HTTPStatus, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def default_socket_path(env: Mapping[str, str], data_dir: Path) -> Path:
+    runtime = env.get("XDG_RUNTIME_DIR", "")
+    if runtime and Path(runtime).is_dir():
+        return Path(runtime) / "vaultd" / "vaultd.sock"
+    return data_dir / "vaultd.sock"
+
+
+def socket_path(setting: str, env: Mapping[str, str], data_dir: Path) -> Path:
+    path = Path(setting).expanduser() if setting else default_socket_path(env, data_dir)
+    if len(os.fsencode(path)) >= MAX_SOCKET_PATH:
+        raise StartupError(
+            f"the socket path {path} is {len(os.fsencode(path))} bytes; Unix sockets allow fewer "
+            f"than {MAX_SOCKET_PATH} on every platform. Set [server] socket to a shorter path."
+        )
+    return path
+
+
+def _safe_directory(directory: Path) -> None:
+    """Create the socket's directory 0700, or refuse one others could tamper with."""
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = directory.lstat()
+    except OSError as exc:
+        raise StartupError(f"cannot create the socket directory {directory}: {exc}") from exc
+    if not stat.S_ISDIR(info.st_mode):
+        raise StartupError(f"{directory} is not a directory")
+    if info.st_uid != os.getuid():
+        raise StartupError(
+            f"the socket directory {directory} belongs to uid {info.st_uid}, not to you "
+            f"({os.getuid()}); choose another [server] socket"
+        )
+    if info.st_mode & 0o022:
+        raise StartupError(
+            f"the socket directory {directory} is writable by others "
+            f"(mode {stat.S_IMODE(info.st_mode):o}); run `chmod 700 {directory}` or choose "
+            "another [server] socket"
+        )
+
+
+def _clear_stale(path: Path) -> None:
+    """Remove a socket left by a dead daemon; called only while holding the data-dir lock."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(info.st_mode):
+        raise StartupError(f"{path} exists and is not a socket; remove it or choose another path")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(str(path))
+    except OSError as exc:
+        if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):
+            path.unlink(missing_ok=True)
+            return
+        raise StartupError(f"cannot check the existing socket {path}: {exc}") from exc
+    else:
+        raise StartupError(
+            f"another vaultd is already serving on {path}; give this vault its own [server] socket"
+        )
+    finally:
+        probe.close()
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The connecting process's uid (SO_PEERCRED on Linux, getpeereid on BSD/macOS)."""
+    if hasattr(socket, "SO_PEERCRED"):
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _pid, uid, _gid = struct.unpack("3i", creds)
+        return int(uid)
+    getpeereid = getattr(sock, "getpeereid", None)
+    if getpeereid is not None:
+        return int(getpeereid()[0])
+    return None
+
+
+class _DeadlineReader:
+    """Reads from a socket file, failing once the request's deadline has passed."""
+
+    def __init__(self, raw: Any, sock: socket.socket) -> None:
+        self._raw = raw
+        self._sock = sock
+        self.deadline = time.monotonic() + IDLE_TIMEOUT
+
+    def _arm(self) -> None:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("request deadline passed")
+        self._sock.settimeout(left)
+
+    def readline(self, limit: int = -1) -> bytes:
+        self._arm()
+        line: bytes = self._raw.readline(limit)
+        return line
+
+    def read(self, size: int = -1) -> bytes:
+        self._arm()
+        data: bytes = self._raw.read(size)
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = f"vaultd/{__version__}"
+    server: SocketServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile = _DeadlineReader(self.rfile, self.connection)  # type: ignore[assignment]
+
+    def handle_one_request(self) -> None:
+        reader = self.rfile
+        assert isinstance(reader, _DeadlineReader)
+        # Waiting for the next request on a kept-alive connection: the idle timeout; once it
+        # starts, the whole head must arrive within HEADER_TIMEOUT.
+        reader.deadline = time.monotonic() + IDLE_TIMEOUT
+        try:
+            super().handle_one_request()
+        except (TimeoutError, ConnectionError):
+            self.close_connection = True
+
+    def parse_request(self) -> bool:
+        reader = self.rfile
+        assert isinstance(reader, _DeadlineReader)
+        reader.deadline = min(reader.deadline, time.monotonic() + HEADER_TIMEOUT)
+        return super().parse_request()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("request", line=format % args)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        # Errors raised by the base class (bad request line, too-long headers) as JSON too.
+        status = HTTPStatus(code)
+        with contextlib.suppress(OSError):
+            self._send(status, _error_body(status.name.lower(), message or status.phrase))
+        self.close_connection = True
+
+    # -- dispatch ------------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def _dispatch(self, method: str) -> None:
+        started = time.perf_counter()
+        try:
+            body = self._read_body()
+            status, payload = self.server.api.handle(method, self.path, body)
+        except ApiError as exc:
+            status, payload = exc.status, _error_body(exc.code, exc.message)
+        except VaultdError as exc:
+            status, payload = HTTPStatus.SERVICE_UNAVAILABLE, _error_body("unavailable", str(exc))
+        except Exception:
+            log.exception("request failed", path=self.path)
+            status = HTTPStatus.INTERNAL_SERVER_ERROR
+            payload = _error_body("internal", "internal error; see the daemon's log")
+        self._send(status, payload)
+        log.debug(
+            "served",
+            method=method,
+            path=self.path,
+            status=int(status),
+            ms=round((time.perf_counter() - started) * 1000, 1),
+        )
+
+    def _read_body(self) -> bytes:
+        length_header = self.headers.get("Content-Length")
+        if self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
+            raise ApiError(
+                HTTPStatus.LENGTH_REQUIRED,
+                "length_required",
+                "send the body with a Content-Length, not chunked",
+            )
+        if not length_header:
+            return b""
+        try:
+            length = int(length_header)
+        except ValueError:
+            self.close_connection = True
+            raise ApiError(
+                HTTPStatus.BAD_REQUEST, "bad_request", "invalid Content-Length"
+            ) from None
+        if length < 0:
+            self.close_connection = True
+            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "invalid Content-Length")
+        if length > MAX_BODY:
+            self.close_connection = True
+            raise ApiError(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                "too_large",
+                f"request bodies are limited to {MAX_BODY} bytes",
+            )
+        reader = self.rfile
+        assert isinstance(reader, _DeadlineReader)
+        reader.deadline = time.monotonic() + HEADER_TIMEOUT
+        data = reader.read(length)
+        if len(data) < length:
+            self.close_connection = True
+            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "the body ended early")
+        return data
+
+    def _send(self, status: HTTPStatus, payload: Any) -> None:
+        data = json.dumps(payload, ensure_ascii=False).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _error_body(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    allow_reuse_address = False
+    request_queue_size = 128
+
+    def __init__(self, path: Path, api: Api) -> None:
+        self.path = path
+        self.api = api
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._uid = os.getuid()
+        old_umask = os.umask(0o177)  # the socket is born 0600 whatever the caller's umask
+        try:
+            super().__init__(str(path), Handler)
+        finally:
+            os.umask(old_umask)
+        os.chmod(path, 0o600)
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        uid = peer_uid(request)
+        if uid is not None and uid != self._uid:
+            log.warning("refused a connection from another user", uid=uid)
+            return False
+        if not self._slots.acquire(blocking=False):
+            with contextlib.suppress(OSError):
+                body = json.dumps(_error_body("busy", "too many connections")).encode()
+                request.sendall(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                    + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                    + body
+                )
+            return False
+        return True
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def close(self) -> None:
+        self.shutdown()
+        self.server_close()
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+
+class Api:
+    """Routes requests to the daemon; raises ApiError for anything the client got wrong."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+
+    def handle(self, method: str, target: str, body: bytes) -> tuple[HTTPStatus, Any]:
+        url = urlsplit(target)
+        path = url.path
+        routes: dict[tuple[str, str], Any] = {
+            ("GET", "/v1/health"): self.health,
+            ("GET", "/v1/status"): self.status,
+            ("POST", "/v1/search"): self.search,
+            ("POST", "/v1/reindex"): self.reindex,
+            ("GET", "/openapi.json"): self.openapi,
+        }
+        handler = routes.get((method, path))
+        if handler is not None:
+            result: tuple[HTTPStatus, Any] = (
+                handler(_json_body(body)) if method == "POST" else handler()
+            )
+            return result
+        if path.startswith("/v1/notes/") and method == "GET":
+            return self.note(unquote(path[len("/v1/notes/") :]))
+        if any(p == path for _, p in routes) or path.startswith("/v1/notes/"):
+            raise ApiError(
+                HTTPStatus.METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                f"{method} is not supported on {path}",
+            )
+        raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no route {path}")
+
+    # -- endpoints -----------------------------------------------------------------------------
+
+    def health(self) -> tuple[HTTPStatus, Any]:
+        snap = self.daemon.state.snapshot()
+        body = {"status": snap["status"], "version": __version__}
+        if snap["reasons"]:
+            body["reason"] = "; ".join(snap["reasons"].values())
+        return HTTPStatus.OK, body
+
+    def status(self) -> tuple[HTTPStatus, Any]:
+        return HTTPStatus.OK, self.daemon.status()
+
+    def search(self, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
+        query = _field(body, "query", str, required=True)
+        if not query.strip():
+            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "query must not be empty")
+        k = _field(body, "k", int, default=10)
+        if not 1 <= k <= MAX_K:
+            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"k must be 1 to {MAX_K}")
+        mode = _field(body, "mode", str, default="hybrid")
+        if mode not in MODES:
+            raise ApiError(
+                HTTPStatus.BAD_REQUEST, "bad_request", f"mode must be one of {', '.join(MODES)}"
+            )
+        tags = _field(body, "tags", list, default=[])
+        if not all(isinstance(t, str) for t in tags):
+            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "tags must be strings")
+        path_prefix = _field(body, "path_prefix", str, default="")
+        explain = _field(body, "explain", bool, default=False)
+        wait_for = body.get("wait_for")
+        timeout = _field(body, "timeout", (int, float), default=10.0)
+        if wait_for is not None:
+            if not isinstance(wait_for, str) or not wait_for:
+                raise ApiError(
+                    HTTPStatus.BAD_REQUEST, "bad_request", 'wait_for must be a vault path or "idle"'
+                )
+            self._wait(wait_for, min(max(float(timeout), 0.0), MAX_WAIT))
+        index = self._index()
+        hits = index.searcher.search(query, k=k, mode=mode, tags=tags, path_prefix=path_prefix)
+        return HTTPStatus.OK, {"hits": [_hit(h, explain) for h in hits]}
+
+    def note(self, path: str) -> tuple[HTTPStatus, Any]:
+        index = self._index()
+        row = index.manifest.note_row(path)
+        if row is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no indexed note {path!r}")
+        chunks = index.manifest.chunks_of(path)
+        row.pop("mtime_ns", None)
+        return HTTPStatus.OK, {
+            **row,
+            "backlinks": index.manifest.backlinks(path, row.get("aliases", [])),
+            "chunks": [
+                {
+                    "id": c.id,
+                    "index": c.index,
+                    "section": c.section,
+                    "headings": list(c.headings),
+                    "start_line": c.start_line,
+                    "end_line": c.end_line,
+                    "tokens": c.tokens,
+                    "text": c.text,
+                }
+                for c in chunks
+            ],
+        }
+
+    def reindex(self, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
+        paths = _field(body, "paths", list, default=[])
+        if not all(isinstance(p, str) and p for p in paths):
+            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "paths must be vault paths")
+        worker = self.daemon.worker
+        if worker is None:
+            raise ApiError(HTTPStatus.SERVICE_UNAVAILABLE, "not_ready", "the daemon is starting")
+        if paths:
+            worker.request_paths(set(paths))
+        else:
+            worker.request_full()
+        return HTTPStatus.ACCEPTED, {"accepted": True, "paths": paths or "all"}
+
+    def openapi(self) -> tuple[HTTPStatus, Any]:
+        from vaultd.openapi import schema
+
+        return HTTPStatus.OK, schema()
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _index(self) -> Any:
+        index = self.daemon.index
+        if index is None:
+            raise ApiError(HTTPStatus.SERVICE_UNAVAILABLE, "not_ready", "the daemon is starting")
+        return index
+
+    def _wait(self, target: str, timeout: float) -> None:
+        worker = self.daemon.worker
+        index = self._index()
+        if worker is None:
+            raise ApiError(HTTPStatus.SERVICE_UNAVAILABLE, "not_ready", "the daemon is starting")
+        if target == "idle":
+            done = self.daemon.state.wait(worker.idle, timeout)
+        else:
+            done = self.daemon.state.wait(lambda: _indexed(index, target), timeout)
+        if not done:
+            raise ApiError(
+                HTTPStatus.SERVICE_UNAVAILABLE,
+                "timeout",
+                f"{target!r} was not indexed within {timeout:g} s",
+            )
+
+
+def _indexed(index: Any, path: str) -> bool:
+    """Whether the manifest holds exactly what the file holds now (or knows it is gone)."""
+    import hashlib
+
+    state = index.indexer.discovery.state_of(path)
+    known = index.manifest.known_subset([path], []).get(path)
+    if state is None:
+        return known is None
+    if known is None:
+        return False
+    if known.size == state.size and known.mtime_ns == state.mtime_ns:
+        return True
+    try:
+        data = (index.vault / path).read_bytes()
+    except OSError:
+        return False
+    return bool(hashlib.sha256(data).hexdigest() == known.sha256)
+
+
+def _hit(h: Any, explain: bool) -> dict[str, Any]:
+    out = {
+        "path": h.path,
+        "title": h.title,
+        "section": h.section,
+        "start_line": h.start_line,
+        "end_line": h.end_line,
+        "score": h.score,
+        "text": h.text,
+        "tags": list(h.tags),
+        "id": h.id,
+    }
+    if explain:
+        out["explain"] = dict(h.parts)
+    return out
+
+
+def _json_body(body: bytes) -> dict[str, Any]:
+    if not body:
+        return {}
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_json", f"the body is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_json", "the body must be a JSON object")
+    return data
+
+
+def _field(
+    body: Mapping[str, Any], name: str, kind: Any, *, default: Any = None, required: bool = False
+) -> Any:
+    if name not in body or body[name] is None:
+        if required:
+            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"{name} is required")
+        return default
+    value = body[name]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, bool) and bool not in kinds:
+        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"{name} has the wrong type")
+    if not isinstance(value, kinds):
+        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"{name} has the wrong type")
+    return value
+
+
+def start_server(daemon: Daemon) -> SocketServer:
+    assert daemon.index is not None
+    path = socket_path(daemon.config.server.socket, daemon.env, daemon.index.data_dir)
+    _safe_directory(path.parent)
+    _clear_stale(path)
+    server = SocketServer(path, Api(daemon))
+    thread = threading.Thread(target=server.serve_forever, name="vaultd-server", daemon=True)
+    thread.start()
+    return server
