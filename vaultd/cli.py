@@ -307,23 +307,12 @@ def search(
 def export(with_vectors: bool, config_file: Path | None, vault: Path | None) -> None:
     """Print every chunk record in the store as JSON lines, sorted by id."""
     from vaultd.app import open_index
+    from vaultd.export import export_records
 
     config = _load(config_file, vault)
     with open_index(config) as idx:
-        ids = sorted(idx.store.ids())
-        for start in range(0, len(ids), 1000):
-            batch = ids[start : start + 1000]
-            records = idx.store.get(batch, with_vectors=with_vectors)
-            for chunk_id in batch:
-                record = records[chunk_id]
-                line: dict[str, Any] = {
-                    "id": chunk_id,
-                    "document": record["document"],
-                    "metadata": record["metadata"],
-                }
-                if with_vectors:
-                    line["vector"] = [round(float(x), 7) for x in record["vector"]]
-                click.echo(json.dumps(line, ensure_ascii=False, sort_keys=True))
+        for line in export_records(idx.store, with_vectors=with_vectors):
+            click.echo(json.dumps(line, ensure_ascii=False, sort_keys=True))
 
 
 @main.command()
@@ -425,3 +414,91 @@ def reindex(paths: tuple[str, ...], config_file: Path | None, vault: Path | None
         f"{summary.notes_changed} changed, {summary.notes_deleted} deleted, "
         f"{summary.chunks_embedded} chunks embedded"
     )
+
+
+# -- service files (`vaultd service install|uninstall`) ------------------------------------------
+
+KIND_HELP = "systemd user unit, launchd agent, or auto: launchd on macOS, systemd elsewhere."
+
+
+def _kind_option(func: F) -> F:
+    return click.option(
+        "--kind",
+        type=click.Choice(["auto", "systemd", "launchd"]),
+        default="auto",
+        show_default=True,
+        help=KIND_HELP,
+    )(func)
+
+
+@main.group()
+def service() -> None:
+    """Install or remove vaultd as a service of the current user (systemd or launchd).
+
+    \b
+    Typical use:
+      vaultd service install --config ~/.config/vaultd/config.toml
+      vaultd service install --dry-run      print the file, write nothing
+      vaultd service uninstall
+    """
+
+
+@service.command("install")
+@_kind_option
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The config file the service reads. Default: the one `vaultd run` would read here "
+    "($VAULTD_CONFIG, else $XDG_CONFIG_HOME/vaultd/config.toml), pinned by its path.",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Print the file and where it would go; write nothing."
+)
+@_handle_errors
+def service_install(kind: str, config_file: Path | None, dry_run: bool) -> None:
+    """Write the service file for the current user and print the command that starts it.
+
+    The systemd unit goes to $XDG_CONFIG_HOME/systemd/user/vaultd.service (default
+    ~/.config/systemd/user/), the launchd agent to ~/Library/LaunchAgents/com.vaultd.agent.plist.
+    Both run this vaultd by its absolute path, at low CPU and IO priority, restart it after a
+    failure but not after a bad config (exit 78), and are replaced by installing again.
+    """
+    import shlex
+
+    from vaultd.unitfiles import install
+
+    result = install(kind, config_file, dry_run)
+    if dry_run:
+        # The file alone on stdout, so `--dry-run > FILE` works; the rest on stderr.
+        click.echo(result.text, nl=False)
+        click.echo(f"would write {result.path} ({result.kind})", err=True)
+    elif result.changed:
+        click.echo(f"wrote {result.path}")
+    else:
+        click.echo(f"unchanged: {result.path}")
+    click.echo(f"runs: {shlex.join(result.command)}", err=dry_run)
+    for note in result.notes:
+        click.echo(note, err=dry_run)
+    click.echo("next:", err=dry_run)
+    for step in result.next_steps:
+        click.echo(f"  {step}", err=dry_run)
+
+
+@service.command("uninstall")
+@_kind_option
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+@_handle_errors
+def service_uninstall(kind: str, dry_run: bool) -> None:
+    """Remove the service file of the current user and print the command that stops it."""
+    from vaultd.unitfiles import uninstall
+
+    result = uninstall(kind, dry_run)
+    if result.existed:
+        click.echo(f"{'would remove' if dry_run else 'removed'} {result.path}")
+    for note in result.notes:
+        click.echo(note)
+    if result.next_steps:
+        click.echo("next:")
+        for step in result.next_steps:
+            click.echo(f"  {step}")

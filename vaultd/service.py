@@ -389,6 +389,7 @@ class Daemon:
             "queue_depth": self.worker.queue_depth(),
             "watch": {"mode": self.watcher.mode, "fallback_reason": self.watcher.fallback_reason},
             "model": self.index.embedder.model_id,
+            "embedded_total": self.index.embedder.embedded,
             "store": {
                 "data_dir": str(self.index.data_dir),
                 "chroma": self.index.store.location,

@@ -51,7 +51,7 @@ class Embedder:
         self._session = open_session(spec, threads)
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._lock = threading.Lock()
-        #: Texts embedded since start; tests and `index --json` read it.
+        #: Documents (not queries) embedded since start; `index --json` and status report it.
         self.embedded = 0
 
     @property
@@ -64,7 +64,9 @@ class Embedder:
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         prefix = self.spec.document_prefix
-        return self._embed([prefix + t for t in texts] if prefix else list(texts))
+        vectors = self._embed([prefix + t for t in texts] if prefix else list(texts))
+        self.embedded += len(texts)
+        return vectors
 
     def embed_query(self, text: str) -> Vectors:
         vector: Vectors = self._embed([self.spec.query_prefix + text])[0]
@@ -81,7 +83,6 @@ class Embedder:
         for start in range(0, len(order), self.batch_size):
             batch = order[start : start + self.batch_size]
             out[batch] = self._run([ids[i] for i in batch])
-        self.embedded += len(texts)
         return out
 
     def _fit(self, ids: list[int]) -> list[int]:

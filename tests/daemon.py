@@ -1,0 +1,131 @@
+"""Start a real `vaultd run` in a subprocess and talk to it over its real socket."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vaultd.client import Client
+
+
+def short_socket_dir() -> Path:
+    """Unix socket paths must stay short; pytest's tmp_path often is not."""
+    return Path(tempfile.mkdtemp(prefix="vd-", dir="/tmp"))
+
+
+@dataclass
+class RunningDaemon:
+    process: subprocess.Popen[bytes]
+    config: Path
+    socket: Path
+    log: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def client(self) -> Client:
+        return Client(self.socket, timeout=90)
+
+    def request(self, method: str, target: str, body: Any = None) -> Any:
+        return self.client.request(method, target, body)
+
+    def search(self, query: str, **options: Any) -> list[dict[str, Any]]:
+        hits: list[dict[str, Any]] = self.request(
+            "POST", "/v1/search", {"query": query, **options}
+        )["hits"]
+        return hits
+
+    def wait_idle(self, timeout: float = 60) -> None:
+        self.request(
+            "POST", "/v1/search", {"query": "x", "k": 1, "wait_for": "idle", "timeout": timeout}
+        )
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(timeout)
+
+    def log_text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+
+def write_config(
+    path: Path, vault: Path, store: Path, socket: Path, *, debounce: str = "200ms", extra: str = ""
+) -> Path:
+    path.write_text(
+        f'[vault]\npath = "{vault}"\n\n[store]\npath = "{store}"\n\n'
+        f'[server]\nsocket = "{socket}"\n\n[watch]\ndebounce = "{debounce}"\n\n'
+        f'[log]\nlevel = "info"\nformat = "json"\n{extra}',
+        encoding="utf-8",
+    )
+    return path
+
+
+def start(
+    config: Path,
+    socket: Path,
+    log: Path,
+    *,
+    env: dict[str, str] | None = None,
+    ready_timeout: float = 90,
+    wait_ready: bool = True,
+) -> RunningDaemon:
+    full_env = {**os.environ, **(env or {})}
+    handle = log.open("ab")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vaultd", "run", "--config", str(config)],
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        env=full_env,
+    )
+    handle.close()
+    daemon = RunningDaemon(process, config, socket, log, full_env)
+    if wait_ready:
+        deadline = time.monotonic() + ready_timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"vaultd run exited with {process.returncode}:\n{daemon.log_text()}"
+                )
+            if daemon.client.reachable():
+                try:
+                    health = daemon.request("GET", "/v1/health")
+                except Exception:
+                    health = {}
+                if health.get("status") == "ok":
+                    return daemon
+            time.sleep(0.1)
+        daemon.stop(signal.SIGKILL)
+        raise RuntimeError(f"vaultd run did not become ready:\n{daemon.log_text()}")
+    return daemon
+
+
+@contextmanager
+def running(
+    vault: Path,
+    workdir: Path,
+    *,
+    debounce: str = "200ms",
+    extra: str = "",
+    env: dict[str, str] | None = None,
+) -> Iterator[RunningDaemon]:
+    """A daemon on `vault`, ready (first reconcile done), stopped afterwards."""
+    sockets = short_socket_dir()
+    socket = sockets / "vaultd.sock"
+    config = write_config(
+        workdir / "vaultd.toml", vault, workdir / "data", socket, debounce=debounce, extra=extra
+    )
+    daemon = start(config, socket, workdir / "vaultd.log", env=env)
+    try:
+        yield daemon
+    finally:
+        if daemon.process.poll() is None:
+            daemon.stop()

@@ -1,0 +1,395 @@
+"""`vaultd run` for real: a subprocess, real files, watchdog, the socket, signals, kill -9."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.daemon import RunningDaemon, running, short_socket_dir, start, write_config
+from vaultd.app import open_index
+from vaultd.config import load_config
+from vaultd.export import export_records
+
+pytestmark = pytest.mark.slow
+
+WITHIN = 2.0
+
+
+def note(title: str, body: str) -> str:
+    return f"# {title}\n\n{body}\n"
+
+
+def seed_vault(vault: Path) -> None:
+    (vault / "Animals").mkdir(parents=True)
+    (vault / "Animals" / "Otter.md").write_text(note("Otter", "Otters hold hands while asleep."))
+    (vault / "Animals" / "Heron.md").write_text(
+        note("Heron", "Herons stand still in shallow water.")
+    )
+    (vault / "Garden.md").write_text(note("Garden", "Tomatoes want the south wall."))
+
+
+def paths_for(daemon: RunningDaemon, query: str) -> set[str]:
+    return {h["path"] for h in daemon.search(query, k=50, mode="keyword")}
+
+
+def eventually(check: Callable[[], bool], what: str, timeout: float = WITHIN) -> float:
+    """Wait for `check`; return how long it took, failing after `timeout`."""
+    started = time.monotonic()
+    while True:
+        if check():
+            return time.monotonic() - started
+        if time.monotonic() - started > timeout:
+            pytest.fail(f"not within {timeout} s: {what}")
+        time.sleep(0.05)
+
+
+def embedded(daemon: RunningDaemon) -> int:
+    return int(daemon.request("GET", "/v1/status")["embedded_total"])
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[tuple[RunningDaemon, Path]]:
+    vault = tmp_path / "vault"
+    seed_vault(vault)
+    with running(vault, tmp_path) as daemon:
+        yield daemon, vault
+
+
+def test_every_kind_of_change_is_searchable_within_two_seconds(
+    live: tuple[RunningDaemon, Path], tmp_path: Path
+) -> None:
+    daemon, vault = live
+    assert paths_for(daemon, "otters") == {"Animals/Otter.md"}
+
+    # create
+    (vault / "Zebra.md").write_text(note("Zebra", "Zebra stripes confuse biting flies."))
+    eventually(lambda: paths_for(daemon, "stripes") == {"Zebra.md"}, "create")
+
+    # edit in place
+    (vault / "Zebra.md").write_text(note("Zebra", "Zebras sleep standing; an okapi does not."))
+    eventually(lambda: paths_for(daemon, "okapi") == {"Zebra.md"}, "edit")
+    assert paths_for(daemon, "stripes") == set()
+
+    # atomic save: a temp file renamed over the note
+    tmp = vault / ".Zebra.md.tmp"
+    tmp.write_text(note("Zebra", "Zebras graze with wildebeest on the savanna."))
+    os.replace(tmp, vault / "Zebra.md")
+    eventually(lambda: paths_for(daemon, "wildebeest") == {"Zebra.md"}, "atomic save")
+
+    # rename: no embedding
+    before = embedded(daemon)
+    (vault / "Zebra.md").rename(vault / "Animals" / "Zebra.md")
+    eventually(lambda: paths_for(daemon, "wildebeest") == {"Animals/Zebra.md"}, "rename")
+    assert embedded(daemon) == before
+
+    # folder rename: no embedding
+    (vault / "Animals").rename(vault / "Fauna")
+    expected = {"Fauna/Otter.md", "Fauna/Heron.md", "Fauna/Zebra.md"}
+    eventually(lambda: paths_for(daemon, "otters herons wildebeest") == expected, "folder rename")
+    assert embedded(daemon) == before
+
+    # folder moved out of the vault
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (vault / "Fauna").rename(outside / "Fauna")
+    eventually(lambda: paths_for(daemon, "otters herons wildebeest") == set(), "folder moved out")
+
+    # folder moved in
+    (outside / "Fauna").rename(vault / "Back")
+    eventually(lambda: paths_for(daemon, "otters") == {"Back/Otter.md"}, "folder moved in")
+
+    # move into .trash is a delete
+    (vault / ".trash").mkdir()
+    (vault / "Back" / "Heron.md").rename(vault / ".trash" / "Heron.md")
+    eventually(lambda: paths_for(daemon, "herons") == set(), "move into .trash")
+
+    # delete
+    (vault / "Garden.md").unlink()
+    eventually(lambda: paths_for(daemon, "tomatoes") == set(), "delete")
+
+    # touch: no embedding, still there
+    before = embedded(daemon)
+    later = time.time() + 100
+    os.utime(vault / "Back" / "Otter.md", (later, later))
+    time.sleep(1.0)
+    daemon.wait_idle()
+    assert paths_for(daemon, "otters") == {"Back/Otter.md"}
+    assert embedded(daemon) == before
+
+    status = daemon.request("GET", "/v1/status")
+    assert status["status"] == "ok" and status["lag_seconds"]["samples"] > 0
+    assert daemon.stop() == 0
+
+
+def test_vault_root_removed_degrades_and_rearms(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    seed_vault(vault)
+    with running(vault, tmp_path) as daemon:
+        parked = tmp_path / "parked"
+        vault.rename(parked)
+        eventually(
+            lambda: daemon.request("GET", "/v1/health")["status"] == "degraded",
+            "degraded when the vault disappears",
+        )
+        # Never purged: the index still answers from what it had.
+        assert paths_for(daemon, "otters") == {"Animals/Otter.md"}
+        parked.rename(vault)
+        eventually(
+            lambda: daemon.request("GET", "/v1/health")["status"] == "ok", "re-armed", timeout=10
+        )
+        (vault / "New.md").write_text(note("New", "Capybaras share their pond."))
+        eventually(lambda: paths_for(daemon, "capybaras") == {"New.md"}, "watching again", 5)
+
+
+# -- convergence: whatever happened, the store equals a fresh index ----------------------------
+
+
+def export_of(config_path: Path) -> list[dict[str, Any]]:
+    config = load_config(config_path, env={})
+    with open_index(config, env={}) as index:
+        return list(export_records(index.store, with_vectors=True))
+
+
+def fresh_export(vault: Path, workdir: Path) -> list[dict[str, Any]]:
+    config = write_config(
+        workdir / "fresh.toml", vault, workdir / "fresh-data", short_socket_dir() / "s"
+    )
+    loaded = load_config(config, env={})
+    with open_index(loaded, env={}) as index:
+        index.indexer.reconcile()
+        return list(export_records(index.store, with_vectors=True))
+
+
+def assert_same(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> None:
+    assert [r["id"] for r in mine] == [r["id"] for r in theirs]
+    for a, b in zip(mine, theirs, strict=True):
+        assert a["document"] == b["document"], a["id"]
+        assert a["metadata"] == b["metadata"], a["id"]
+        assert np.allclose(a["vector"], b["vector"], atol=1e-5), a["id"]
+
+
+WORDS = (
+    "alpine",
+    "meadow",
+    "glacier",
+    "lichen",
+    "moss",
+    "fern",
+    "cedar",
+    "spruce",
+    "birch",
+    "willow",
+    "river",
+    "delta",
+    "estuary",
+    "tide",
+    "coral",
+    "reef",
+    "kelp",
+    "plankton",
+    "krill",
+    "whale",
+    "dolphin",
+    "seal",
+    "puffin",
+    "gannet",
+    "tern",
+    "heron",
+    "egret",
+)
+
+
+def random_text(rng: random.Random, title: str) -> str:
+    paragraphs = [
+        " ".join(rng.choices(WORDS, k=rng.randint(5, 40))) + "." for _ in range(rng.randint(1, 4))
+    ]
+    return note(title, "\n\n".join(paragraphs))
+
+
+def random_operations(vault: Path, outside: Path, rng: random.Random, count: int) -> None:
+    """Creates, edits, atomic saves, renames, deletes, touches, folder moves; in bursts."""
+    folders = ["", "a", "b", "a/deep"]
+    for folder in folders:
+        (vault / folder).mkdir(parents=True, exist_ok=True)
+    serial = 0
+    for step in range(count):
+        notes = sorted(p for p in vault.rglob("*.md") if ".trash" not in p.parts)
+        action = rng.choices(
+            ["create", "edit", "atomic", "rename", "delete", "touch", "trash", "folder"],
+            weights=[25, 25, 10, 12, 8, 8, 4, 3],
+        )[0]
+        if action == "create" or not notes:
+            serial += 1
+            folder = vault / rng.choice(folders)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"n{serial}.md").write_text(random_text(rng, f"Note {serial}"))
+        elif action == "edit":
+            target = rng.choice(notes)
+            with target.open("a") as handle:
+                handle.write("\n" + " ".join(rng.choices(WORDS, k=8)) + ".\n")
+        elif action == "atomic":
+            target = rng.choice(notes)
+            tmp = target.with_name("." + target.name + ".tmp")
+            tmp.write_text(random_text(rng, target.stem))
+            os.replace(tmp, target)
+        elif action == "rename":
+            target = rng.choice(notes)
+            folder = vault / rng.choice(folders)
+            folder.mkdir(parents=True, exist_ok=True)
+            destination = folder / target.name
+            if not destination.exists():
+                target.rename(destination)
+        elif action == "delete":
+            rng.choice(notes).unlink()
+        elif action == "touch":
+            os.utime(rng.choice(notes))
+        elif action == "trash":
+            (vault / ".trash").mkdir(exist_ok=True)
+            target = rng.choice(notes)
+            os.replace(target, vault / ".trash" / target.name)
+        else:
+            # A folder leaves the vault and another comes back in under a new name.
+            name = rng.choice(["a", "b"])
+            if (vault / name).exists():
+                parked = outside / f"{name}{step}"
+                (vault / name).rename(parked)
+                if rng.random() < 0.7:
+                    parked.rename(vault / name)
+        if step % 100 == 99:
+            time.sleep(rng.uniform(0, 0.4))  # bursts with pauses between them
+
+
+def test_random_operations_converge_to_a_fresh_index(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    seed_vault(vault)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with running(vault, tmp_path) as daemon:
+        random_operations(vault, outside, random.Random(20261130), 1000)
+        time.sleep(1.0)
+        daemon.wait_idle(timeout=120)
+        assert daemon.stop() == 0
+    assert_same(export_of(daemon.config), fresh_export(vault, tmp_path))
+
+
+def kill_after(process: subprocess.Popen[bytes], delay: float) -> None:
+    time.sleep(delay)
+    if process.poll() is None:
+        process.send_signal(signal.SIGKILL)
+    process.wait(30)
+
+
+def index_command(config: Path) -> list[str]:
+    return [sys.executable, "-m", "vaultd", "index", "-q", "--config", str(config)]
+
+
+def recover(config: Path) -> list[dict[str, Any]]:
+    """What a restart does first (a full reconcile), then the store's contents."""
+    loaded = load_config(config, env={})
+    with open_index(loaded, env={}) as index:
+        index.indexer.reconcile()
+        return list(export_records(index.store, with_vectors=True))
+
+
+@pytest.mark.parametrize("trial", range(10))
+def test_kill_9_during_the_initial_index_converges(
+    trial: int, tmp_path: Path, crash_vault: tuple[Path, list[dict[str, Any]]]
+) -> None:
+    base, reference = crash_vault
+    vault = tmp_path / "vault"
+    shutil.copytree(base, vault)
+    config = write_config(tmp_path / "c.toml", vault, tmp_path / "data", short_socket_dir() / "s")
+    process = subprocess.Popen(index_command(config), stderr=subprocess.DEVNULL)
+    # Start-up (imports, model) takes about 2.5 s here; the index itself a few more.
+    kill_after(process, random.Random(trial).uniform(2.0, 6.0))
+    assert_same(recover(config), reference)
+
+
+@pytest.mark.parametrize("trial", range(10))
+def test_kill_9_during_a_burst_of_edits_converges(
+    trial: int,
+    tmp_path: Path,
+    crash_vault: tuple[Path, list[dict[str, Any]]],
+    indexed_data: Path,
+    burst_reference: list[dict[str, Any]],
+) -> None:
+    base, _ = crash_vault
+    # The finished index belongs to one vault path: reuse that path with a fresh copy. The
+    # data directory gets a new path each time: Chroma caches clients per path in-process.
+    vault = indexed_data.parent / "vault"
+    shutil.rmtree(vault, ignore_errors=True)
+    shutil.copytree(base, vault)
+    shutil.copytree(indexed_data, tmp_path / "data")
+    socket = short_socket_dir() / "vaultd.sock"
+    config = write_config(tmp_path / "c.toml", vault, tmp_path / "data", socket, debounce="100ms")
+    daemon = start(config, socket, tmp_path / "vaultd.log")
+    # The same burst every time (so one fresh index is the reference); the kill moment varies.
+    random_operations(vault, tmp_path, random.Random(BURST_SEED), 60)
+    kill_after(daemon.process, random.Random(trial).uniform(0.05, 2.5))
+    # Pin the mtimes, which the store records, to those of the reference tree (a touch of every
+    # note while stopped: recovery must absorb that too).
+    pin_mtimes(vault)
+    assert_same(recover(config), burst_reference)
+
+
+def pin_mtimes(vault: Path) -> None:
+    for file in vault.rglob("*.md"):
+        os.utime(file, ns=(PINNED_NS, PINNED_NS))
+
+
+PINNED_NS = 1_800_000_000 * 10**9
+
+
+BURST_SEED = 1000
+
+
+@pytest.fixture(scope="module")
+def burst_reference(
+    tmp_path_factory: pytest.TempPathFactory, crash_vault: tuple[Path, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """A fresh index of the crash vault after the burst."""
+    root = tmp_path_factory.mktemp("burst")
+    vault = root / "vault"
+    shutil.copytree(crash_vault[0], vault)
+    random_operations(vault, root, random.Random(BURST_SEED), 60)
+    pin_mtimes(vault)
+    return fresh_export(vault, root)
+
+
+@pytest.fixture(scope="module")
+def crash_vault(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
+    """A vault big enough that indexing it takes a few seconds, and its fresh export."""
+    root = tmp_path_factory.mktemp("crash")
+    vault = root / "vault"
+    vault.mkdir()
+    rng = random.Random(7)
+    for i in range(40):
+        folder = vault / f"f{i % 4}"
+        folder.mkdir(exist_ok=True)
+        (folder / f"n{i}.md").write_text(random_text(rng, f"Note {i}") * 3)
+    return vault, fresh_export(vault, root)
+
+
+@pytest.fixture(scope="module")
+def indexed_data(
+    tmp_path_factory: pytest.TempPathFactory, crash_vault: tuple[Path, list[dict[str, Any]]]
+) -> Path:
+    """The finished index of the crash vault (kept pristine; trials work on copies)."""
+    root = tmp_path_factory.mktemp("indexed")
+    vault = root / "vault"
+    shutil.copytree(crash_vault[0], vault)
+    config = write_config(root / "c.toml", vault, root / "data", short_socket_dir() / "s")
+    subprocess.run(index_command(config), check=True, stderr=subprocess.DEVNULL)
+    shutil.copytree(root / "data", root / "pristine")
+    return root / "pristine"
