@@ -42,8 +42,10 @@ def _quiet(phase: str, done: int, total: int) -> None:
 #: Progress callback: (phase, done, total); total 0 means unknown.
 Progress = Callable[[str, int, int], None]
 
-#: A batch is flushed to the store once it holds this many chunks or notes.
-BATCH_CHUNKS = 512
+#: A batch is flushed to the store once it holds this many chunks or notes. Small enough that
+#: the daemon can serve a fresh edit between two batches within seconds (embedding 128 chunks
+#: takes a few seconds on two cores), large enough that per-batch overhead stays small.
+BATCH_CHUNKS = 128
 BATCH_NOTES = 64
 
 

@@ -292,8 +292,13 @@ class Daemon:
     def _main_loop(self) -> None:
         assert self.index is not None and self.watcher is not None and self.worker is not None
         last_ping = 0.0
+        last_status = ""
         root = self.index.vault
         while not self._stop.wait(TICK):
+            summary = self._status_line()
+            if summary != last_status:
+                self.notifier.status(summary)
+                last_status = summary
             if self._reload.is_set():
                 self._reload.clear()
                 self.reload()
@@ -303,6 +308,16 @@ class Daemon:
             if interval and time.monotonic() - last_ping >= interval and self.alive():
                 self.notifier.watchdog()
                 last_ping = time.monotonic()
+
+    def _status_line(self) -> str:
+        """The one line `systemctl status` shows."""
+        assert self.worker is not None
+        snap = self.state.snapshot()
+        queued = self.worker.queue_depth()
+        text = f"{snap['status']}; {snap['indexing'] or 'idle'}; {queued} queued"
+        if snap["reasons"]:
+            text += "; " + "; ".join(snap["reasons"].values())
+        return text
 
     def alive(self) -> bool:
         """Liveness for the service manager's watchdog: the worker and the watcher run."""
@@ -352,6 +367,14 @@ class Daemon:
             log.error("reload failed; keeping the running configuration", error=str(exc))
             self.notifier.ready("reload failed; running the previous configuration")
             return
+        from vaultd.logs import configure
+
+        try:
+            configure(config.log)  # first: it is the part that can still fail
+        except VaultdError as exc:
+            log.error("reload failed; keeping the running configuration", error=str(exc))
+            self.notifier.ready("reload failed; running the previous configuration")
+            return
         fixed = ("vault", "store", "embedding", "chunking", "server")
         needs_restart = [s for s in fixed if getattr(config, s) != getattr(self.config, s)]
         if needs_restart:
@@ -363,9 +386,6 @@ class Daemon:
             from vaultd.scheduler import reschedule
 
             reschedule(self.scheduler, self)
-        from vaultd.logs import configure
-
-        configure(config.log)
         log.info("configuration reloaded")
         self.notifier.ready("configuration reloaded")
 

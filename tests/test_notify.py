@@ -1,0 +1,438 @@
+"""sd_notify for real: `Notifier` and `vaultd run` talking to a real AF_UNIX datagram socket.
+
+The listener plays systemd's part: it binds the socket named by $NOTIFY_SOCKET and, like
+systemd with `NotifyAccess=main`, reads the sender's pid from SCM_CREDENTIALS.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.daemon import RunningDaemon, short_socket_dir, start, write_config
+from vaultd.notify import Notifier
+
+LINUX = sys.platform.startswith("linux")
+PASSCRED = getattr(socket, "SO_PASSCRED", None)
+CREDENTIALS = getattr(socket, "SCM_CREDENTIALS", None)
+_UCRED = struct.Struct("3i")  # pid, uid, gid
+
+
+@dataclass(frozen=True)
+class Message:
+    at: float  # time.monotonic() when it arrived
+    raw: str
+    pid: int | None  # the sender, when the platform passes credentials
+
+    @property
+    def fields(self) -> dict[str, str]:
+        return dict(line.split("=", 1) for line in self.raw.splitlines() if "=" in line)
+
+
+class Listener:
+    """A bound datagram socket that records every notification in a background thread."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address  # what goes into $NOTIFY_SOCKET
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        if PASSCRED is not None:
+            self._sock.setsockopt(socket.SOL_SOCKET, PASSCRED, 1)
+        self._sock.bind("\0" + address[1:] if address.startswith("@") else address)
+        self._sock.settimeout(0.05)
+        self._messages: list[Message] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="notify-listener", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        space = socket.CMSG_SPACE(_UCRED.size)
+        while not self._stop.is_set():
+            try:
+                data, ancillary, _flags, _addr = self._sock.recvmsg(4096, space)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            pid = None
+            for level, kind, payload in ancillary:
+                if level == socket.SOL_SOCKET and kind == CREDENTIALS:
+                    pid = _UCRED.unpack(payload[: _UCRED.size])[0]
+            with self._lock:
+                self._messages.append(Message(time.monotonic(), data.decode(), pid))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._sock.close()
+
+    def mark(self) -> int:
+        with self._lock:
+            return len(self._messages)
+
+    def messages(self, since: int = 0, pid: int | None = None) -> list[Message]:
+        with self._lock:
+            found = self._messages[since:]
+        return [m for m in found if pid is None or m.pid is None or m.pid == pid]
+
+    def wait_for(
+        self,
+        check: Callable[[list[Message]], bool],
+        what: str,
+        *,
+        since: int = 0,
+        timeout: float = 10,
+    ) -> list[Message]:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.messages(since)
+            if check(found):
+                return found
+            if time.monotonic() > deadline:
+                pytest.fail(f"no {what} within {timeout} s; got {[m.raw for m in found]}")
+            time.sleep(0.02)
+
+    def next(self, since: int, timeout: float = 5) -> Message:
+        return self.wait_for(bool, "notification", since=since, timeout=timeout)[0]
+
+
+def has(key: str, value: str = "1") -> Callable[[Message], bool]:
+    return lambda m: m.fields.get(key) == value
+
+
+def index_of(messages: list[Message], match: Callable[[Message], bool], start: int = 0) -> int:
+    return next((i for i, m in enumerate(messages) if i >= start and match(m)), -1)
+
+
+def sequence(*matches: Callable[[Message], bool]) -> Callable[[list[Message]], bool]:
+    """True once the messages contain these, in this order (others may come between)."""
+
+    def check(messages: list[Message]) -> bool:
+        position = 0
+        for match in matches:
+            found = index_of(messages, match, position)
+            if found < 0:
+                return False
+            position = found + 1
+        return True
+
+    return check
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    directory = short_socket_dir()
+    bound = Listener(str(directory / "notify"))
+    yield bound
+    bound.close()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+# -- Notifier against a real socket ------------------------------------------------------------
+
+
+def notifier_for(listener: Listener, **env: str) -> Notifier:
+    return Notifier({"NOTIFY_SOCKET": listener.address, **env})
+
+
+def test_ready_with_status(listener: Listener) -> None:
+    notifier = notifier_for(listener)
+    assert notifier.enabled
+    notifier.ready("indexing ~/Notes")
+    message = listener.next(0)
+    assert message.raw == "READY=1\nSTATUS=indexing ~/Notes"
+    if PASSCRED is not None:
+        assert message.pid == os.getpid()  # what systemd checks for NotifyAccess=main
+    mark = listener.mark()
+    notifier.ready()
+    assert listener.next(mark).raw == "READY=1"
+
+
+@pytest.mark.parametrize(
+    ("send", "expected"),
+    [
+        (Notifier.stopping, "STOPPING=1"),
+        (Notifier.watchdog, "WATCHDOG=1"),
+        (lambda n: n.status("3 notes queued"), "STATUS=3 notes queued"),
+    ],
+)
+def test_one_line_messages(
+    listener: Listener, send: Callable[[Notifier], None], expected: str
+) -> None:
+    send(notifier_for(listener))
+    assert listener.next(0).raw == expected
+
+
+def test_reloading_carries_monotonic_usec(listener: Listener) -> None:
+    before = time.monotonic_ns() // 1000
+    notifier_for(listener).reloading()
+    after = time.monotonic_ns() // 1000
+    message = listener.next(0)
+    assert message.raw.splitlines()[0] == "RELOADING=1"
+    # CLOCK_MONOTONIC, in microseconds, taken when the reload began (systemd compares it).
+    assert before <= int(message.fields["MONOTONIC_USEC"]) <= after
+
+
+@pytest.mark.skipif(not LINUX, reason="the abstract socket namespace exists only on Linux")
+def test_abstract_namespace_socket() -> None:
+    bound = Listener(f"@vaultd-test-{uuid.uuid4().hex}")
+    try:
+        notifier = Notifier({"NOTIFY_SOCKET": bound.address})
+        notifier.ready()
+        notifier.watchdog()
+        notifier.stopping()
+        found = bound.wait_for(lambda ms: len(ms) >= 3, "three notifications")
+        assert [m.raw for m in found] == ["READY=1", "WATCHDOG=1", "STOPPING=1"]
+    finally:
+        bound.close()
+
+
+def test_no_op_without_notify_socket(listener: Listener) -> None:
+    notifier = Notifier({})
+    assert not notifier.enabled
+    assert notifier.watchdog_interval is None
+    assert notifier.send("READY=1") is False
+    notifier.ready("x")
+    notifier.reloading()
+    notifier.watchdog()
+    notifier.stopping()
+    assert Notifier({"NOTIFY_SOCKET": ""}).send("READY=1") is False
+    time.sleep(0.2)
+    assert listener.messages() == []
+
+
+def test_a_vanished_manager_is_not_an_error(tmp_path: Path) -> None:
+    notifier = Notifier({"NOTIFY_SOCKET": str(tmp_path / "gone")})
+    assert notifier.enabled
+    assert notifier.send("READY=1") is False
+    notifier.stopping()  # does not raise
+
+
+def test_watchdog_interval_is_half_the_timeout() -> None:
+    assert Notifier({"WATCHDOG_USEC": "2000000"}).watchdog_interval == 1.0
+    mine = str(os.getpid())
+    assert Notifier({"WATCHDOG_USEC": "60000000", "WATCHDOG_PID": mine}).watchdog_interval == 30
+    # Meant for another process (a parent that ran us): not ours to answer.
+    assert Notifier({"WATCHDOG_USEC": "2000000", "WATCHDOG_PID": "1"}).watchdog_interval is None
+    assert Notifier({"WATCHDOG_USEC": "soon"}).watchdog_interval is None
+
+
+# -- a real `vaultd run` -----------------------------------------------------------------------
+
+
+@dataclass
+class Live:
+    daemon: RunningDaemon
+    listener: Listener
+    config: Path
+    valid_config: str
+
+    @property
+    def pid(self) -> int:
+        return self.daemon.process.pid
+
+    def from_daemon(self, since: int = 0) -> list[Message]:
+        return self.listener.messages(since, pid=self.pid)
+
+
+def seed_vault(vault: Path) -> None:
+    (vault / "Animals").mkdir(parents=True)
+    (vault / "Animals" / "Otter.md").write_text("# Otter\n\nOtters hold hands while asleep.\n")
+    (vault / "Garden.md").write_text("# Garden\n\nTomatoes want the south wall.\n")
+
+
+@contextmanager
+def launched(workdir: Path, listener: Listener) -> Iterator[Live]:
+    """A daemon on a two-note vault under `workdir`, told to notify `listener`; stopped after."""
+    vault = workdir / "vault"
+    seed_vault(vault)
+    sockets = short_socket_dir()
+    config = write_config(workdir / "vaultd.toml", vault, workdir / "data", sockets / "vaultd.sock")
+    env = {
+        "NOTIFY_SOCKET": listener.address,
+        # systemd would ping at half of this: every second.
+        "WATCHDOG_USEC": "2000000",
+        # In case this test itself runs under a watchdog: the daemon must use its own.
+        "WATCHDOG_PID": "",
+    }
+    try:
+        daemon = start(config, sockets / "vaultd.sock", workdir / "vaultd.log", env=env)
+        try:
+            yield Live(daemon, listener, config, config.read_text(encoding="utf-8"))
+        finally:
+            if daemon.process.poll() is None:
+                daemon.stop()
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    """One daemon for the tests that leave it running; each restores what it changes."""
+    directory = short_socket_dir()
+    listener = Listener(str(directory / "notify"))
+    try:
+        with launched(tmp_path_factory.mktemp("notify"), listener) as running:
+            yield running
+    finally:
+        listener.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def healthy(daemon: RunningDaemon) -> bool:
+    return daemon.process.poll() is None and daemon.request("GET", "/v1/health")["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_ready_is_sent_once_serving(live: Live) -> None:
+    messages = live.from_daemon()
+    assert messages, "the daemon sent nothing"
+    first = messages[0]
+    assert first.fields.get("READY") == "1", first.raw
+    assert "STATUS" in first.fields  # `systemctl status` shows it
+    first_reload = index_of(messages, has("RELOADING"))
+    start_up = messages if first_reload < 0 else messages[:first_reload]
+    assert sum(1 for m in start_up if has("READY")(m)) == 1
+    if PASSCRED is not None:
+        # NotifyAccess=main: every notification comes from the main process itself.
+        assert {m.pid for m in live.listener.messages()} == {live.pid}
+
+
+@pytest.mark.slow
+def test_watchdog_pings_about_every_second(live: Live) -> None:
+    mark = live.listener.mark()
+    time.sleep(4.5)
+    pings = [m.at for m in live.from_daemon(mark) if m.raw == "WATCHDOG=1"]
+    assert len(pings) >= 3, f"{len(pings)} pings in 4.5 s"
+    gaps = [b - a for a, b in itertools.pairwise(pings)]
+    # Half of WATCHDOG_USEC (1 s), give or take the main loop's tick.
+    assert all(0.7 <= gap <= 1.8 for gap in gaps), gaps
+
+
+@pytest.mark.slow
+def test_sighup_with_a_valid_config_reloads(live: Live) -> None:
+    live.config.write_text(live.valid_config.replace('"200ms"', '"300ms"'), encoding="utf-8")
+    try:
+        mark = live.listener.mark()
+        before = time.monotonic_ns() // 1000
+        live.daemon.process.send_signal(signal.SIGHUP)
+        found = live.listener.wait_for(
+            sequence(has("RELOADING"), has("READY")), "RELOADING=1 then READY=1", since=mark
+        )
+        reloading = found[index_of(found, has("RELOADING"))]
+        assert before <= int(reloading.fields["MONOTONIC_USEC"]) <= time.monotonic_ns() // 1000
+        assert "configuration reloaded" in live.daemon.log_text()
+        assert healthy(live.daemon)
+    finally:
+        live.config.write_text(live.valid_config, encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_sighup_with_an_invalid_config_keeps_the_running_one(live: Live) -> None:
+    broken = live.valid_config.replace('"200ms"', '"soon"') + "\n[bogus]\nkey = 1\n"
+    live.config.write_text(broken, encoding="utf-8")
+    try:
+        mark = live.listener.mark()
+        live.daemon.process.send_signal(signal.SIGHUP)
+        # The reload still ends, with READY=1, so `systemctl reload` does not hang.
+        live.listener.wait_for(
+            sequence(has("RELOADING"), has("READY")), "RELOADING=1 then READY=1", since=mark
+        )
+        deadline = time.monotonic() + 5
+        while "reload failed" not in live.daemon.log_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        failure = [line for line in live.daemon.log_text().splitlines() if "reload failed" in line]
+        assert failure, live.daemon.log_text()
+        assert "debounce" in failure[-1] and "bogus" in failure[-1]
+        assert healthy(live.daemon)
+        assert live.daemon.search("otters", mode="keyword")[0]["path"] == "Animals/Otter.md"
+    finally:
+        live.config.write_text(live.valid_config, encoding="utf-8")
+    # Still alive a moment later, and still pinging the watchdog.
+    mark = live.listener.mark()
+    live.listener.wait_for(
+        lambda ms: any(m.raw == "WATCHDOG=1" for m in ms), "WATCHDOG=1", since=mark
+    )
+    assert healthy(live.daemon)
+
+
+@pytest.mark.slow
+def test_a_second_daemon_on_the_same_data_dir_exits_75(live: Live, tmp_path: Path) -> None:
+    mark = live.listener.mark()
+    log = tmp_path / "second.log"
+    second = start(live.config, live.daemon.socket, log, env=live.daemon.env, wait_ready=False)
+    try:
+        code = second.process.wait(60)
+    finally:
+        if second.process.poll() is None:
+            second.process.kill()
+    text = log.read_text(encoding="utf-8")
+    assert code == 75, text
+    assert "another vaultd process" in text and f"pid {live.pid}" in text, text
+    # It never claimed to be ready, and the first one is untouched.
+    if PASSCRED is not None:
+        assert all(m.pid == live.pid for m in live.listener.messages(mark))
+    assert healthy(live.daemon)
+
+
+@pytest.mark.slow
+def test_sigterm_sends_stopping_and_exits_0(tmp_path: Path, listener: Listener) -> None:
+    with launched(tmp_path, listener) as running:
+        mark = listener.mark()
+        began = time.monotonic()
+        running.daemon.process.send_signal(signal.SIGTERM)
+        code = running.daemon.process.wait(15)
+        took = time.monotonic() - began
+    assert code == 0, running.daemon.log_text()
+    assert took < 5, f"stopping took {took:.1f} s"
+    stopping = listener.wait_for(
+        lambda ms: any(has("STOPPING")(m) for m in ms), "STOPPING=1", since=mark, timeout=1
+    )
+    assert all(m.pid in (None, running.pid) for m in stopping)
+    assert '"stopped"' in running.daemon.log_text()
+
+
+def test_an_invalid_config_exits_78_listing_every_bad_key(
+    tmp_path: Path, listener: Listener
+) -> None:
+    vault = tmp_path / "vault"
+    seed_vault(vault)
+    config = tmp_path / "vaultd.toml"
+    config.write_text(
+        f'[vault]\npath = "{vault}"\nexclud = ["Templates/"]\n\n'
+        '[watch]\ndebounce = "soon"\n\n'
+        '[log]\nlevel = "loud"\n\n'
+        "[bogus]\nkey = 1\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "vaultd", "run", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NOTIFY_SOCKET": listener.address},
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 78, done.stderr
+    for problem in ("[vault] exclud", "did you mean 'exclude'", "[watch] debounce", "[log] level"):
+        assert problem in done.stderr, done.stderr
+    assert "unknown section [bogus]" in done.stderr
+    assert str(config) in done.stderr
+    assert "Traceback" not in done.stderr
+    time.sleep(0.2)
+    assert listener.messages() == []  # never READY
