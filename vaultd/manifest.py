@@ -24,7 +24,7 @@ import numpy as np
 from vaultd.errors import StoreError
 from vaultd.model import Chunk, KnownNote, Note
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FILE_NAME = "vaultd.db"
 
 _SCHEMA = """
@@ -80,7 +80,7 @@ CREATE TABLE IF NOT EXISTS vectors (
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
     title, section, text, content='chunks', content_rowid='n',
-    tokenize='unicode61 remove_diacritics 2'
+    tokenize='porter unicode61 remove_diacritics 2'
 );
 CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
     INSERT INTO chunks_fts(rowid, title, section, text)
@@ -154,7 +154,16 @@ class Manifest:
                 raise StoreError(
                     f"{self.path} was written by a newer vaultd (schema {version}); upgrade vaultd"
                 )
+            if version == 1:
+                # Schema 1's keyword index did not stem; rebuild it from the chunks (no
+                # embedding involved).
+                self._db.executescript(
+                    "DROP TRIGGER IF EXISTS chunks_ai; DROP TRIGGER IF EXISTS chunks_ad; "
+                    "DROP TABLE IF EXISTS chunks_fts;"
+                )
             self._db.executescript(_SCHEMA)
+            if version == 1:
+                self._db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
@@ -433,18 +442,25 @@ class Manifest:
         self, match: str, limit: int, paths: Sequence[str] | None = None
     ) -> list[tuple[str, float]]:
         """(chunk id, BM25 score; higher is better) for an FTS5 MATCH expression."""
+        weights = "4.0, 2.0, 1.0"  # title, section, text: a hit in the title counts most
+        if paths is None:
+            # Rank inside FTS5 first and join only the winners: most of a query's cost
+            # otherwise goes into joining every matching chunk.
+            sql = (
+                f"SELECT c.id, f.score FROM (SELECT rowid, -bm25(chunks_fts, {weights}) AS score "
+                "FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY score DESC LIMIT ?) f "
+                "JOIN chunks c ON c.n = f.rowid ORDER BY f.score DESC, c.path, c.idx"
+            )
+            return [(r[0], float(r[1])) for r in self._query(sql, (match, limit))]
+        if not paths:
+            return []
         sql = (
-            "SELECT c.id, -bm25(chunks_fts, 4.0, 2.0, 1.0) AS score FROM chunks_fts "
-            "JOIN chunks c ON c.n = chunks_fts.rowid WHERE chunks_fts MATCH ?"
+            f"SELECT c.id, -bm25(chunks_fts, {weights}) AS score FROM chunks_fts "
+            "JOIN chunks c ON c.n = chunks_fts.rowid WHERE chunks_fts MATCH ? "
+            f"AND c.path IN ({','.join('?' * len(paths))}) "
+            "ORDER BY score DESC, c.path, c.idx LIMIT ?"
         )
-        params: list[Any] = [match]
-        if paths is not None:
-            if not paths:
-                return []
-            sql += f" AND c.path IN ({','.join('?' * len(paths))})"
-            params.extend(paths)
-        sql += " ORDER BY score DESC, c.path, c.idx LIMIT ?"
-        params.append(limit)
+        params: list[Any] = [match, *paths, limit]
         return [(r[0], float(r[1])) for r in self._query(sql, params)]
 
     def paths_matching(self, tags: Sequence[str] = (), path_prefix: str = "") -> list[str] | None:
