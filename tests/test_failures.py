@@ -1,0 +1,103 @@
+"""One bad note is recorded, counted and retried; it never stops the run or fails its neighbours."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from vaultd.app import open_index
+from vaultd.cli import main
+from vaultd.config import load_config
+from vaultd.errors import EmbedError
+from vaultd.pipeline.embed import Embedder
+
+
+def make_vault(root: Path) -> Path:
+    vault = root / "vault"
+    (vault / "sub").mkdir(parents=True)
+    for i in range(6):
+        (vault / "sub" / f"good{i}.md").write_text(f"# Good {i}\n\nPlain words number {i}.\n")
+    return vault
+
+
+def config_for(root: Path, vault: Path, extra: str = "") -> Path:
+    path = root / "c.toml"
+    path.write_text(
+        f'[vault]\npath = "{vault}"\n{extra}\n[store]\npath = "{root / "data"}"\n'
+        '[log]\nlevel = "error"\n',
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_unreadable_and_binary_notes_fail_alone_and_are_retried(tmp_path: Path) -> None:
+    vault = make_vault(tmp_path)
+    (vault / "binary.md").write_bytes(b"\x00\x01\x02 not text")
+    config = load_config(config_for(tmp_path, vault), env={})
+    with open_index(config, env={}) as index:
+        first = index.indexer.reconcile()
+        assert first.notes_failed == 1 and first.notes_changed == 6
+        assert first.failures[0]["path"] == "binary.md"
+        assert "binary" in first.failures[0]["reason"]
+        second = index.indexer.reconcile()
+        # Retried on the next run (a failed note is never "unchanged"), still failing.
+        assert second.notes_failed == 1 and second.chunks_embedded == 0
+        [(path, reason, attempts)] = index.manifest.failed()
+        assert (path, attempts) == ("binary.md", 2) and reason
+        (vault / "binary.md").write_text("# Fixed\n\nNow it is text.\n")
+        third = index.indexer.reconcile()
+        assert third.notes_failed == 0 and third.notes_changed == 1
+        assert index.manifest.failed() == []
+
+
+def test_a_failing_embedding_batch_is_retried_note_by_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vault = make_vault(tmp_path)
+    (vault / "poison.md").write_text("# Poison\n\nThis text upsets the model: POISON.\n")
+    real_embed = Embedder.embed_documents
+
+    def flaky(self: Embedder, texts: Any) -> Any:
+        # Injected fault: the model fails on any batch holding the poison text.
+        if any("POISON" in t for t in texts):
+            raise EmbedError("injected failure")
+        return real_embed(self, texts)
+
+    monkeypatch.setattr(Embedder, "embed_documents", flaky)
+    config = load_config(config_for(tmp_path, vault), env={})
+    with open_index(config, env={}) as index:
+        summary = index.indexer.reconcile()
+        assert summary.notes_failed == 1 and summary.notes_changed == 6
+        assert [f["path"] for f in summary.failures] == ["poison.md"]
+        hits = index.searcher.search("plain words", k=10, mode="keyword")
+        assert len({h.path for h in hits}) == 6
+
+
+def test_a_newly_excluded_note_is_removed_from_the_index(tmp_path: Path) -> None:
+    vault = make_vault(tmp_path)
+    (vault / "Private").mkdir()
+    (vault / "Private" / "diary.md").write_text("# Diary\n\nSecret thoughts about otters.\n")
+    runner = CliRunner()
+    first = runner.invoke(main, ["index", "-q", "--config", str(config_for(tmp_path, vault))])
+    assert first.exit_code == 0, first.output
+    excluded = config_for(tmp_path, vault, 'exclude = ["Private/"]')
+    second = runner.invoke(main, ["index", "-q", "--json", "--config", str(excluded)])
+    assert second.exit_code == 0, second.output
+    assert '"notes_deleted": 1' in second.stdout
+    search = runner.invoke(main, ["search", "otters", "--json", "--config", str(excluded)])
+    assert "diary" not in search.stdout
+
+
+def test_a_second_process_on_the_same_data_directory_is_refused(tmp_path: Path) -> None:
+    vault = make_vault(tmp_path)
+    config_path = config_for(tmp_path, vault)
+    config = load_config(config_path, env={})
+    with open_index(config, env={}):
+        result = CliRunner().invoke(main, ["index", "--config", str(config_path)])
+    assert result.exit_code == 75
+    assert "another vaultd process" in result.output
+    assert str(os.getpid()) in result.output
