@@ -27,8 +27,12 @@ class _UnixConnection(http.client.HTTPConnection):
 
     def connect(self) -> None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        sock.connect(str(self._path))
+        try:
+            sock.settimeout(self.timeout)
+            sock.connect(str(self._path))
+        except BaseException:
+            sock.close()  # a refused connect (a stale socket) must not leak the descriptor
+            raise
         self.sock = sock
 
 
@@ -66,7 +70,9 @@ class Client:
         except ValueError as exc:
             raise VaultdError(f"the daemon sent something that is not JSON: {exc}") from exc
         if response.status >= 400:
-            error = decoded.get("error", {}) if isinstance(decoded, dict) else {}
+            error = decoded.get("error") if isinstance(decoded, dict) else None
+            if not isinstance(error, dict):
+                error = {}
             raise DaemonError(
                 response.status, str(error.get("code", "error")), str(error.get("message", ""))
             )

@@ -6,6 +6,7 @@ from typing import Any
 
 from vaultd import __version__
 from vaultd.search import MAX_K, MODES
+from vaultd.server import MAX_TAGS
 
 _ERROR = {
     "type": "object",
@@ -43,11 +44,12 @@ _SEARCH_REQUEST = {
         "query": {"type": "string", "minLength": 1},
         "k": {"type": "integer", "minimum": 1, "maximum": MAX_K, "default": 10},
         "mode": {"type": "string", "enum": list(MODES), "default": "hybrid"},
-        "tags": {"type": "array", "items": {"type": "string"}},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_TAGS},
         "path_prefix": {"type": "string"},
         "explain": {"type": "boolean"},
         "wait_for": {
             "type": "string",
+            "minLength": 1,
             "description": 'A vault path, or "idle": answer once it is indexed.',
         },
         "timeout": {"type": "number", "minimum": 0, "maximum": 60, "default": 10},

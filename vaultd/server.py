@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
+import math
 import os
 import socket
 import socketserver
@@ -45,6 +47,8 @@ MAX_CONNECTIONS = 64
 #: macOS's sun_path holds 104 bytes; Linux's 108. Stay portable.
 MAX_SOCKET_PATH = 104
 MAX_WAIT = 60.0
+#: Tag filters per search; each one is a sub-query, and SQLite's expression depth is finite.
+MAX_TAGS = 64
 
 
 class StartupError(VaultdError):
@@ -80,11 +84,14 @@ def socket_path(setting: str, env: Mapping[str, str], data_dir: Path) -> Path:
 
 def _safe_directory(directory: Path) -> None:
     """Create the socket's directory 0700, or refuse one others could tamper with."""
+    old_umask = os.umask(0o077)  # missing parents too: mkdir's mode covers only the last one
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = directory.lstat()
     except OSError as exc:
         raise StartupError(f"cannot create the socket directory {directory}: {exc}") from exc
+    finally:
+        os.umask(old_umask)
     if not stat.S_ISDIR(info.st_mode):
         raise StartupError(f"{directory} is not a directory")
     if info.st_uid != os.getuid():
@@ -137,46 +144,45 @@ def peer_uid(sock: socket.socket) -> int | None:
     return None
 
 
-class _DeadlineReader:
-    """Reads from a socket file, failing once the request's deadline has passed."""
+class _DeadlineReader(io.RawIOBase):
+    """The socket's reading side, failing once the request's deadline has passed.
 
-    def __init__(self, raw: Any, sock: socket.socket) -> None:
-        self._raw = raw
+    The deadline is enforced on every `recv`, below the buffered reader: a client trickling a
+    byte every few seconds never lets one `readline` run past it.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__()
         self._sock = sock
         self.deadline = time.monotonic() + IDLE_TIMEOUT
 
-    def _arm(self) -> None:
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError("request deadline passed")
         self._sock.settimeout(left)
-
-    def readline(self, limit: int = -1) -> bytes:
-        self._arm()
-        line: bytes = self._raw.readline(limit)
-        return line
-
-    def read(self, size: int = -1) -> bytes:
-        self._arm()
-        data: bytes = self._raw.read(size)
-        return data
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._raw, name)
+        return self._sock.recv_into(buffer)
 
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # The stdlib's default, HTTP/0.9, answers a malformed request line with a bare body and no
+    # status line; every answer here is a framed HTTP response.
+    default_request_version = "HTTP/1.0"
     server_version = f"vaultd/{__version__}"
     server: SocketServer
 
     def setup(self) -> None:
         super().setup()
-        self.rfile = _DeadlineReader(self.rfile, self.connection)  # type: ignore[assignment]
+        self.rfile.close()  # the socket's own file; ours enforces the deadline on every recv
+        self.reader = _DeadlineReader(self.connection)
+        self.rfile = io.BufferedReader(self.reader)
 
     def handle_one_request(self) -> None:
-        reader = self.rfile
-        assert isinstance(reader, _DeadlineReader)
+        reader = self.reader
         # Waiting for the next request on a kept-alive connection: the idle timeout; once it
         # starts, the whole head must arrive within HEADER_TIMEOUT.
         reader.deadline = time.monotonic() + IDLE_TIMEOUT
@@ -186,8 +192,7 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def parse_request(self) -> bool:
-        reader = self.rfile
-        assert isinstance(reader, _DeadlineReader)
+        reader = self.reader
         reader.deadline = min(reader.deadline, time.monotonic() + HEADER_TIMEOUT)
         return super().parse_request()
 
@@ -197,9 +202,9 @@ class Handler(BaseHTTPRequestHandler):
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         # Errors raised by the base class (bad request line, too-long headers) as JSON too.
         status = HTTPStatus(code)
+        self.close_connection = True
         with contextlib.suppress(OSError):
             self._send(status, _error_body(status.name.lower(), message or status.phrase))
-        self.close_connection = True
 
     # -- dispatch ------------------------------------------------------------------------------
 
@@ -221,7 +226,12 @@ class Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         started = time.perf_counter()
         try:
+            # A body that does not arrive in time raises TimeoutError: the connection is cut.
             body = self._read_body()
+        except ApiError as exc:
+            self._send(exc.status, _error_body(exc.code, exc.message))
+            return
+        try:
             status, payload = self.server.api.handle(method, self.path, body)
         except ApiError as exc:
             status, payload = exc.status, _error_body(exc.code, exc.message)
@@ -268,10 +278,8 @@ class Handler(BaseHTTPRequestHandler):
                 "too_large",
                 f"request bodies are limited to {MAX_BODY} bytes",
             )
-        reader = self.rfile
-        assert isinstance(reader, _DeadlineReader)
-        reader.deadline = time.monotonic() + HEADER_TIMEOUT
-        data = reader.read(length)
+        self.reader.deadline = time.monotonic() + HEADER_TIMEOUT
+        data = self.rfile.read(length)
         if len(data) < length:
             self.close_connection = True
             raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "the body ended early")
@@ -279,6 +287,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: HTTPStatus, payload: Any) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode()
+        # Reads armed the socket with what was left of their deadline; writing gets its own.
+        self.connection.settimeout(IDLE_TIMEOUT)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -397,16 +407,20 @@ class Api:
         tags = _field(body, "tags", list, default=[])
         if not all(isinstance(t, str) for t in tags):
             raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "tags must be strings")
+        if len(tags) > MAX_TAGS:
+            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"at most {MAX_TAGS} tags")
         path_prefix = _field(body, "path_prefix", str, default="")
         explain = _field(body, "explain", bool, default=False)
         wait_for = body.get("wait_for")
         timeout = _field(body, "timeout", (int, float), default=10.0)
+        if isinstance(timeout, float) and not math.isfinite(timeout):
+            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "timeout must be finite")
         if wait_for is not None:
-            if not isinstance(wait_for, str) or not wait_for:
+            if not isinstance(wait_for, str) or not _is_vault_path(wait_for):
                 raise ApiError(
                     HTTPStatus.BAD_REQUEST, "bad_request", 'wait_for must be a vault path or "idle"'
                 )
-            self._wait(wait_for, min(max(float(timeout), 0.0), MAX_WAIT))
+            self._wait(wait_for, float(min(max(timeout, 0), MAX_WAIT)))
         index = self._index()
         hits = index.searcher.search(query, k=k, mode=mode, tags=tags, path_prefix=path_prefix)
         return HTTPStatus.OK, {"hits": [_hit(h, explain) for h in hits]}
@@ -438,7 +452,7 @@ class Api:
 
     def reindex(self, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
         paths = _field(body, "paths", list, default=[])
-        if not all(isinstance(p, str) and p for p in paths):
+        if not all(isinstance(p, str) and _is_vault_path(p) for p in paths):
             raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "paths must be vault paths")
         worker = self.daemon.worker
         if worker is None:
@@ -519,12 +533,23 @@ def _json_body(body: bytes) -> dict[str, Any]:
     if not body:
         return {}
     try:
-        data = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        data = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+        # "\ud800" escapes decode to lone surrogates, which no tokenizer or database takes.
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except (UnicodeError, ValueError, RecursionError) as exc:
         raise ApiError(HTTPStatus.BAD_REQUEST, "bad_json", f"the body is not JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise ApiError(HTTPStatus.BAD_REQUEST, "bad_json", "the body must be a JSON object")
     return data
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _is_vault_path(value: str) -> bool:
+    """Relative to the vault, no way out of it, nothing the OS refuses outright."""
+    return bool(value) and "\0" not in value and ".." not in value.split("/")
 
 
 def _field(
