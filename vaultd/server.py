@@ -568,6 +568,13 @@ def _field(
     return value
 
 
+def check_socket_path(config: Any, env: Mapping[str, str]) -> Path:
+    """Validate the socket's path and directory (StartupError when unusable)."""
+    path = socket_path(config.server.socket, env, config.require_store())
+    _safe_directory(path.parent)
+    return path
+
+
 def start_server(daemon: Daemon) -> SocketServer:
     assert daemon.index is not None
     path = socket_path(daemon.config.server.socket, daemon.env, daemon.index.data_dir)

@@ -26,7 +26,7 @@ import structlog
 
 from vaultd.app import Index, open_index
 from vaultd.config import Config, load_config
-from vaultd.errors import VaultdError
+from vaultd.errors import StoreError, VaultdError
 from vaultd.indexer import Summary
 from vaultd.notify import Notifier
 from vaultd.pipeline.watch import Settled, Watcher
@@ -103,6 +103,10 @@ class Worker(threading.Thread):
             except VaultdError as exc:
                 log.error("indexing failed; retrying", error=str(exc))
                 self.state.degrade("indexing", str(exc))
+                if isinstance(exc, StoreError):
+                    # The pass that failed took its work off the queue; a full pass repairs
+                    # the store from the manifest (`sync_store`) and redoes whatever was lost.
+                    self.request_full()
                 self.stop_event.wait(ERROR_BACKOFF)
             except Exception:
                 log.exception("unexpected error in the indexing worker; retrying")
@@ -227,6 +231,10 @@ class Daemon:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def run(self) -> int:
+        from vaultd.server import check_socket_path
+
+        # Refuse an unusable socket path before the slow part of start-up.
+        check_socket_path(self.config, self.env)
         with self._signals(), ExitStack() as stack:
             index = stack.enter_context(open_index(self.config, self.env))
             self.index = index

@@ -324,7 +324,7 @@ class Discovery:
         path = os.path.join(self.root, *rel.split("/"))
         try:
             st = os.stat(path) if self.rules.follow_symlinks else os.lstat(path)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a NUL byte in the path
             return None
         if not stat.S_ISREG(st.st_mode) or st.st_size > self._max_bytes:
             return None
