@@ -101,3 +101,33 @@ def test_a_second_process_on_the_same_data_directory_is_refused(tmp_path: Path) 
     assert result.exit_code == 75
     assert "another vaultd process" in result.output
     assert str(os.getpid()) in result.output
+
+
+def test_notes_in_a_folder_that_cannot_be_read_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """chmod 000 on a folder: its notes stay indexed (stale, not deleted) until it is back.
+
+    Tests run as root here, which reads through any mode, so the denial is injected.
+    """
+    from vaultd.pipeline.discover import Discovery
+
+    vault = make_vault(tmp_path)
+    config = load_config(config_for(tmp_path, vault), env={})
+    with open_index(config, env={}) as index:
+        assert index.indexer.reconcile().notes_changed == 6
+        real_list = Discovery._list
+
+        def denied(self: Discovery, path: str, rel: str) -> Any:
+            if rel == "sub":
+                self._skip(rel + "/", "permission denied")
+                return None
+            return real_list(self, path, rel)
+
+        monkeypatch.setattr(Discovery, "_list", denied)
+        summary = index.indexer.reconcile()
+        assert summary.notes_deleted == 0
+        assert {"path": "sub/", "reason": "permission denied"} in summary.skipped
+        assert index.manifest.counts()["notes"] == 6
+        monkeypatch.setattr(Discovery, "_list", real_list)
+        assert index.indexer.reconcile().notes_deleted == 0

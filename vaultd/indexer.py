@@ -25,7 +25,7 @@ from vaultd.errors import EmbedError, NoteError
 from vaultd.manifest import Manifest, NoteUpdate, StoredChunk, tag_ancestors
 from vaultd.model import Change, Chunk, FileState, KnownNote, Note
 from vaultd.pipeline.chunk import chunk_id, chunk_note
-from vaultd.pipeline.detect import classify, scan
+from vaultd.pipeline.detect import classify, keep_unreadable, scan
 from vaultd.pipeline.discover import Discovery
 from vaultd.pipeline.embed import Embedder
 from vaultd.pipeline.parse import parse_note
@@ -205,7 +205,9 @@ class Indexer:
         started = time.perf_counter()
         embedded_before = self.embedder.embedded
         report = progress or _quiet
-        result = scan(known, walk, keep_under=self._unreadable_dirs())
+        result = scan(known, walk)
+        # Only now, after the walk, does the discovery know which folders it could not read.
+        result.gone = keep_unreadable(result.gone, self._unreadable_dirs())
         summary.notes_seen = result.seen
         summary.notes_unchanged = result.unchanged
         summary.skipped = [{"path": p, "reason": r} for p, r in self.discovery.skipped]

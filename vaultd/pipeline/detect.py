@@ -27,13 +27,8 @@ class Scan:
     gone: list[str] = field(default_factory=list)
 
 
-def scan(
-    known: Mapping[str, KnownNote],
-    walk: Iterable[FileState],
-    keep_under: Iterable[str] = (),
-) -> Scan:
-    """Compare a walk with the manifest. Paths under `keep_under` (folders the walk could not
-    read) are never reported gone: unreadable is not deleted."""
+def scan(known: Mapping[str, KnownNote], walk: Iterable[FileState]) -> Scan:
+    """Compare a walk with the manifest."""
     result = Scan()
     present: set[str] = set()
     for state in walk:
@@ -44,11 +39,15 @@ def scan(
             result.unchanged += 1
         else:
             result.candidates.append(state)
-    prefixes = tuple(p.rstrip("/") + "/" for p in keep_under)
-    result.gone = sorted(
-        p for p in known if p not in present and not (prefixes and p.startswith(prefixes))
-    )
+    result.gone = sorted(p for p in known if p not in present)
     return result
+
+
+def keep_unreadable(gone: Iterable[str], unreadable_dirs: Iterable[str]) -> list[str]:
+    """Drop from `gone` what lies under folders the walk could not read: unreadable is not
+    deleted, and the notes come back once the folder is readable again."""
+    prefixes = tuple(p.rstrip("/") + "/" for p in unreadable_dirs)
+    return [p for p in gone if not (prefixes and p.startswith(prefixes))]
 
 
 def classify(
