@@ -21,6 +21,7 @@ from vaultd.models import load_spec
 from vaultd.pipeline.discover import Discovery, IgnoreRules
 from vaultd.pipeline.embed import Embedder
 from vaultd.pipeline.store import VectorStore, collection_name
+from vaultd.probe import check_store, mark_closed, mark_open
 from vaultd.search import Searcher
 from vaultd.tokens import TokenCounter
 
@@ -67,6 +68,10 @@ def open_index(config: Config, env: Mapping[str, str] | None = None) -> Iterator
         lock.acquire()
         stack.callback(lock.release)
         spec = load_spec(config.embedding.model)
+        if not config.store.url:
+            check_store(data_dir, data_dir / CHROMA_DIR)
+            mark_open(data_dir)
+            stack.callback(mark_closed, data_dir)
         manifest = Manifest(data_dir)
         stack.callback(manifest.close)
         _check_owner(manifest, vault, spec.id)
@@ -81,6 +86,7 @@ def open_index(config: Config, env: Mapping[str, str] | None = None) -> Iterator
             url=config.store.url,
             token=env.get(config.store.token_env, ""),
         )
+        stack.callback(store.close)
         counter = TokenCounter.for_spec(spec)
         discovery = Discovery(vault, IgnoreRules.from_config(config.vault))
         indexer = Indexer(
