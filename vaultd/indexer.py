@@ -42,11 +42,11 @@ def _quiet(phase: str, done: int, total: int) -> None:
 #: Progress callback: (phase, done, total); total 0 means unknown.
 Progress = Callable[[str, int, int], None]
 
-#: A batch is flushed to the store once it holds this many chunks or notes. Small enough that
-#: the daemon can serve a fresh edit between two batches within seconds (embedding 128 chunks
-#: takes a few seconds on two cores), large enough that per-batch overhead stays small.
-BATCH_CHUNKS = 128
-BATCH_NOTES = 64
+#: A batch is embedded (sorted by length, so padding stays small) and flushed to the store once
+#: it holds this many chunks or notes. Big batches pad least; the daemon uses smaller ones
+#: (`Indexer.batch_chunks`) so it can serve a fresh edit between two batches within seconds.
+BATCH_CHUNKS = 1024
+BATCH_NOTES = 256
 
 
 @dataclass(slots=True)
@@ -151,6 +151,7 @@ class Indexer:
         self.counter = counter
         self.max_tokens = max_tokens
         self.max_bytes = max_bytes
+        self.batch_chunks = BATCH_CHUNKS
         #: Called between two batches of a long pass: the daemon serves fresh edits there, and
         #: may raise to abandon the pass (the work done so far is committed).
         self.between_batches: Callable[[], None] | None = None
@@ -278,7 +279,7 @@ class Indexer:
             if pending is not None:
                 batch.append(pending)
                 batch_chunks += len(pending.chunks)
-            if batch_chunks >= BATCH_CHUNKS or len(batch) >= BATCH_NOTES:
+            if batch_chunks >= self.batch_chunks or len(batch) >= BATCH_NOTES:
                 self._flush(batch, failed, summary)
                 batch, failed, batch_chunks = [], [], 0
                 if self.between_batches is not None:

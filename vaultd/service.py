@@ -38,6 +38,7 @@ log = structlog.get_logger("vaultd.service")
 STOP_TIMEOUT = 20.0
 #: How often the main loop wakes to check signals, the vault root and the watchdog.
 TICK = 0.25
+INTERACTIVE_BATCH_CHUNKS = 128
 #: Back-off after the worker hit an error, so a persistent fault does not spin.
 ERROR_BACKOFF = 5.0
 
@@ -63,6 +64,9 @@ class Worker(threading.Thread):
         self.busy = False
         self._in_interactive = False
         index.indexer.between_batches = self._between_batches
+        # Embedding 128 chunks takes a few seconds on two cores: the longest a fresh edit
+        # waits behind a backlog.
+        index.indexer.batch_chunks = INTERACTIVE_BATCH_CHUNKS
 
     # -- requests from other threads -----------------------------------------------------------
 
