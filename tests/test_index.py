@@ -143,7 +143,7 @@ def test_incremental_runs_spend_work_only_on_changes(
     assert appended["chunks_embedded"] == expected
     assert 10 <= expected <= 20
     assert appended["chunks_reused"] > 0
-    hits = search(config, "quokka population Rottnest", "--mode", "keyword")
+    hits = search(config, "quokka Rottnest", "--mode", "keyword")
     assert {h["path"] for h in hits} == {f.relative_to(vault).as_posix() for f in edited}
 
     # Deleting a note removes its chunks.
