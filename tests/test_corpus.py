@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
 import pytest
 
@@ -80,7 +79,6 @@ def test_every_note_parses_and_chunks(vault: tuple[str, ...], counter: TokenCoun
             assert chunk.embed_text.endswith(chunk.text)
     elapsed = time.perf_counter() - started
     print(
-        f"\n{'/'.join(vault[1:])}: {notes} notes, {chunks} chunks, {tokens} tokens, "
-        f"{elapsed:.1f} s"
+        f"\n{'/'.join(vault[1:])}: {notes} notes, {chunks} chunks, {tokens} tokens, {elapsed:.1f} s"
     )
     assert notes > 0

@@ -107,5 +107,5 @@ def open_index(config: Config, env: Mapping[str, str] | None = None) -> Iterator
             store=store,
             embedder=embedder,
             indexer=indexer,
-            searcher=Searcher(manifest, store, embedder),
+            searcher=Searcher(manifest, store, embedder, config.search),
         )

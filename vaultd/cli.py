@@ -219,11 +219,41 @@ def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | No
     help="Only notes with this tag (nested tags match their parents); repeatable.",
 )
 @click.option(
+    "--any-tag",
+    "tags_any",
+    multiple=True,
+    metavar="TAG",
+    help="Only notes with at least one of these tags; repeatable.",
+)
+@click.option(
     "--path",
     "path_prefix",
     default="",
     metavar="PREFIX",
     help="Only notes under this folder (or this exact note path).",
+)
+@click.option(
+    "--where",
+    "where",
+    multiple=True,
+    metavar="COND",
+    help="A frontmatter condition: 'status=done', 'status=a,b' (one of), 'year>=2020', "
+    "'due<2025-01-01'; repeatable, all must hold.",
+)
+@click.option(
+    "--since",
+    metavar="WHEN",
+    help="Only notes changed since this ISO date or time (local) or epoch seconds.",
+)
+@click.option(
+    "--per-note",
+    type=click.IntRange(0, 100),
+    help="At most this many hits from one note; 0: no cap. Default: [search] per_note.",
+)
+@click.option(
+    "--merge/--no-merge",
+    default=None,
+    help="Merge neighbouring passages of one note into one hit. Default: [search] merge.",
 )
 @click.option("--json", "as_json", is_flag=True, help='Print {"hits": [...]}.')
 @click.option("--explain", is_flag=True, help="Show each hit's score parts.")
@@ -235,24 +265,40 @@ def search(
     k: int,
     mode: str,
     tags: tuple[str, ...],
+    tags_any: tuple[str, ...],
     path_prefix: str,
+    where: tuple[str, ...],
+    since: str | None,
+    per_note: int | None,
+    merge: bool | None,
     as_json: bool,
     explain: bool,
     config_file: Path | None,
     vault: Path | None,
 ) -> None:
-    """Search the index: hybrid keyword and vector retrieval by default."""
+    """Search the index: hybrid keyword and vector retrieval by default.
+
+    Put a phrase in double quotes to rank passages holding it exactly first.
+    """
     from vaultd.app import open_index
+    from vaultd.search import Filters, parse_where_flag, where_json
 
     config = _load(config_file, vault)
+    conditions = [parse_where_flag(c) for c in where]
+    filters = Filters.build(tags, tags_any, path_prefix, conditions, since)
     client = _daemon(config)
     if client is not None:
-        body = {
+        body: dict[str, Any] = {
             "query": query,
             "k": k,
             "mode": mode,
             "tags": list(tags),
+            "tags_any": list(tags_any),
             "path_prefix": path_prefix,
+            "where": where_json(conditions),
+            "modified_since": since,
+            "per_note": per_note,
+            "merge": merge,
             "explain": explain,
         }
         found = client.request("POST", "/v1/search", body)["hits"]
@@ -263,8 +309,10 @@ def search(
                 query,
                 k=k,
                 mode=mode,  # type: ignore[arg-type]  # click.Choice guarantees the literal
-                tags=tags,
-                path_prefix=path_prefix,
+                filters=filters,
+                per_note=per_note,
+                merge=merge,
+                settings=config.search,
             )
     if as_json:
         out = []
@@ -288,13 +336,15 @@ def search(
     if not hits:
         click.echo("no hits")
     for rank, h in enumerate(hits, 1):
-        where = f"{h.path}:{h.start_line}-{h.end_line}"
+        place = f"{h.path}:{h.start_line}-{h.end_line}"
         section = f" › {h.section}" if h.section else ""
         click.echo(
-            click.style(f"{rank}. {where}", bold=True) + f"  {h.title}{section}  ({h.score:.4f})"
+            click.style(f"{rank}. {place}", bold=True) + f"  {h.title}{section}  ({h.score:.4f})"
         )
         if explain:
-            click.echo(f"   {json.dumps(dict(h.parts))}")
+            from vaultd.search import explain_line
+
+            click.echo(f"   {explain_line(h.parts)}")
         snippet = " ".join(h.text.split())
         click.echo("   " + (snippet[:200] + "…" if len(snippet) > 200 else snippet))
 
@@ -502,3 +552,174 @@ def service_uninstall(kind: str, dry_run: bool) -> None:
         click.echo("next:")
         for step in result.next_steps:
             click.echo(f"  {step}")
+
+
+# -- several vaults: `vaultd search --all` -------------------------------------------------------
+
+#: The reciprocal rank fusion constant, as in vaultd.search (not imported: that loads the model).
+_RRF_K = 60
+
+
+def _socket_dir(config: Any) -> Path:
+    """Where the daemons' sockets live: beside the configured socket, else the default one."""
+    from vaultd.server import default_socket_path
+
+    if config.server.socket:
+        return Path(config.server.socket).expanduser().parent
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if runtime and Path(runtime).is_dir():
+        return default_socket_path(os.environ, Path()).parent
+    if config.vault.path is not None:
+        data_dir: Path = config.require_store()
+        return data_dir  # no shared directory: only this vault's own daemon is found
+    raise VaultdError(
+        "cannot tell where the daemons' sockets are: set [server] socket in the config, "
+        "or $XDG_RUNTIME_DIR"
+    )
+
+
+def _ask_daemon(sock: Path, body: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """(the daemon's vault, its hits); raises VaultdError when it does not answer."""
+    from vaultd.client import Client
+
+    client = Client(sock, timeout=30)
+    hits: list[dict[str, Any]] = client.request("POST", "/v1/search", body)["hits"]
+    vault = str(client.request("GET", "/v1/status")["vault"])
+    return vault, hits
+
+
+def search_all_daemons(
+    directory: Path, body: dict[str, Any], k: int
+) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """Ask every daemon with a socket in `directory`; fuse their hits by reciprocal rank.
+
+    Each daemon ranks its own vault; RRF needs no calibration between them (BM25 and cosine
+    scores of two vaults are not comparable). Hits are labelled with their vault. Returns the
+    fused hits and the sockets that did not answer.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    sockets = sorted(p for p in directory.glob("*.sock") if p.is_socket())
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(sockets)))) as pool:
+        futures = {s: pool.submit(_ask_daemon, s, body) for s in sockets}
+    fused: list[tuple[float, float, str, dict[str, Any]]] = []
+    silent: list[dict[str, str]] = []
+    for sock, future in futures.items():
+        try:
+            vault, hits = future.result()
+        except VaultdError as exc:
+            silent.append({"socket": str(sock), "error": str(exc)})
+            continue
+        for rank, hit in enumerate(hits, 1):
+            labelled = {**hit, "vault": vault, "vault_name": Path(vault).name, "rank": rank}
+            fused.append((1.0 / (_RRF_K + rank), float(hit["score"]), vault, labelled))
+    if not fused and len(silent) == len(sockets):
+        raise VaultdError(f"no running vaultd daemon answers in {directory}")
+    fused.sort(key=lambda item: (-item[0], -item[1], item[2]))
+    return [{**hit, "score": round(rrf, 6)} for rrf, _, _, hit in fused[:k]], silent
+
+
+def _search_body(options: dict[str, Any]) -> dict[str, Any]:
+    """The /v1/search request for `vaultd search` options, as the one-vault path sends it."""
+    body: dict[str, Any] = {
+        "query": options["query"],
+        "k": options["k"],
+        "mode": options["mode"],
+        "tags": list(options.get("tags", ())),
+        "path_prefix": options.get("path_prefix", ""),
+        "explain": options.get("explain", False),
+    }
+    if options.get("tags_any"):
+        body["tags_any"] = list(options["tags_any"])
+    if options.get("where"):
+        from vaultd.search import parse_where_flag, where_json
+
+        body["where"] = where_json([parse_where_flag(c) for c in options["where"]])
+    for option, field in (
+        ("since", "modified_since"),
+        ("per_note", "per_note"),
+        ("merge", "merge"),
+    ):
+        if options.get(option) is not None:
+            body[field] = options[option]
+    return body
+
+
+def _search_every_vault(kwargs: dict[str, Any]) -> None:
+    config = _load(kwargs["config_file"], kwargs["vault"])
+    directory = _socket_dir(config)
+    body = _search_body(kwargs)
+    hits, silent = search_all_daemons(directory, body, kwargs["k"])
+    for item in silent:
+        click.echo(f"vaultd: skipped {item['socket']}: {item['error']}", err=True)
+    if kwargs["as_json"]:
+        click.echo(json.dumps({"hits": hits}, ensure_ascii=False))
+        return
+    if not hits:
+        click.echo("no hits")
+    for rank, h in enumerate(hits, 1):
+        where = f"[{h['vault_name']}] {h['path']}:{h['start_line']}-{h['end_line']}"
+        section = f" › {h['section']}" if h["section"] else ""
+        click.echo(
+            click.style(f"{rank}. {where}", bold=True) + f"  {h['title']}{section}  ({h['score']})"
+        )
+        snippet = " ".join(h["text"].split())
+        click.echo("   " + (snippet[:200] + "…" if len(snippet) > 200 else snippet))
+
+
+def _with_all_option(command: click.Command) -> None:
+    """Give `vaultd search` an --all flag without touching its own code."""
+    assert command.callback is not None
+    one_vault = command.callback
+    command.params.append(
+        click.Option(
+            ["--all", "all_vaults"],
+            is_flag=True,
+            help="Ask every running daemon (every *.sock beside the configured socket, by "
+            "default $XDG_RUNTIME_DIR/vaultd/) and merge their hits, each labelled with its vault.",
+        )
+    )
+
+    @wraps(one_vault)
+    @_handle_errors
+    def callback(*, all_vaults: bool = False, **kwargs: Any) -> Any:
+        if all_vaults:
+            return _search_every_vault(kwargs)
+        return one_vault(**kwargs)
+
+    command.callback = callback
+
+
+_with_all_option(search)
+
+
+# -- AI tools: `vaultd mcp` ----------------------------------------------------------------------
+
+
+@main.command()
+@click.option(
+    "--socket",
+    "socket_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The daemon's socket. Default: the one the config names ([server] socket, else "
+    "$XDG_RUNTIME_DIR/vaultd/vaultd.sock).",
+)
+@_config_option
+@_vault_option
+@_handle_errors
+def mcp(socket_file: Path | None, config_file: Path | None, vault: Path | None) -> None:
+    """Serve the vault to AI tools: an MCP server on stdin/stdout.
+
+    Forwards to the running daemon (`vaultd run`) of this vault, which must be up. Tools:
+    search, read_note (a note, or a line range of it) and links (links and backlinks).
+    """
+    from vaultd.mcp_bridge import serve
+    from vaultd.server import socket_path
+
+    config = _load(config_file, vault)
+    if socket_file is None:
+        if config.server.socket:
+            socket_file = socket_path(config.server.socket, os.environ, Path())
+        else:
+            socket_file = socket_path("", os.environ, config.require_store())
+    serve(socket_file)

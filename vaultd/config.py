@@ -79,6 +79,14 @@ def _positive_number(value: object) -> float:
     return float(value)
 
 
+def _nonnegative_number(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Invalid(f"expected a number, got {_show(value)}")
+    if not math.isfinite(value) or value < 0:
+        raise _Invalid(f"must be a number of at least 0, got {value}")
+    return float(value)
+
+
 def _nonempty_string(value: object) -> str:
     if not _string(value):
         raise _Invalid("must not be empty")
@@ -256,6 +264,26 @@ class LogSection:
     file: str = field(default="", metadata={"parse": _string})
 
 
+@dataclass(frozen=True, slots=True)
+class SearchSection:
+    """`[search]`: how keyword and vector results are fused and how a page is filled.
+
+    The defaults were chosen on a tuning half of the obsidian-help question set; see
+    docs/search.md for the sweep and the figures.
+    """
+
+    #: Reciprocal rank fusion's constant: a hit at rank r in one list adds weight / (rrf_k + r).
+    rrf_k: int = field(default=5, metadata={"parse": _integer(1, 1000)})
+    #: Passages each retriever contributes to the fusion (at least k of them).
+    candidates: int = field(default=50, metadata={"parse": _integer(1, 1000)})
+    keyword_weight: float = field(default=1.0, metadata={"parse": _nonnegative_number})
+    vector_weight: float = field(default=1.5, metadata={"parse": _nonnegative_number})
+    #: At most this many hits from one note; 0 means no cap.
+    per_note: int = field(default=3, metadata={"parse": _integer(0, 100)})
+    #: Merge neighbouring passages of one note into one hit with the combined line range.
+    merge: bool = field(default=False, metadata={"parse": _boolean})
+
+
 #: Section name -> its dataclass, in the order the example file documents them.
 SECTIONS: dict[str, type[Any]] = {
     "vault": VaultSection,
@@ -266,6 +294,7 @@ SECTIONS: dict[str, type[Any]] = {
     "schedule": ScheduleSection,
     "watch": WatchSection,
     "log": LogSection,
+    "search": SearchSection,
 }
 
 
@@ -286,6 +315,7 @@ class Config:
     schedule: ScheduleSection = field(default_factory=ScheduleSection)
     watch: WatchSection = field(default_factory=WatchSection)
     log: LogSection = field(default_factory=LogSection)
+    search: SearchSection = field(default_factory=SearchSection)
     #: The file these settings came from; None when only defaults and flags were used.
     source: Path | None = None
 

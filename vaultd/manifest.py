@@ -17,15 +17,53 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from vaultd.errors import StoreError
 from vaultd.model import Chunk, KnownNote, Note
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 FILE_NAME = "vaultd.db"
+
+#: Scripts written without spaces between words (CJK, kana, Hangul, Thai, Lao, Myanmar, Khmer):
+#: the word index sees a whole run of them as one token, so chunks holding any of these
+#: characters are also put in a trigram index. Code-point ranges, shared with search.py.
+UNSPACED_RANGES = (
+    (0x0E00, 0x0EFF),
+    (0x1000, 0x109F),
+    (0x1780, 0x17FF),
+    (0x3040, 0x30FF),
+    (0x3400, 0x9FFF),
+    (0xAC00, 0xD7AF),
+    (0xF900, 0xFAFF),
+    (0xFF66, 0xFF9F),
+    (0x20000, 0x2FFFF),
+)
+_UNSPACED_GLOB = "*[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in UNSPACED_RANGES) + "]*"
+_FTS_COLUMNS = "title, aliases, section, text"
+
+
+def _fts_triggers(table: str, when_new: str = "", when_old: str = "") -> str:
+    """Keep an external-content FTS5 table in step with `chunks` (rows are never updated)."""
+    cols = ", ".join(f"{{row}}.{c.strip()}" for c in _FTS_COLUMNS.split(","))
+    return (
+        f"CREATE TRIGGER IF NOT EXISTS {table}_ai AFTER INSERT ON chunks {when_new} BEGIN\n"
+        f"    INSERT INTO {table}(rowid, {_FTS_COLUMNS})\n"
+        f"    VALUES (new.n, {cols.format(row='new')});\n"
+        "END;\n"
+        f"CREATE TRIGGER IF NOT EXISTS {table}_ad AFTER DELETE ON chunks {when_old} BEGIN\n"
+        f"    INSERT INTO {table}({table}, rowid, {_FTS_COLUMNS})\n"
+        f"    VALUES ('delete', old.n, {cols.format(row='old')});\n"
+        "END;\n"
+    )
+
+
+def _has_unspaced(row: str) -> str:
+    fields = " || ' ' || ".join(f"{row}.{c.strip()}" for c in _FTS_COLUMNS.split(","))
+    return f"WHEN ({fields}) GLOB '{_UNSPACED_GLOB}'"
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -68,7 +106,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     start_line INTEGER NOT NULL,
     end_line INTEGER NOT NULL,
     tokens INTEGER NOT NULL,
-    text TEXT NOT NULL
+    text TEXT NOT NULL,
+    aliases TEXT NOT NULL DEFAULT ''  -- the note's aliases, one a line, for the keyword index
 );
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path, idx);
 CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(hash);
@@ -78,18 +117,29 @@ CREATE TABLE IF NOT EXISTS vectors (
     vector BLOB NOT NULL,
     PRIMARY KEY (model, hash)
 );
+"""
+
+#: The keyword indexes: words (stemmed, accents folded) over every chunk, and trigrams over the
+#: chunks that hold unspaced-script text. Both read their text from `chunks`; schema changes to
+#: them are migrated by rebuilding from there, never by embedding again.
+_FTS_SCHEMA = (
+    f"""
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-    title, section, text, content='chunks', content_rowid='n',
+    {_FTS_COLUMNS}, content='chunks', content_rowid='n',
     tokenize='porter unicode61 remove_diacritics 2'
 );
-CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_fts(rowid, title, section, text)
-    VALUES (new.n, new.title, new.section, new.text);
-END;
-CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
-    INSERT INTO chunks_fts(chunks_fts, rowid, title, section, text)
-    VALUES ('delete', old.n, old.title, old.section, old.text);
-END;
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_tri USING fts5(
+    {_FTS_COLUMNS}, content='chunks', content_rowid='n', tokenize='trigram'
+);
+"""
+    + _fts_triggers("chunks_fts")
+    + _fts_triggers("chunks_tri", _has_unspaced("new"), _has_unspaced("old"))
+)
+_FTS_DROP = """
+DROP TRIGGER IF EXISTS chunks_ai; DROP TRIGGER IF EXISTS chunks_ad;
+DROP TRIGGER IF EXISTS chunks_fts_ai; DROP TRIGGER IF EXISTS chunks_fts_ad;
+DROP TRIGGER IF EXISTS chunks_tri_ai; DROP TRIGGER IF EXISTS chunks_tri_ad;
+DROP TABLE IF EXISTS chunks_fts; DROP TABLE IF EXISTS chunks_tri;
 """
 
 
@@ -138,6 +188,28 @@ def tag_ancestors(tags: Iterable[str]) -> set[str]:
     return out
 
 
+KeywordIndex = Literal["words", "trigrams"]
+_KEYWORD_TABLES: dict[str, str] = {"words": "chunks_fts", "trigrams": "chunks_tri"}
+#: BM25 column weights for title, aliases, heading path and text (see docs/search.md).
+KEYWORD_WEIGHTS: tuple[float, float, float, float] = (4.0, 4.0, 2.0, 1.0)
+
+Scalar = str | int | float | bool | None
+ConditionOp = Literal["eq", "in", "gt", "gte", "lt", "lte"]
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A test on one frontmatter field; a list-valued field passes when any item does.
+
+    `eq` and `in` compare strings case-insensitively and numbers with their text forms; the
+    ranges compare numbers, or ISO dates (`YYYY-MM-DD` compares the day a value falls on).
+    """
+
+    field: str
+    op: ConditionOp
+    value: Scalar | tuple[Scalar, ...]
+
+
 class Manifest:
     """The SQLite manifest. One connection, guarded by a lock, shared by the indexer's threads."""
 
@@ -154,20 +226,47 @@ class Manifest:
                 raise StoreError(
                     f"{self.path} was written by a newer vaultd (schema {version}); upgrade vaultd"
                 )
-            if version == 1:
-                # Schema 1's keyword index did not stem; rebuild it from the chunks (no
-                # embedding involved).
-                self._db.executescript(
-                    "DROP TRIGGER IF EXISTS chunks_ai; DROP TRIGGER IF EXISTS chunks_ad; "
-                    "DROP TABLE IF EXISTS chunks_fts;"
-                )
-            self._db.executescript(_SCHEMA)
-            if version == 1:
-                self._db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
+            if 0 < version < SCHEMA_VERSION:
+                self._migrate_keyword_index()
+            else:
+                self._db.executescript(_SCHEMA + _FTS_SCHEMA)
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
         self._lock = threading.RLock()
+
+    def _migrate_keyword_index(self) -> None:
+        """Rebuild the keyword indexes of an older schema from the stored chunks, atomically.
+
+        Schema 1 did not stem; schema 2 had no aliases column and no trigram index. Nothing is
+        embedded again: the chunks' texts are all the indexes need.
+        """
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(chunks)")}
+        add_aliases = (
+            "ALTER TABLE chunks ADD COLUMN aliases TEXT NOT NULL DEFAULT '';\n"
+            if "aliases" not in columns
+            else ""
+        )
+        script = (
+            "BEGIN IMMEDIATE;\n"
+            + _FTS_DROP
+            + add_aliases
+            + "UPDATE chunks SET aliases = COALESCE((SELECT group_concat(a.value, char(10)) "
+            "FROM notes, json_each(notes.aliases) AS a WHERE notes.path = chunks.path), '');\n"
+            + _SCHEMA
+            + _FTS_SCHEMA
+            + "INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild');\n"
+            + f"INSERT INTO chunks_tri(rowid, {_FTS_COLUMNS}) SELECT n, {_FTS_COLUMNS} "
+            + f"FROM chunks AS new {_has_unspaced('new').replace('WHEN', 'WHERE', 1)};\n"
+            + f"PRAGMA user_version={SCHEMA_VERSION};\n"
+            + "COMMIT;\n"
+        )
+        try:
+            self._db.executescript(script)
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
 
     def close(self) -> None:
         with self._lock:
@@ -256,6 +355,14 @@ class Manifest:
                 return
             yield [_stored(r) for r in rows]
             last = rows[-1][0]
+
+    def tags_of(self, paths: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """The tags each of these notes carries, as written (for search hits)."""
+        rows = self._query(
+            "SELECT path, tags FROM notes WHERE path IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(paths), ensure_ascii=False),),
+        )
+        return {r[0]: tuple(json.loads(r[1])) for r in rows}
 
     def note_row(self, path: str) -> dict[str, Any] | None:
         rows = self._query(
@@ -368,7 +475,7 @@ class Manifest:
         db.execute("DELETE FROM chunks WHERE path = ?", (note.path,))
         db.executemany(
             "INSERT INTO chunks(id, path, idx, hash, title, section, headings, start_line, "
-            "end_line, tokens, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "end_line, tokens, text, aliases) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     c.id,
@@ -382,6 +489,7 @@ class Manifest:
                     c.end_line,
                     c.tokens,
                     c.text,
+                    "\n".join(note.aliases),
                 )
                 for c in u.chunks
             ],
@@ -439,44 +547,129 @@ class Manifest:
     # -- keyword search ------------------------------------------------------------------------
 
     def keyword(
-        self, match: str, limit: int, paths: Sequence[str] | None = None
+        self,
+        match: str,
+        limit: int,
+        paths: Sequence[str] | None = None,
+        *,
+        weights: Sequence[float] = KEYWORD_WEIGHTS,
+        index: KeywordIndex = "words",
+        require: str = "",
     ) -> list[tuple[str, float]]:
-        """(chunk id, BM25 score; higher is better) for an FTS5 MATCH expression."""
-        weights = "4.0, 2.0, 1.0"  # title, section, text: a hit in the title counts most
+        """(chunk id, BM25 score; higher is better) for an FTS5 MATCH expression.
+
+        `index` is "words" (stemmed) or "trigrams" (unspaced scripts); `weights` are the BM25
+        column weights for title, aliases, heading path and text; `paths` restricts the notes;
+        `require` is a second MATCH expression every row must also satisfy (BM25 stays that of
+        `match`).
+        """
+        table = _KEYWORD_TABLES[index]
+        bm25 = f"-bm25({table}, {', '.join(str(float(w)) for w in weights)})"
+        also = f" AND rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)" if require else ""
+        extra: list[Any] = [require] if require else []
         if paths is None:
             # Rank inside FTS5 first and join only the winners: most of a query's cost
             # otherwise goes into joining every matching chunk.
             sql = (
-                f"SELECT c.id, f.score FROM (SELECT rowid, -bm25(chunks_fts, {weights}) AS score "
-                "FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY score DESC LIMIT ?) f "
-                "JOIN chunks c ON c.n = f.rowid ORDER BY f.score DESC, c.path, c.idx"
+                f"SELECT c.id, f.score FROM (SELECT rowid, {bm25} AS score FROM {table} "
+                f"WHERE {table} MATCH ?{also} ORDER BY score DESC LIMIT ?) f "
+                "JOIN chunks c ON c.n = f.rowid ORDER BY f.score DESC, c.path, c.start_line"
             )
-            return [(r[0], float(r[1])) for r in self._query(sql, (match, limit))]
+            return [(r[0], float(r[1])) for r in self._query(sql, (match, *extra, limit))]
         if not paths:
             return []
         sql = (
-            f"SELECT c.id, -bm25(chunks_fts, {weights}) AS score FROM chunks_fts "
-            "JOIN chunks c ON c.n = chunks_fts.rowid WHERE chunks_fts MATCH ? "
-            f"AND c.path IN ({','.join('?' * len(paths))}) "
-            "ORDER BY score DESC, c.path, c.idx LIMIT ?"
+            f"SELECT c.id, {bm25} AS score FROM {table} "
+            f"JOIN chunks c ON c.n = {table}.rowid WHERE {table} MATCH ?{also} "
+            "AND c.path IN (SELECT value FROM json_each(?)) "
+            "ORDER BY score DESC, c.path, c.start_line LIMIT ?"
         )
-        params: list[Any] = [match, *paths, limit]
+        params = (match, *extra, json.dumps(list(paths), ensure_ascii=False), limit)
         return [(r[0], float(r[1])) for r in self._query(sql, params)]
 
-    def paths_matching(self, tags: Sequence[str] = (), path_prefix: str = "") -> list[str] | None:
-        """Notes passing the filters, or None when there is no filter."""
-        if not tags and not path_prefix:
+    def substring(
+        self,
+        terms: Sequence[str],
+        limit: int,
+        paths: Sequence[str] | None = None,
+        *,
+        weights: Sequence[float] = KEYWORD_WEIGHTS,
+    ) -> list[tuple[str, float]]:
+        """Chunks containing any of `terms` as a substring (for terms too short for trigrams).
+
+        A scan of the chunk texts, ranked by the distinct terms a chunk contains, then by its
+        occurrences (weighted by column like BM25), then by path and line. The score is
+        `terms matched + occurrences / (occurrences + 1)`, which orders the same way.
+        """
+        terms = [t.casefold() for t in dict.fromkeys(terms) if t]
+        if not terms or (paths is not None and not paths):
+            return []
+        haystack = "lower(title || ' ' || aliases || ' ' || section || ' ' || text)"
+        sql = (
+            "SELECT id, path, start_line, title, aliases, section, text FROM chunks WHERE ("
+            + " OR ".join(f"instr({haystack}, ?) > 0" for _ in terms)
+            + ")"
+        )
+        params: list[Any] = [t.lower() for t in terms]
+        if paths is not None:
+            sql += " AND path IN (SELECT value FROM json_each(?))"
+            params.append(json.dumps(list(paths), ensure_ascii=False))
+        scored: list[tuple[float, str, int, str]] = []
+        for chunk_id, path, start_line, *fields in self._query(sql, params):
+            folded = [f.casefold() for f in fields]
+            matched = 0
+            occurrences = 0.0
+            for term in terms:
+                counts = [f.count(term) for f in folded]
+                if any(counts):
+                    matched += 1
+                    occurrences += sum(w * n for w, n in zip(weights, counts, strict=True))
+            if matched:
+                score = matched + occurrences / (occurrences + 1)
+                scored.append((-score, path, start_line, chunk_id))
+        scored.sort()
+        return [(chunk_id, -neg) for neg, _, _, chunk_id in scored[:limit]]
+
+    def paths_matching(
+        self,
+        tags: Sequence[str] = (),
+        path_prefix: str = "",
+        *,
+        tags_any: Sequence[str] = (),
+        conditions: Sequence[Condition] = (),
+        modified_since_ns: int | None = None,
+    ) -> list[str] | None:
+        """Notes passing every filter, or None when there is no filter.
+
+        `tags` must all be present and one of `tags_any` must be (nested tags match their
+        parents); `conditions` test frontmatter fields (see `Condition`); `modified_since_ns`
+        compares with the file's mtime.
+        """
+        if not (tags or path_prefix or tags_any or conditions or modified_since_ns is not None):
             return None
         sql = "SELECT path FROM notes WHERE status = 'ok'"
         params: list[Any] = []
         for tag in tags:
             sql += " AND path IN (SELECT path FROM note_tags WHERE tag = ?)"
             params.append(tag)
+        if tags_any:
+            sql += (
+                " AND path IN (SELECT path FROM note_tags "
+                "WHERE tag IN (SELECT value FROM json_each(?)))"
+            )
+            params.append(json.dumps(list(tags_any), ensure_ascii=False))
         if path_prefix:
             prefix = path_prefix.strip("/")
             sql += " AND (path = ? OR substr(path, 1, ?) = ?)"
             params.extend([prefix, len(prefix) + 1, prefix + "/"])
-        return [r[0] for r in self._query(sql, params)]
+        if modified_since_ns is not None:
+            sql += " AND mtime_ns >= ?"
+            params.append(modified_since_ns)
+        for condition in conditions:
+            clause, more = _condition_sql(condition)
+            sql += f" AND {clause}"
+            params.extend(more)
+        return [r[0] for r in self._query(sql + " ORDER BY path", params)]
 
 
 _CHUNK_COLUMNS = "id, path, idx, hash, title, section, headings, start_line, end_line, tokens, text"
@@ -501,3 +694,60 @@ def _stored(row: Sequence[Any]) -> StoredChunk:
 def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+# -- frontmatter conditions ----------------------------------------------------------------------
+
+_RANGE_SQL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+
+def _number_text(value: float) -> str:
+    """How YAML would have written a number as text: 3, not 3.0."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _equals_sql(value: Scalar, val: str, kind: str) -> tuple[str, list[Any]]:
+    if value is None:
+        return f"{kind} = 'null'", []
+    if isinstance(value, bool):
+        return f"{kind} = '{'true' if value else 'false'}'", []
+    if isinstance(value, int | float):
+        return (
+            f"(({kind} IN ('integer', 'real') AND {val} = ?) OR ({kind} = 'text' AND {val} = ?))",
+            [value, _number_text(value)],
+        )
+    return (
+        f"(({kind} = 'text' AND {val} = ? COLLATE NOCASE) "
+        f"OR ({kind} IN ('integer', 'real') AND CAST({val} AS TEXT) = ?))",
+        [value, value],
+    )
+
+
+def _test_sql(condition: Condition, val: str, kind: str) -> tuple[str, list[Any]]:
+    op, value = condition.op, condition.value
+    if op == "eq":
+        return _equals_sql(value, val, kind)  # type: ignore[arg-type]
+    if op == "in":
+        parts = [_equals_sql(v, val, kind) for v in value]  # type: ignore[union-attr]
+        if not parts:
+            return "0", []
+        return "(" + " OR ".join(p for p, _ in parts) + ")", [x for _, ps in parts for x in ps]
+    symbol = _RANGE_SQL[op]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"({kind} IN ('integer', 'real') AND {val} {symbol} ?)", [value]
+    bound = str(value)
+    if len(bound) == 10:  # a date: compare the date a value falls on
+        return f"({kind} = 'text' AND date({val}) {symbol} ?)", [bound]
+    return f"({kind} = 'text' AND julianday({val}) {symbol} julianday(?))", [bound]
+
+
+def _condition_sql(condition: Condition) -> tuple[str, list[Any]]:
+    """True when the field's value, or any item of a list value, passes the test."""
+    test, params = _test_sql(condition, "v.value", "v.type")
+    item_test, item_params = _test_sql(condition, "e.value", "e.type")
+    sql = (
+        "EXISTS (SELECT 1 FROM json_each(notes.frontmatter) AS v WHERE v.key = ? AND "
+        f"({test} OR (v.type = 'array' AND EXISTS "
+        f"(SELECT 1 FROM json_each(v.value) AS e WHERE {item_test}))))"
+    )
+    return sql, [condition.field, *params, *item_params]

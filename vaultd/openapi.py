@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from vaultd import __version__
-from vaultd.search import MAX_K, MODES
+from vaultd.search import MAX_CONDITIONS, MAX_IN_VALUES, MAX_K, MAX_PER_NOTE, MODES
 from vaultd.server import MAX_TAGS
 
 _ERROR = {
@@ -33,7 +33,19 @@ _HIT = {
         "text": {"type": "string"},
         "tags": {"type": "array", "items": {"type": "string"}},
         "id": {"type": "string"},
-        "explain": {"type": "object"},
+        "explain": {
+            "type": "object",
+            "description": "Score parts: keyword (rank, BM25 score), vector (rank, cosine "
+            "similarity), fusion (each retriever's RRF contribution, k, total), phrase (exact "
+            "match and its tier), merged (the chunk ids of a merged hit).",
+            "properties": {
+                "keyword": {"type": "object"},
+                "vector": {"type": "object"},
+                "fusion": {"type": "object"},
+                "phrase": {"type": "object"},
+                "merged": {"type": "array", "items": {"type": "string"}},
+            },
+        },
     },
 }
 
@@ -44,9 +56,69 @@ _SEARCH_REQUEST = {
         "query": {"type": "string", "minLength": 1},
         "k": {"type": "integer", "minimum": 1, "maximum": MAX_K, "default": 10},
         "mode": {"type": "string", "enum": list(MODES), "default": "hybrid"},
-        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_TAGS},
-        "path_prefix": {"type": "string"},
-        "explain": {"type": "boolean"},
+        "tags": {
+            "type": "array",
+            "items": {"type": "string"},
+            "maxItems": MAX_TAGS,
+            "description": "Only notes with all of these tags; nested tags match their parents.",
+        },
+        "tags_any": {
+            "type": "array",
+            "items": {"type": "string"},
+            "maxItems": MAX_TAGS,
+            "description": "Only notes with at least one of these tags.",
+        },
+        "path_prefix": {
+            "type": "string",
+            "description": "Only notes under this folder, or this one note's path.",
+        },
+        "where": {
+            "type": "object",
+            "description": (
+                "Frontmatter conditions, all of which must hold: a plain value means equality "
+                '(strings case-insensitive); an object holds operators: "$eq", "$in" (a list), '
+                '"$gt", "$gte", "$lt", "$lte" (a number or an ISO date). A list-valued field '
+                'passes when any item does. Example: {"status": "done", "year": {"$gte": 2020}}.'
+            ),
+            "additionalProperties": {
+                "oneOf": [
+                    {"type": "string"},
+                    {"type": "number"},
+                    {"type": "boolean"},
+                    {
+                        "type": "object",
+                        "properties": {
+                            "$eq": {},
+                            "$in": {"type": "array", "maxItems": MAX_IN_VALUES},
+                            "$gt": {},
+                            "$gte": {},
+                            "$lt": {},
+                            "$lte": {},
+                        },
+                        "additionalProperties": False,
+                    },
+                ],
+            },
+            "maxProperties": MAX_CONDITIONS,
+        },
+        "modified_since": {
+            "oneOf": [{"type": "string"}, {"type": "number", "minimum": 0}],
+            "description": "Only notes changed at or after this ISO date or time (local time "
+            "when it has no offset) or epoch seconds.",
+        },
+        "per_note": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": MAX_PER_NOTE,
+            "description": "At most this many hits from one note (0: no cap); default: "
+            "[search] per_note.",
+        },
+        "merge": {
+            "type": "boolean",
+            "description": "Merge neighbouring passages of one note into one hit; default: "
+            "[search] merge.",
+        },
+        "explain": {"type": "boolean", "description": "Add each hit's score parts."},
         "wait_for": {
             "type": "string",
             "minLength": 1,

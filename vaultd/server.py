@@ -31,7 +31,7 @@ import structlog
 
 from vaultd import __version__
 from vaultd.errors import VaultdError
-from vaultd.search import MAX_K, MODES
+from vaultd.search import MAX_K, MAX_PER_NOTE, MODES, Filters, QueryError
 
 if TYPE_CHECKING:
     from vaultd.service import Daemon
@@ -404,12 +404,13 @@ class Api:
             raise ApiError(
                 HTTPStatus.BAD_REQUEST, "bad_request", f"mode must be one of {', '.join(MODES)}"
             )
-        tags = _field(body, "tags", list, default=[])
-        if not all(isinstance(t, str) for t in tags):
-            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "tags must be strings")
-        if len(tags) > MAX_TAGS:
-            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"at most {MAX_TAGS} tags")
-        path_prefix = _field(body, "path_prefix", str, default="")
+        filters = _search_filters(body)
+        per_note = _field(body, "per_note", int, default=None)
+        if per_note is not None and not 0 <= per_note <= MAX_PER_NOTE:
+            raise ApiError(
+                HTTPStatus.BAD_REQUEST, "bad_request", f"per_note must be 0 to {MAX_PER_NOTE}"
+            )
+        merge = _field(body, "merge", bool, default=None)
         explain = _field(body, "explain", bool, default=False)
         wait_for = body.get("wait_for")
         timeout = _field(body, "timeout", (int, float), default=10.0)
@@ -422,7 +423,15 @@ class Api:
                 )
             self._wait(wait_for, float(min(max(timeout, 0), MAX_WAIT)))
         index = self._index()
-        hits = index.searcher.search(query, k=k, mode=mode, tags=tags, path_prefix=path_prefix)
+        hits = index.searcher.search(
+            query,
+            k=k,
+            mode=mode,
+            filters=filters,
+            per_note=per_note,
+            merge=merge,
+            settings=index.config.search,
+        )
         return HTTPStatus.OK, {"hits": [_hit(h, explain) for h in hits]}
 
     def note(self, path: str) -> tuple[HTTPStatus, Any]:
@@ -491,6 +500,30 @@ class Api:
                 "timeout",
                 f"{target!r} was not indexed within {timeout:g} s",
             )
+
+
+def _tag_list(body: Mapping[str, Any], name: str) -> list[str]:
+    tags: list[str] = _field(body, name, list, default=[])
+    if not all(isinstance(t, str) for t in tags):
+        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"{name} must be strings")
+    if len(tags) > MAX_TAGS:
+        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"at most {MAX_TAGS} {name}")
+    return tags
+
+
+def _search_filters(body: Mapping[str, Any]) -> Filters:
+    """The filter fields of a search request, checked (400 for anything malformed)."""
+    tags = _tag_list(body, "tags")
+    tags_any = _tag_list(body, "tags_any")
+    path_prefix = _field(body, "path_prefix", str, default="")
+    where = _field(body, "where", dict, default=None)
+    since = _field(body, "modified_since", (str, int, float), default=None)
+    if isinstance(since, float) and not math.isfinite(since):
+        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "modified_since must be finite")
+    try:
+        return Filters.build(tags, tags_any, path_prefix, where, since)
+    except QueryError as exc:
+        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", str(exc)) from None
 
 
 def _indexed(index: Any, path: str) -> bool:

@@ -1,0 +1,146 @@
+"""`vaultd mcp` for real: a daemon on a vault, the bridge as a subprocess, the SDK's own client."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from tests.daemon import RunningDaemon, running, short_socket_dir
+
+pytestmark = pytest.mark.slow
+
+NOTES = {
+    "Animals/Otter.md": "# Otter\n\nOtters hold hands while they sleep so they do not drift "
+    "apart.\n\n## Diet\n\nMostly fish, crabs and sea urchins.\n\nSee [[Kelp forest]].\n",
+    "Kelp forest.md": "# Kelp forest\n\nUnderwater forests of giant kelp shelter many animals.\n",
+    "Garden.md": "# Garden\n\nTomatoes want the south wall and plenty of water.\n",
+    "Private/Diary.md": "# Diary\n\nThe otters were out again today.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
+    root = tmp_path_factory.mktemp("mcp")
+    vault = root / "vault"
+    for path, text in NOTES.items():
+        (vault / path).parent.mkdir(parents=True, exist_ok=True)
+        (vault / path).write_text(text, encoding="utf-8")
+    (vault / ".gitignore").write_text("Private/\n", encoding="utf-8")
+    with running(vault, root) as daemon:
+        yield daemon
+
+
+def call(daemon: RunningDaemon, steps: Any) -> Any:
+    """Start `vaultd mcp` for this daemon's config and run `steps(session)` against it."""
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "vaultd", "mcp", "--config", str(daemon.config)]
+    )
+
+    async def main() -> Any:
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return await steps(session)
+
+    return anyio.run(main)
+
+
+def payload(result: Any) -> Any:
+    assert not result.is_error, result.content
+    if result.structured_content is not None:
+        return result.structured_content
+    return json.loads(result.content[0].text)
+
+
+def test_an_assistant_lists_the_tools_searches_and_reads(daemon: RunningDaemon) -> None:
+    async def steps(session: ClientSession) -> dict[str, Any]:
+        tools = await session.list_tools()
+        found = await session.call_tool("search", {"query": "why do otters hold hands", "k": 3})
+        hit = payload(found)["hits"][0]
+        lines = await session.call_tool(
+            "read_note",
+            {"path": hit["path"], "start_line": hit["start_line"], "end_line": hit["end_line"]},
+        )
+        whole = await session.call_tool("read_note", {"path": "Animals/Otter.md"})
+        links = await session.call_tool("links", {"path": "Kelp forest.md"})
+        private = await session.call_tool("read_note", {"path": "Private/Diary.md"})
+        escape = await session.call_tool("read_note", {"path": "../vaultd.toml"})
+        out_of_range = await session.call_tool(
+            "read_note", {"path": "Animals/Otter.md", "start_line": 50}
+        )
+        tagged = await session.call_tool(
+            "search", {"query": "tomatoes", "path_prefix": "Animals", "mode": "keyword"}
+        )
+        return {
+            "tools": {t.name: t for t in tools.tools},
+            "hit": hit,
+            "lines": payload(lines),
+            "whole": payload(whole),
+            "links": payload(links),
+            "private": private,
+            "escape": escape,
+            "out_of_range": out_of_range,
+            "filtered": payload(tagged),
+        }
+
+    got = call(daemon, steps)
+    assert set(got["tools"]) == {"search", "read_note", "links"}
+    schema = got["tools"]["search"].input_schema
+    assert {"query", "k", "mode", "tags", "path_prefix"} <= set(schema["properties"])
+    assert schema["required"] == ["query"]
+
+    hit = got["hit"]
+    assert hit["path"] == "Animals/Otter.md" and "hold hands" in hit["text"]
+    # A hit's line range read back from the vault file is the passage the hit quoted.
+    lines = got["lines"]
+    assert (lines["start_line"], lines["end_line"]) == (hit["start_line"], hit["end_line"])
+    assert lines["text"] == hit["text"] and lines["total_lines"] == 9
+    assert got["whole"]["text"] == NOTES["Animals/Otter.md"].rstrip("\n")
+    assert got["whole"]["total_lines"] == NOTES["Animals/Otter.md"].count("\n")
+    assert got["out_of_range"].is_error and "has 9 lines" in got["out_of_range"].content[0].text
+    assert got["links"]["backlinks"] == ["Animals/Otter.md"]
+    # Excluded notes stay out of the assistant's reach, and so does anything outside the vault.
+    assert got["private"].is_error and "no indexed note" in got["private"].content[0].text
+    assert got["escape"].is_error
+    assert got["filtered"]["hits"] == []
+
+
+def test_links_lists_outgoing_links(daemon: RunningDaemon) -> None:
+    async def steps(session: ClientSession) -> Any:
+        return payload(await session.call_tool("links", {"path": "Animals/Otter.md"}))
+
+    got = call(daemon, steps)
+    assert [link["target"] for link in got["links"]] == ["Kelp forest"]
+    assert got["title"] == "Otter"
+
+
+def test_without_a_daemon_the_bridge_says_so(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    config = tmp_path / "c.toml"
+    sockets = short_socket_dir()
+    config.write_text(
+        f'[vault]\npath = "{vault}"\n[server]\nsocket = "{sockets}/none.sock"\n',
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "vaultd", "mcp", "--config", str(config)],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "no vaultd daemon answers on" in done.stderr and "vaultd run" in done.stderr
+    assert done.stdout == ""  # stdout belongs to the protocol
+    sockets.rmdir()

@@ -1,0 +1,522 @@
+"""Search on a real index: the real model, embedded Chroma and the SQLite manifest.
+
+One small vault written here (plus 15 notes of the Chinese help vault) is indexed once for the
+module; each test asks it something. Covers every filter, phrase ranking, the per-note cap,
+merging, --explain, Chinese and accented keyword search, the API's checks and the schema
+migration that rebuilds the keyword index without embedding.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import time
+from collections.abc import Iterator
+from http import HTTPStatus
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import shared_path
+from vaultd import search as search_module
+from vaultd.app import Index, open_index
+from vaultd.cli import main
+from vaultd.config import SearchSection, load_config
+from vaultd.manifest import SCHEMA_VERSION, Manifest
+from vaultd.model import Hit
+from vaultd.search import Filters, QueryError, parse_since, parse_where, parse_where_flag
+from vaultd.server import Api, ApiError
+
+OLD = time.mktime((2020, 6, 1, 12, 0, 0, 0, 0, -1))
+
+NOTES: dict[str, str] = {
+    "Garden/Tomatoes.md": """---
+tags: [garden/veg]
+aliases: [Love apples]
+status: done
+year: 2021
+due: 2024-03-01
+---
+# Tomatoes
+
+Tomatoes want full sun and deep roots.
+
+## Watering schedule
+
+Soak the beds every third morning; never wet the leaves.
+""",
+    "Garden/Roses.md": """---
+tags: [garden/flowers]
+status: draft
+year: 2019
+rating: 4.5
+kinds: [perennial, shrub]
+---
+# Roses
+
+Prune roses in late winter, just above an outward-facing bud.
+""",
+    "Kitchen/Sauce.md": """---
+tags: [cooking]
+status: Done
+year: 2023
+due: 2025-01-15T10:00:00
+---
+# Tomato sauce
+
+Simmer crushed tomatoes with garlic and olive oil for an hour.
+""",
+    "Kitchen/Bread.md": """---
+tags: [cooking, home]
+---
+# Sourdough bread
+
+Feed the starter the night before; bake at a high heat with steam.
+""",
+    "Phrase/Exact.md": """# Coverage policy
+
+The battery warranty lasts eight years.
+""",
+    "Phrase/Scattered.md": """# Charging
+
+Battery care matters: a battery kept cool lasts longer, and every battery ages. The
+warranty card, the warranty number and the warranty terms are in the box.
+""",
+    "Ties/A.md": "# Lantern\n\nThe brass lantern hangs by the door.\n",
+    "Ties/B.md": "# Lantern\n\nThe brass lantern hangs by the door.\n",
+    "Travel/Café.md": "# Le café\n\nUn café crème à Zürich, près du lac.\n",
+    "Other/Kettle.md": "# Kitchen kit\n\nThe kettle needs descaling now and then.\n",
+    "Long/Manual.md": "# Kettle manual\n\n"
+    + "".join(
+        f"## Step {n}\n\nKettle descaling, step {n}: vinegar, water, a boil, then rinse the "
+        f"kettle and repeat the descaling until the scale is gone ({n}).\n\n"
+        for n in range(1, 7)
+    ),
+}
+OLD_NOTES = {"Garden/Roses.md", "Kitchen/Bread.md"}
+#: A subset of the Chinese help vault: the 15 smallest notes of its plugins folder (small, so the
+#: model embeds them in seconds: it reads Chinese a character per token).
+ZH_FOLDER = "插件"
+ZH_NOTES = 15
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
+    root = tmp_path_factory.mktemp("search")
+    vault = root / "vault"
+    for rel, text in NOTES.items():
+        path = vault / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if rel in OLD_NOTES:
+            os.utime(path, (OLD, OLD))
+    zh = shared_path("corpora", "obsidian-help", "zh", ZH_FOLDER)
+    smallest = sorted(zh.glob("*.md"), key=lambda f: (f.stat().st_size, f.name))[:ZH_NOTES]
+    (vault / "zh" / ZH_FOLDER).mkdir(parents=True)
+    for file in smallest:
+        shutil.copy(file, vault / "zh" / ZH_FOLDER / file.name)
+    config_file = root / "vaultd.toml"
+    config_file.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{root / "data"}"\n[log]\nlevel = "warning"\n',
+        encoding="utf-8",
+    )
+    with open_index(load_config(config_file, env={})) as idx:
+        summary = idx.indexer.reconcile()
+        assert summary.notes_failed == 0
+        yield idx
+
+
+def paths(hits: list[Hit]) -> list[str]:
+    return [h.path for h in hits]
+
+
+def found(index: Index, query: str, mode: str = "keyword", **kwargs: Any) -> list[Hit]:
+    return index.searcher.search(query, mode=mode, **kwargs)  # type: ignore[arg-type]
+
+
+def selected(index: Index, **filters: Any) -> set[str]:
+    """Notes a filter selects, and a check that each retriever stays inside them."""
+    chosen = set(index.searcher.select(Filters.build(**filters)) or ())
+    for mode in ("vector", "hybrid"):
+        hits = found(
+            index, "garden tomatoes", mode, k=100, per_note=0, filters=Filters.build(**filters)
+        )
+        assert set(paths(hits)) <= chosen, mode
+    return {p for p in chosen if not p.startswith("zh/")}
+
+
+# -- filters ---------------------------------------------------------------------------------------
+
+
+def test_tags_all_of_with_nested_tags_matching_their_parents(index: Index) -> None:
+    assert selected(index, tags=["garden"]) == {"Garden/Tomatoes.md", "Garden/Roses.md"}
+    assert selected(index, tags=["#garden/veg"]) == {"Garden/Tomatoes.md"}
+    assert selected(index, tags=["cooking", "home"]) == {"Kitchen/Bread.md"}
+    assert selected(index, tags=["garden/veg/none"]) == set()
+    assert found(index, "tomatoes", tags=["no-such-tag"]) == []
+
+
+def test_tags_any_of(index: Index) -> None:
+    assert selected(index, tags_any=["garden/flowers", "home"]) == {
+        "Garden/Roses.md",
+        "Kitchen/Bread.md",
+    }
+    assert selected(index, tags=["cooking"], tags_any=["garden", "home"]) == {"Kitchen/Bread.md"}
+
+
+def test_path_prefix_is_a_folder_or_an_exact_note(index: Index) -> None:
+    assert selected(index, path_prefix="Kitchen") == {"Kitchen/Sauce.md", "Kitchen/Bread.md"}
+    assert selected(index, path_prefix="Kitchen/Sauce.md") == {"Kitchen/Sauce.md"}
+    assert selected(index, path_prefix="Kitch") == set()
+
+
+def test_frontmatter_equality_and_in(index: Index) -> None:
+    # Strings compare case-insensitively: "Done" is done.
+    done = {"Garden/Tomatoes.md", "Kitchen/Sauce.md"}
+    assert selected(index, where={"status": "done"}) == done
+    assert selected(index, where={"status": {"$eq": "DONE"}}) == done
+    assert selected(index, where={"status": {"$in": ["draft", "done"]}}) == done | {
+        "Garden/Roses.md"
+    }
+    # A list-valued field passes when one of its items does; numbers match their text form.
+    assert selected(index, where={"kinds": "shrub"}) == {"Garden/Roses.md"}
+    assert selected(index, where={"year": "2021"}) == {"Garden/Tomatoes.md"}
+    assert selected(index, where={"missing": "x"}) == set()
+
+
+def test_frontmatter_number_ranges(index: Index) -> None:
+    assert selected(index, where={"year": {"$gte": 2020}}) == {
+        "Garden/Tomatoes.md",
+        "Kitchen/Sauce.md",
+    }
+    assert selected(index, where={"year": {"$gt": 2019, "$lt": 2023}}) == {"Garden/Tomatoes.md"}
+    assert selected(index, where={"rating": {"$gte": 4}}) == {"Garden/Roses.md"}
+    assert selected(index, where={"year": {"$lte": 2019}, "status": "draft"}) == {"Garden/Roses.md"}
+
+
+def test_frontmatter_date_ranges(index: Index) -> None:
+    assert selected(index, where={"due": {"$lt": "2025-01-01"}}) == {"Garden/Tomatoes.md"}
+    # A date bound compares the day a date-time value falls on.
+    assert selected(index, where={"due": {"$gte": "2025-01-15"}}) == {"Kitchen/Sauce.md"}
+    assert selected(index, where={"due": {"$lte": "2025-01-15"}}) == {
+        "Garden/Tomatoes.md",
+        "Kitchen/Sauce.md",
+    }
+    assert selected(index, where={"due": {"$gt": "2025-01-15T09:00:00"}}) == {"Kitchen/Sauce.md"}
+    assert selected(index, where={"due": {"$gt": "2025-01-15T11:00"}}) == set()
+
+
+def test_modified_since_takes_iso_dates_and_epoch_seconds(index: Index) -> None:
+    recent = set(NOTES) - OLD_NOTES
+    assert selected(index, modified_since="2021-01-01") == recent
+    assert selected(index, modified_since=OLD - 60) == set(NOTES)
+    assert selected(index, modified_since=str(int(OLD + 60))) == recent
+
+
+def test_filters_select_before_ranking(index: Index) -> None:
+    """A note far down the global ranking still fills a filtered page."""
+    unfiltered = paths(found(index, "kettle descaling", "vector", k=3))
+    assert "Garden/Roses.md" not in unfiltered
+    hits = found(index, "kettle descaling", "hybrid", k=3, filters=Filters.build(tags=["garden"]))
+    assert {"Garden/Roses.md", "Garden/Tomatoes.md"} == set(paths(hits))
+
+
+def test_a_large_selection_is_filtered_after_a_deeper_vector_query(
+    index: Index, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search_module, "PATH_IN_LIMIT", 0)
+    hits = found(index, "sunny garden", "vector", k=5, filters=Filters.build(where={"year": 2021}))
+    assert paths(hits) == ["Garden/Tomatoes.md"] * len(hits) and hits
+
+
+def test_bad_filters_are_query_errors() -> None:
+    for where in (
+        {"year": {"$between": [1, 2]}},
+        {"year": {"$gt": "soon"}},
+        {"year": [1, 2]},
+        {"year": {"$in": "2020"}},
+        {"year": {"$gte": 2**70}},
+        {"": 1},
+    ):
+        with pytest.raises(QueryError):
+            parse_where(where)
+    for since in ("yesterday", -5, 1e300):
+        with pytest.raises(QueryError):
+            parse_since(since)
+    with pytest.raises(QueryError):
+        parse_where_flag("no operator")
+
+
+def test_cli_where_flags() -> None:
+    assert parse_where_flag("status=done").value == "done"
+    assert parse_where_flag("year>=2020").op == "gte"
+    assert parse_where_flag("year>=2020").value == 2020
+    assert parse_where_flag("due<2025-01-01").value == "2025-01-01"
+    flag = parse_where_flag("status=a, b")
+    assert (flag.op, flag.value) == ("in", ("a", "b"))
+    assert parse_where_flag("draft=true").value is True
+
+
+# -- ranking -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_a_quoted_phrase_ranks_exact_passages_first(index: Index, mode: str) -> None:
+    unquoted = found(index, "battery warranty", "keyword", k=5)
+    assert paths(unquoted)[0] == "Phrase/Scattered.md"  # more occurrences win without quotes
+    hits = found(index, '"battery warranty"', mode, k=5)
+    assert paths(hits)[:2] == ["Phrase/Exact.md", "Phrase/Scattered.md"]
+    assert hits[0].parts["phrase"]["exact"] is True
+    assert hits[1].parts["phrase"]["exact"] is False
+
+
+def test_title_alias_and_heading_matches_count(index: Index) -> None:
+    assert paths(found(index, "love apples", k=1)) == ["Garden/Tomatoes.md"]  # alias only
+    [hit] = found(index, "watering schedule", k=1)  # heading only
+    assert (hit.path, hit.section) == ("Garden/Tomatoes.md", "Tomatoes > Watering schedule")
+    assert paths(found(index, "sourdough", k=1)) == ["Kitchen/Bread.md"]
+
+
+def test_equal_scores_are_ordered_by_path_then_line(index: Index) -> None:
+    hits = found(index, "brass lantern", k=2)
+    assert paths(hits) == ["Ties/A.md", "Ties/B.md"]
+    assert hits[0].score == hits[1].score
+
+
+def test_accents_are_folded(index: Index) -> None:
+    assert paths(found(index, "cafe creme zurich", k=1)) == ["Travel/Café.md"]
+    assert paths(found(index, "Zürich", k=1)) == ["Travel/Café.md"]
+
+
+# -- diversity -----------------------------------------------------------------------------------
+
+
+def test_per_note_cap_applies_before_the_top_k_cut(index: Index) -> None:
+    capped = found(index, "kettle descaling", k=10)
+    assert paths(capped).count("Long/Manual.md") == SearchSection().per_note == 3
+    assert "Other/Kettle.md" in paths(capped)
+    assert paths(found(index, "kettle descaling", k=10, per_note=0)).count("Long/Manual.md") == 6
+    one = found(index, "kettle descaling", k=2, per_note=1)
+    assert sorted(paths(one)) == ["Long/Manual.md", "Other/Kettle.md"]
+
+
+def test_merge_joins_neighbouring_passages_of_a_note(index: Index) -> None:
+    chunks = {c.id: c for c in index.manifest.chunks_of("Long/Manual.md")}
+    hits = found(index, "kettle descaling", k=5, per_note=1, merge=True)
+    [manual] = [h for h in hits if h.path == "Long/Manual.md"]
+    merged = [chunks[i] for i in manual.parts["merged"]]
+    assert len(merged) >= 2
+    indexes = sorted(c.index for c in merged)
+    assert indexes == list(range(indexes[0], indexes[0] + len(indexes)))  # neighbours only
+    assert manual.start_line == min(c.start_line for c in merged)
+    assert manual.end_line == max(c.end_line for c in merged)
+    assert all(c.text in manual.text for c in merged)
+    assert len(found(index, "kettle descaling", k=5, merge=False)[0].parts.get("merged", [])) == 0
+
+
+# -- explain -------------------------------------------------------------------------------------
+
+
+def test_explain_shows_every_score_part(index: Index) -> None:
+    [hit] = found(index, '"battery warranty"', "hybrid", k=1)
+    parts = hit.parts
+    assert parts["keyword"]["rank"] >= 1 and parts["keyword"]["score"] > 0
+    assert parts["vector"]["rank"] >= 1 and 0 < parts["vector"]["similarity"] <= 1
+    fusion = parts["fusion"]
+    settings = SearchSection()
+    assert fusion["k"] == settings.rrf_k
+    assert fusion["keyword"] == pytest.approx(
+        settings.keyword_weight / (settings.rrf_k + parts["keyword"]["rank"]), abs=1e-6
+    )
+    assert fusion["total"] == pytest.approx(hit.score, abs=1e-5)
+    assert parts["phrase"] == {"phrases": ["battery warranty"], "exact": True, "tier": 1}
+
+
+def test_cli_flags_and_explain(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for rel in ("Garden/Tomatoes.md", "Garden/Roses.md", "Kitchen/Sauce.md", "Kitchen/Bread.md"):
+        (vault / rel).parent.mkdir(exist_ok=True)
+        (vault / rel).write_text(NOTES[rel], encoding="utf-8")
+    os.utime(vault / "Kitchen/Bread.md", (OLD, OLD))
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n'
+        '[log]\nlevel = "warning"\n',
+        encoding="utf-8",
+    )
+
+    def cli(*args: str) -> Any:
+        result = CliRunner().invoke(main, [*args, "--config", str(config)])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    cli("index", "-q")
+    out = json.loads(
+        cli(
+            "search",
+            "tomato",
+            "--json",
+            "--where",
+            "year>=2020",
+            "--where",
+            "status=done,x",
+            "--any-tag",
+            "garden",
+            "--any-tag",
+            "cooking",
+            "--since",
+            "2021-01-01",
+        )
+    )
+    assert {h["path"] for h in out["hits"]} == {"Garden/Tomatoes.md", "Kitchen/Sauce.md"}
+    out = json.loads(cli("search", "bread", "--json", "--tag", "home", "--path", "Kitchen"))
+    assert [h["path"] for h in out["hits"]] == ["Kitchen/Bread.md"]
+    text = cli("search", '"olive oil"', "--explain", "-k", "1")
+    assert "Kitchen/Sauce.md" in text
+    assert "keyword #1" in text and "vector #" in text and "fusion" in text
+    assert "exact phrase: first tier" in text
+    bad = CliRunner().invoke(main, ["search", "x", "--where", "year>soon", "--config", str(config)])
+    assert bad.exit_code == QueryError.exit_code and "ISO date" in bad.output
+
+
+# -- scripts without spaces ----------------------------------------------------------------------
+
+
+def test_chinese_keyword_search_uses_the_trigram_index(index: Index) -> None:
+    prefix = f"zh/{ZH_FOLDER}"
+    hits = found(index, "时间戳笔记", k=3)
+    assert hits[0].path == f"{prefix}/时间戳笔记生成器.md"
+    assert all("时间戳笔记" in " ".join((h.title, h.section, h.text)) for h in hits)
+    # A question in the user's own words shares only some trigrams with the note.
+    assert found(index, "随机打开一篇笔记", k=1)[0].path == f"{prefix}/漫游笔记.md"
+    # Aliases are indexed: the English name finds the Chinese note.
+    assert found(index, "word count", k=1)[0].path == f"{prefix}/字数统计.md"
+
+
+def test_short_chinese_queries_fall_back_to_substrings(index: Index) -> None:
+    hits = found(index, "录音", k=5)
+    assert hits[0].path == f"zh/{ZH_FOLDER}/录音机.md"
+    assert all("录音" in " ".join((h.title, h.section, h.text)) for h in hits)
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_chinese_in_hybrid_mode_and_with_filters(index: Index) -> None:
+    hits = found(index, "幻灯片演示", "hybrid", k=5, filters=Filters.build(path_prefix="zh"))
+    assert hits and all(h.path.startswith("zh/") for h in hits)
+    assert hits[0].path == f"zh/{ZH_FOLDER}/幻灯片.md"
+    assert hits[0].parts["keyword"]["rank"] <= 2
+
+
+# -- the API -------------------------------------------------------------------------------------
+
+
+def api_search(index: Index, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
+    api = Api(SimpleNamespace(index=index, worker=None, state=None))  # type: ignore[arg-type]
+    return api.handle("POST", "/v1/search", json.dumps(body).encode())
+
+
+def test_api_takes_every_filter(index: Index) -> None:
+    status, body = api_search(
+        index,
+        {
+            "query": "tomatoes",
+            "k": 20,
+            "mode": "hybrid",
+            "tags_any": ["garden", "cooking"],
+            "where": {"year": {"$gte": 2020}, "status": {"$in": ["done"]}},
+            "modified_since": "2021-01-01",
+            "per_note": 1,
+            "merge": True,
+            "explain": True,
+        },
+    )
+    assert status == HTTPStatus.OK
+    assert {h["path"] for h in body["hits"]} == {"Garden/Tomatoes.md", "Kitchen/Sauce.md"}
+    assert {"keyword", "vector", "fusion"} <= set(body["hits"][0]["explain"])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"where": {"year": {"$gt": "soon"}}},
+        {"where": [1]},
+        {"where": {"year": {"$nope": 1}}},
+        {"tags_any": "garden"},
+        {"modified_since": "yesterday"},
+        {"modified_since": True},
+        {"per_note": -1},
+        {"per_note": "3"},
+        {"merge": "yes"},
+    ],
+)
+def test_api_rejects_bad_filters(index: Index, body: dict[str, Any]) -> None:
+    with pytest.raises(ApiError) as caught:
+        api_search(index, {"query": "tomatoes", **body})
+    assert caught.value.status == HTTPStatus.BAD_REQUEST
+
+
+# -- migration -----------------------------------------------------------------------------------
+
+SCHEMA_2 = """
+CREATE TABLE notes (path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+    sha256 TEXT NOT NULL, status TEXT NOT NULL, error TEXT, attempts INTEGER NOT NULL DEFAULT 0,
+    title TEXT NOT NULL DEFAULT '', aliases TEXT NOT NULL DEFAULT '[]',
+    tags TEXT NOT NULL DEFAULT '[]', links TEXT NOT NULL DEFAULT '[]',
+    frontmatter TEXT NOT NULL DEFAULT '{}', indexed_at REAL NOT NULL);
+CREATE TABLE chunks (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, path TEXT NOT NULL,
+    idx INTEGER NOT NULL, hash TEXT NOT NULL, title TEXT NOT NULL, section TEXT NOT NULL,
+    headings TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
+    tokens INTEGER NOT NULL, text TEXT NOT NULL);
+CREATE TABLE vectors (model TEXT NOT NULL, hash TEXT NOT NULL, vector BLOB NOT NULL,
+    PRIMARY KEY (model, hash));
+CREATE VIRTUAL TABLE chunks_fts USING fts5(title, section, text, content='chunks',
+    content_rowid='n', tokenize='porter unicode61 remove_diacritics 2');
+CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts(rowid, title, section, text)
+    VALUES (new.n, new.title, new.section, new.text);
+END;
+CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts(chunks_fts, rowid, title, section, text)
+    VALUES ('delete', old.n, old.title, old.section, old.text);
+END;
+PRAGMA user_version = 2;
+"""
+
+
+def test_schema_2_is_migrated_by_rebuilding_the_keyword_index(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "vaultd.db")
+    db.executescript(SCHEMA_2)
+    db.execute(
+        "INSERT INTO notes(path, size, mtime_ns, sha256, status, title, aliases, indexed_at) "
+        "VALUES ('a.md', 1, 1, 'x', 'ok', 'Alpha', '[\"First letter\"]', 0)"
+    )
+    for n, text in enumerate(["plain words here", "同步设置与版本历史"]):
+        db.execute(
+            "INSERT INTO chunks(id, path, idx, hash, title, section, headings, start_line, "
+            "end_line, tokens, text) VALUES (?, 'a.md', ?, ?, 'Alpha', '', '[]', ?, ?, 3, ?)",
+            (f"c{n}", n, f"h{n}", n + 1, n + 1, text),
+        )
+    db.execute("INSERT INTO vectors VALUES ('m', 'h0', x'00000000')")
+    db.commit()
+    db.close()
+
+    manifest = Manifest(tmp_path)
+    try:
+        assert manifest.get_meta("x") is None
+        version = sqlite3.connect(tmp_path / "vaultd.db").execute("PRAGMA user_version")
+        assert version.fetchone()[0] == SCHEMA_VERSION
+        assert manifest.keyword('"first" OR "letter"', 5) != []  # aliases are indexed now
+        assert [i for i, _ in manifest.keyword('"版本历"', 5, index="trigrams")] == ["c1"]
+        assert [i for i, _ in manifest.substring(["同步"], 5)] == ["c1"]
+        assert len(manifest.vectors("m", ["h0"])) == 1  # nothing re-embedded or dropped
+    finally:
+        manifest.close()
+    # Opening again is a no-op.
+    Manifest(tmp_path).close()

@@ -1,0 +1,171 @@
+"""`vaultd mcp`: a stdio MCP server for AI tools, forwarding to the running daemon's socket.
+
+The bridge holds no index of its own: every tool call is one request to the daemon (the same
+API as `vaultd search`), so it starts in well under a second and never takes the data
+directory's lock. Only `read_note` touches the vault, and only for notes the daemon has
+indexed, so ignore rules (a private folder left out of the index) hold for the assistant too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import quote
+
+from pydantic import Field
+
+from vaultd import __version__
+from vaultd.client import Client, DaemonError
+from vaultd.errors import NoteError, VaultdError
+
+INSTRUCTIONS = (
+    "Tools over the user's Obsidian vault, kept indexed by the vaultd daemon. Use `search` to "
+    "find passages (each hit has a note path and a 1-based line range), `read_note` to read a "
+    "whole note or just those lines, and `links` to follow a note's links and backlinks."
+)
+
+#: What a search hit tells the assistant (the chunk id and score parts are vaultd's business).
+HIT_FIELDS = ("path", "title", "section", "start_line", "end_line", "score", "tags", "text")
+
+
+class NoDaemonError(VaultdError):
+    """Raised when no vaultd daemon answers on the socket the bridge should forward to."""
+
+
+def _tool_error(message: str) -> Exception:
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    return ToolError(message)
+
+
+class Bridge:
+    """The tools' logic: requests to the daemon, answers as plain data."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self._vault: Path | None = None
+
+    def _request(self, method: str, target: str, body: Any = None) -> Any:
+        try:
+            return self.client.request(method, target, body)
+        except DaemonError as exc:
+            raise _tool_error(str(exc)) from exc
+        except VaultdError as exc:
+            raise _tool_error(
+                f"the vaultd daemon is not running (or not answering) on {self.client.path}; "
+                f"start it with `vaultd run` or `systemctl --user start vaultd` ({exc})"
+            ) from exc
+
+    def vault(self) -> Path:
+        if self._vault is None:
+            self._vault = Path(self._request("GET", "/v1/status")["vault"])
+        return self._vault
+
+    def note(self, path: str) -> dict[str, Any]:
+        if not path or path.startswith("/") or "\0" in path or ".." in path.split("/"):
+            raise _tool_error(f"not a note path inside the vault: {path!r}")
+        found: dict[str, Any] = self._request("GET", "/v1/notes/" + quote(path))
+        return found
+
+    def search(
+        self, query: str, k: int, mode: str, tags: list[str], path_prefix: str
+    ) -> dict[str, Any]:
+        body = {"query": query, "k": k, "mode": mode, "tags": tags, "path_prefix": path_prefix}
+        hits = self._request("POST", "/v1/search", body)["hits"]
+        return {"hits": [{key: hit[key] for key in HIT_FIELDS} for hit in hits]}
+
+    def read_note(self, path: str, start_line: int | None, end_line: int | None) -> dict[str, Any]:
+        note = self.note(path)  # only indexed notes: the daemon's ignore rules apply
+        try:
+            from vaultd.pipeline.parse import decode
+
+            text, _ = decode((self.vault() / path).read_bytes(), path)
+        except (OSError, NoteError) as exc:
+            raise _tool_error(f"cannot read {path}: {exc}") from exc
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()  # the final newline ends the last line; it does not start another
+        first = start_line or 1
+        last = min(end_line or len(lines), len(lines))
+        if first < 1 or (end_line is not None and end_line < first) or first > max(len(lines), 1):
+            wanted = f"{first}..{end_line or 'the end'}"
+            raise _tool_error(f"{path} has {len(lines)} lines; {wanted} is not a range of them")
+        return {
+            "path": path,
+            "title": note.get("title", ""),
+            "start_line": first,
+            "end_line": last,
+            "total_lines": len(lines),
+            "text": "\n".join(lines[first - 1 : last]),
+        }
+
+    def links(self, path: str) -> dict[str, Any]:
+        note = self.note(path)
+        return {
+            "path": path,
+            "title": note.get("title", ""),
+            "links": note.get("links", []),
+            "backlinks": note.get("backlinks", []),
+        }
+
+
+def build_server(client: Client) -> Any:
+    """The MCP server with vaultd's tools, forwarding to `client`."""
+    from mcp.server.mcpserver import MCPServer
+
+    bridge = Bridge(client)
+    server = MCPServer(
+        name="vaultd", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
+    )
+
+    @server.tool()
+    def search(
+        query: Annotated[str, Field(description="What to look for, in words.")],
+        k: Annotated[int, Field(ge=1, le=100, description="How many hits.")] = 10,
+        mode: Annotated[
+            Literal["hybrid", "vector", "keyword"],
+            Field(description="keyword (BM25), vector (meaning), or both fused (default)."),
+        ] = "hybrid",
+        tags: Annotated[
+            list[str] | None,
+            Field(description="Only notes with all these tags (nested tags match parents)."),
+        ] = None,
+        path_prefix: Annotated[
+            str, Field(description="Only notes under this folder, or this exact note path.")
+        ] = "",
+    ) -> dict[str, Any]:
+        """Search the vault; each hit is a passage with its note path and line range."""
+        return bridge.search(query, k, mode, list(tags or []), path_prefix)
+
+    @server.tool()
+    def read_note(
+        path: Annotated[str, Field(description="The note's path in the vault, e.g. 'a/b.md'.")],
+        start_line: Annotated[
+            int | None, Field(ge=1, description="First line to read (1-based); default 1.")
+        ] = None,
+        end_line: Annotated[
+            int | None, Field(ge=1, description="Last line to read (inclusive); default the end.")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Read a note, or the lines start_line..end_line of it (e.g. a search hit's range)."""
+        return bridge.read_note(path, start_line, end_line)
+
+    @server.tool()
+    def links(
+        path: Annotated[str, Field(description="The note's path in the vault, e.g. 'a/b.md'.")],
+    ) -> dict[str, Any]:
+        """A note's outgoing links (wiki-links and embeds) and the notes that link to it."""
+        return bridge.links(path)
+
+    return server
+
+
+def serve(socket: Path) -> None:
+    """Check that a daemon answers on `socket`, then serve MCP on stdin/stdout until EOF."""
+    client = Client(socket)
+    if not client.reachable():
+        raise NoDaemonError(
+            f"no vaultd daemon answers on {socket}: start it first (`vaultd run`, or "
+            "`systemctl --user start vaultd`), or point --config at the vault's config"
+        )
+    build_server(client).run("stdio")
