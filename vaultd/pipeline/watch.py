@@ -135,6 +135,10 @@ class Watcher(FileSystemEventHandler):
     def on_any_event(self, event: FileSystemEvent) -> None:
         if event.event_type in ("opened", "closed_no_write"):
             return
+        if event.is_directory and event.event_type not in ("created", "deleted", "moved"):
+            # A folder is "modified" whenever a file in it changes; the file's own event says
+            # which. Treating it as a subtree to rescan would walk the folder on every save.
+            return
         now = time.monotonic()
         paths = [event.src_path]
         dest = getattr(event, "dest_path", "")
@@ -147,7 +151,8 @@ class Watcher(FileSystemEventHandler):
             if rel == "":
                 # The root itself was deleted or moved: the service checks the root and
                 # re-arms; everything it held is compared again when it returns.
-                self.request_full()
+                if event.event_type in ("deleted", "moved"):
+                    self.request_full()
                 continue
             if event.is_directory:
                 if not self._is_ignored(rel, True) or raw == event.src_path:
