@@ -104,23 +104,6 @@ def _daemon(config: Any) -> Any:
     return client if client.reachable() else None
 
 
-def _api_hit(item: dict[str, Any]) -> Any:
-    from vaultd.model import Hit
-
-    return Hit(
-        id=item.get("id", ""),
-        path=item["path"],
-        title=item["title"],
-        section=item["section"],
-        start_line=item["start_line"],
-        end_line=item["end_line"],
-        score=item["score"],
-        text=item["text"],
-        tags=tuple(item.get("tags", ())),
-        parts=item.get("explain", {}),
-    )
-
-
 def _load(config_file: Path | None, vault: Path | None) -> Any:
     from vaultd.config import load_config
     from vaultd.logs import configure
@@ -301,8 +284,10 @@ def search(
             "merge": merge,
             "explain": explain,
         }
+        from vaultd.model import Hit
+
         found = client.request("POST", "/v1/search", body)["hits"]
-        hits = [_api_hit(h) for h in found]
+        hits = [Hit.from_json(h) for h in found]
     else:
         with open_index(config) as idx:
             hits = idx.searcher.search(
@@ -315,22 +300,7 @@ def search(
                 settings=config.search,
             )
     if as_json:
-        out = []
-        for h in hits:
-            item: dict[str, Any] = {
-                "path": h.path,
-                "title": h.title,
-                "section": h.section,
-                "start_line": h.start_line,
-                "end_line": h.end_line,
-                "score": h.score,
-                "text": h.text,
-                "tags": list(h.tags),
-                "id": h.id,
-            }
-            if explain:
-                item["explain"] = dict(h.parts)
-            out.append(item)
+        out = [h.as_json(explain) for h in hits]
         click.echo(json.dumps({"hits": out}, ensure_ascii=False))
         return
     if not hits:

@@ -131,3 +131,49 @@ class Hit:
     tags: tuple[str, ...] = ()
     #: Score parts by retriever (rank and raw score), for `--explain`.
     parts: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_json(self, explain: bool = False) -> dict[str, Any]:
+        """The hit as the CLI's `--json` and the socket API print it."""
+        out: dict[str, Any] = {
+            "path": self.path,
+            "title": self.title,
+            "section": self.section,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+            "score": self.score,
+            "text": self.text,
+            "tags": list(self.tags),
+            "id": self.id,
+        }
+        if explain:
+            out["explain"] = dict(self.parts)
+        return out
+
+    @classmethod
+    def from_json(cls, item: Mapping[str, Any]) -> Hit:
+        return cls(
+            id=item.get("id", ""),
+            path=item["path"],
+            title=item["title"],
+            section=item["section"],
+            start_line=item["start_line"],
+            end_line=item["end_line"],
+            score=item["score"],
+            text=item["text"],
+            tags=tuple(item.get("tags", ())),
+            parts=item.get("explain", {}),
+        )
+
+
+def chunk_json(chunk: Any) -> dict[str, Any]:
+    """A chunk (parsed or stored) as `inspect --json` and `GET /v1/notes/...` show it."""
+    return {
+        "id": chunk.id,
+        "index": chunk.index,
+        "section": chunk.section,
+        "headings": list(chunk.headings),
+        "start_line": chunk.start_line,
+        "end_line": chunk.end_line,
+        "tokens": chunk.tokens,
+        "text": chunk.text,
+    }

@@ -9,6 +9,7 @@ from typing import Any
 
 from vaultd.config import Config
 from vaultd.errors import NoteError
+from vaultd.model import chunk_json
 from vaultd.models import load_spec
 from vaultd.pipeline.chunk import chunk_note
 from vaultd.pipeline.parse import parse_note
@@ -49,19 +50,7 @@ def preview_file(file: Path, config: Config) -> dict[str, Any]:
         "frontmatter": dict(note.frontmatter),
         "links": [dataclasses.asdict(link) for link in note.links],
         "errors": list(note.errors),
-        "chunks": [
-            {
-                "id": c.id,
-                "index": c.index,
-                "section": c.section,
-                "headings": list(c.headings),
-                "start_line": c.start_line,
-                "end_line": c.end_line,
-                "tokens": c.tokens,
-                "text": c.text,
-            }
-            for c in chunks
-        ],
+        "chunks": [chunk_json(c) for c in chunks],
     }
 
 

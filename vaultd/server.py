@@ -31,6 +31,7 @@ import structlog
 
 from vaultd import __version__
 from vaultd.errors import VaultdError
+from vaultd.model import chunk_json
 from vaultd.search import MAX_K, MAX_PER_NOTE, MODES, Filters, QueryError
 
 if TYPE_CHECKING:
@@ -432,7 +433,7 @@ class Api:
             merge=merge,
             settings=index.config.search,
         )
-        return HTTPStatus.OK, {"hits": [_hit(h, explain) for h in hits]}
+        return HTTPStatus.OK, {"hits": [h.as_json(explain) for h in hits]}
 
     def note(self, path: str) -> tuple[HTTPStatus, Any]:
         index = self._index()
@@ -444,19 +445,7 @@ class Api:
         return HTTPStatus.OK, {
             **row,
             "backlinks": index.manifest.backlinks(path, row.get("aliases", [])),
-            "chunks": [
-                {
-                    "id": c.id,
-                    "index": c.index,
-                    "section": c.section,
-                    "headings": list(c.headings),
-                    "start_line": c.start_line,
-                    "end_line": c.end_line,
-                    "tokens": c.tokens,
-                    "text": c.text,
-                }
-                for c in chunks
-            ],
+            "chunks": [chunk_json(c) for c in chunks],
         }
 
     def reindex(self, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
@@ -543,23 +532,6 @@ def _indexed(index: Any, path: str) -> bool:
     except OSError:
         return False
     return bool(hashlib.sha256(data).hexdigest() == known.sha256)
-
-
-def _hit(h: Any, explain: bool) -> dict[str, Any]:
-    out = {
-        "path": h.path,
-        "title": h.title,
-        "section": h.section,
-        "start_line": h.start_line,
-        "end_line": h.end_line,
-        "score": h.score,
-        "text": h.text,
-        "tags": list(h.tags),
-        "id": h.id,
-    }
-    if explain:
-        out["explain"] = dict(h.parts)
-    return out
 
 
 def _json_body(body: bytes) -> dict[str, Any]:
