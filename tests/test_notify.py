@@ -302,8 +302,11 @@ def healthy(daemon: RunningDaemon) -> bool:
 def test_ready_is_sent_once_serving(live: Live) -> None:
     messages = live.from_daemon()
     assert messages, "the daemon sent nothing"
-    first = messages[0]
-    assert first.fields.get("READY") == "1", first.raw
+    first = next((m for m in messages if has("READY")(m)), None)
+    assert first is not None, [m.raw for m in messages]
+    # Nothing but status text may precede readiness.
+    before = messages[: messages.index(first)]
+    assert all(set(m.fields) == {"STATUS"} for m in before), [m.raw for m in before]
     assert "STATUS" in first.fields  # `systemctl status` shows it
     first_reload = index_of(messages, has("RELOADING"))
     start_up = messages if first_reload < 0 else messages[:first_reload]
@@ -321,7 +324,8 @@ def test_watchdog_pings_about_every_second(live: Live) -> None:
     assert len(pings) >= 3, f"{len(pings)} pings in 4.5 s"
     gaps = [b - a for a, b in itertools.pairwise(pings)]
     # Half of WATCHDOG_USEC (1 s), give or take the main loop's tick.
-    assert all(0.7 <= gap <= 1.8 for gap in gaps), gaps
+    # A loaded CI machine can delay the main loop's tick; systemd's limit here is 2 s.
+    assert all(0.7 <= gap <= 2.0 for gap in gaps), gaps
 
 
 @pytest.mark.slow
