@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import onnxruntime as ort
+from machine import cpu_model  # bench/ is on sys.path when a script runs
 
 from vaultd.config import Config, load_config
 from vaultd.errors import NoteError
@@ -62,16 +63,6 @@ class BareRun:
     cpu_s: float
     tokens: int
     padded: int
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def vaultd_executable() -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import shutil
 import signal
@@ -37,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from machine import cpu_model  # bench/ is on sys.path when a script runs
 
 from vaultd.app import open_index
 from vaultd.config import load_config
@@ -155,16 +156,6 @@ def copy_manifest(source: Path, target: Path) -> None:
     target.mkdir()
     for file in source.glob(FILE_NAME + "*"):
         shutil.copy(file, target / file.name)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main() -> None:
