@@ -20,10 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.convergence import assert_same, fresh_export
 from tests.daemon import short_socket_dir, start, write_config
 from tests.test_daemon import (
-    assert_same,
-    fresh_export,
     index_command,
     kill_after,
     pin_mtimes,

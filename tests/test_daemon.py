@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
+from tests.convergence import assert_same, export_of, fresh_export
 from tests.daemon import RunningDaemon, running, short_socket_dir, start, write_config
 from vaultd.app import open_index
 from vaultd.config import load_config
@@ -153,30 +153,6 @@ def test_vault_root_removed_degrades_and_rearms(tmp_path: Path) -> None:
 
 
 # -- convergence: whatever happened, the store equals a fresh index ----------------------------
-
-
-def export_of(config_path: Path) -> list[dict[str, Any]]:
-    config = load_config(config_path, env={})
-    with open_index(config, env={}) as index:
-        return list(export_records(index.store, with_vectors=True))
-
-
-def fresh_export(vault: Path, workdir: Path) -> list[dict[str, Any]]:
-    config = write_config(
-        workdir / "fresh.toml", vault, workdir / "fresh-data", short_socket_dir() / "s"
-    )
-    loaded = load_config(config, env={})
-    with open_index(loaded, env={}) as index:
-        index.indexer.reconcile()
-        return list(export_records(index.store, with_vectors=True))
-
-
-def assert_same(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> None:
-    assert [r["id"] for r in mine] == [r["id"] for r in theirs]
-    for a, b in zip(mine, theirs, strict=True):
-        assert a["document"] == b["document"], a["id"]
-        assert a["metadata"] == b["metadata"], a["id"]
-        assert np.allclose(a["vector"], b["vector"], atol=1e-5), a["id"]
 
 
 WORDS = (

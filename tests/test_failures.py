@@ -61,11 +61,11 @@ def test_a_failing_embedding_batch_is_retried_note_by_note(
     (vault / "poison.md").write_text("# Poison\n\nThis text upsets the model: POISON.\n")
     real_embed = Embedder.embed_documents
 
-    def flaky(self: Embedder, texts: Any) -> Any:
+    def flaky(self: Embedder, texts: Any, **options: Any) -> Any:
         # Injected fault: the model fails on any batch holding the poison text.
         if any("POISON" in t for t in texts):
             raise EmbedError("injected failure")
-        return real_embed(self, texts)
+        return real_embed(self, texts, **options)
 
     monkeypatch.setattr(Embedder, "embed_documents", flaky)
     config = load_config(config_for(tmp_path, vault), env={})

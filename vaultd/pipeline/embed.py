@@ -7,8 +7,7 @@ vectors are L2-normalised so cosine similarity is a dot product.
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import onnxruntime as ort
@@ -42,15 +41,21 @@ def open_session(spec: ModelSpec, threads: int = 0) -> ort.InferenceSession:
 
 
 class Embedder:
-    """Embeds documents and queries with one model. Thread-safe: runs are serialised."""
+    """Embeds documents and queries with one model. Thread-safe.
+
+    Runs are not serialised: ONNX Runtime's `run` is safe to call from several threads, and a
+    query must not wait behind a batch of documents the indexer is embedding.
+    """
 
     def __init__(self, spec: ModelSpec, *, threads: int = 0, batch_size: int = 32) -> None:
         self.spec = spec
         self.batch_size = max(1, batch_size)
+        #: A cap on the padded tokens of one run (0: none). The daemon sets one so that a run,
+        #: the longest a fresh edit waits for, takes about the same time whatever the texts.
+        self.max_batch_tokens = 0
         self._tokenizer = load_tokenizer(spec)
         self._session = open_session(spec, threads)
         self._inputs = {i.name for i in self._session.get_inputs()}
-        self._lock = threading.Lock()
         #: Documents (not queries) embedded since start; `index --json` and status report it.
         self.embedded = 0
 
@@ -62,9 +67,13 @@ class Embedder:
     def dimensions(self) -> int:
         return self.spec.dimensions
 
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+    def embed_documents(
+        self, texts: Sequence[str], *, pause: Callable[[], None] | None = None
+    ) -> Vectors:
+        """Vectors for `texts`, in order; `pause` is called between two ONNX runs (the daemon
+        serves a fresh edit there, or raises to abandon the work)."""
         prefix = self.spec.document_prefix
-        vectors = self._embed([prefix + t for t in texts] if prefix else list(texts))
+        vectors = self._embed([prefix + t for t in texts] if prefix else list(texts), pause)
         self.embedded += len(texts)
         return vectors
 
@@ -72,7 +81,7 @@ class Embedder:
         vector: Vectors = self._embed([self.spec.query_prefix + text])[0]
         return vector
 
-    def _embed(self, texts: list[str]) -> Vectors:
+    def _embed(self, texts: list[str], pause: Callable[[], None] | None = None) -> Vectors:
         out = np.zeros((len(texts), self.spec.dimensions), dtype=np.float32)
         if not texts:
             return out
@@ -80,10 +89,26 @@ class Embedder:
         ids = [self._fit(e.ids) for e in encodings]
         # Sorting by length keeps padding, and so wasted work, small within each batch.
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
+        for number, batch in enumerate(self._batches(order, ids)):
+            if number and pause is not None:
+                pause()
             out[batch] = self._run([ids[i] for i in batch])
         return out
+
+    def _batches(self, order: list[int], ids: list[list[int]]) -> Iterator[list[int]]:
+        """`batch_size` texts per run, fewer when `max_batch_tokens` (padded) says so."""
+        cap = self.max_batch_tokens
+        batch: list[int] = []
+        for i in order:
+            # Sorted by length: the text joining the batch is its longest, and sets its width.
+            if batch and (
+                len(batch) == self.batch_size or (cap and (len(batch) + 1) * len(ids[i]) > cap)
+            ):
+                yield batch
+                batch = []
+            batch.append(i)
+        if batch:
+            yield batch
 
     def _fit(self, ids: list[int]) -> list[int]:
         window = self.spec.window
@@ -103,8 +128,7 @@ class Embedder:
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(input_ids)
         try:
-            with self._lock:
-                hidden = self._session.run(None, feed)[0]
+            hidden = self._session.run(None, feed)[0]
         except Exception as exc:
             raise EmbedError(f"the ONNX session failed on a batch of {len(batch)}: {exc}") from exc
         return pool(np.asarray(hidden, dtype=np.float32), mask, self.spec.pooling)

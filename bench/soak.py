@@ -1,0 +1,168 @@
+"""Soak: the daemon under a random mix of edits, renames, deletes, queries, kill -9 and restarts.
+
+One vault and one data directory live for the whole run, as on a user's machine. Each round
+starts `vaultd run`, applies a burst of random file operations while a client thread queries
+the socket, then ends the daemon one of three ways: SIGKILL at a random moment (often in the
+middle of indexing), SIGTERM, or a SIGHUP reload followed by SIGTERM. After every restart the
+daemon is left to settle, stopped, and its export compared exhaustively (ids, documents,
+metadata, vectors within 1e-5) with a fresh index of the vault as it is on disk.
+
+    python bench/soak.py --minutes 30 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from machine import cpu_model  # bench/ is on sys.path when a script runs
+
+from tests.convergence import assert_same, export_of, fresh_export
+from tests.daemon import RunningDaemon, short_socket_dir, start, write_config
+from tests.test_daemon import WORDS, random_operations, random_text
+
+
+class Queries(threading.Thread):
+    """Searches the socket in a loop while the daemon is meant to be up."""
+
+    def __init__(self, daemon: RunningDaemon, rng: random.Random) -> None:
+        super().__init__(daemon=True)
+        self.client = daemon.client
+        self.rng = rng
+        self.stop_event = threading.Event()
+        self.ok = 0
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        while not self.stop_event.wait(0.05):
+            query = " ".join(self.rng.choices(WORDS, k=2))
+            try:
+                self.client.request("POST", "/v1/search", {"query": query, "k": 5})
+                self.ok += 1
+            except Exception as exc:  # every failure while the daemon is up counts
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+
+
+def seed(vault: Path, notes: int) -> None:
+    rng = random.Random(7)
+    for i in range(notes):
+        folder = vault / f"f{i % 4}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"n{i}.md").write_text(random_text(rng, f"Note {i}") * 2, encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=30.0, help="how long to run (default 30)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--notes", type=int, default=40, help="notes in the starting vault")
+    parser.add_argument("--ops", type=int, default=80, help="most file operations per round")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--keep", type=Path, help="work here and keep it (default: a temp dir)")
+    args = parser.parse_args()
+
+    rng = random.Random(args.seed)
+    root = args.keep or Path(tempfile.mkdtemp(prefix="vaultd-soak-"))
+    root.mkdir(parents=True, exist_ok=True)
+    vault, outside, data = root / "vault", root / "outside", root / "data"
+    outside.mkdir(exist_ok=True)
+    seed(vault, args.notes)
+    socket = short_socket_dir() / "vaultd.sock"
+    config = write_config(root / "vaultd.toml", vault, data, socket, debounce="150ms")
+
+    totals: dict[str, Any] = {
+        "rounds": 0,
+        "operations": 0,
+        "queries": 0,
+        "query_errors": 0,
+        "kills": 0,
+        "graceful_stops": 0,
+        "reloads": 0,
+        "checks": 0,
+        "divergences": 0,
+        "failures": [],
+    }
+    started = time.monotonic()
+    deadline = started + args.minutes * 60
+    round_no = 0
+    while time.monotonic() < deadline:
+        round_no += 1
+        daemon = start(config, socket, root / "vaultd.log", wait_ready=False)
+        queries = Queries(daemon, random.Random(round_no))
+        queries.start()
+        count = rng.randint(5, args.ops)
+        random_operations(vault, outside, random.Random(args.seed * 100_000 + round_no), count)
+        ending = rng.choices(["kill", "term", "reload"], weights=[6, 3, 1])[0]
+        if ending == "kill":
+            time.sleep(rng.uniform(0.0, 3.0))
+            queries.stop_event.set()
+            queries.join()
+            daemon.stop(signal.SIGKILL)
+            totals["kills"] += 1
+        else:
+            if ending == "reload":
+                daemon.process.send_signal(signal.SIGHUP)
+                totals["reloads"] += 1
+            daemon.wait_idle(timeout=300)
+            queries.stop_event.set()
+            queries.join()
+            code = daemon.stop()
+            if code != 0:
+                totals["failures"].append(f"round {round_no}: exit {code} after SIGTERM")
+            totals["graceful_stops"] += 1
+        totals["operations"] += count
+        totals["queries"] += queries.ok
+        totals["query_errors"] += len(queries.errors)
+        totals["failures"] += [f"round {round_no}: query {e}" for e in queries.errors[:3]]
+
+        # The restart: let it settle, stop it, and compare with a fresh index of the disk.
+        daemon = start(config, socket, root / "vaultd.log")
+        daemon.wait_idle(timeout=300)
+        if daemon.stop() != 0:
+            totals["failures"].append(f"round {round_no}: restart did not stop cleanly")
+        totals["checks"] += 1
+        reference = root / "reference"
+        shutil.rmtree(reference, ignore_errors=True)
+        try:
+            assert_same(export_of(config), fresh_export(vault, reference))
+            verdict = "converged"
+        except AssertionError as exc:
+            totals["divergences"] += 1
+            totals["failures"].append(f"round {round_no}: DIVERGED {exc}")
+            verdict = f"DIVERGED: {exc}"
+        totals["rounds"] = round_no
+        elapsed = (time.monotonic() - started) / 60
+        print(
+            f"round {round_no} ({elapsed:.1f} min): {count} ops, ended by {ending}, "
+            f"{queries.ok} queries, {verdict}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    totals["minutes"] = round((time.monotonic() - started) / 60, 1)
+    totals["restarts"] = totals["kills"] + totals["graceful_stops"]
+    totals["machine"] = cpu_model()
+    totals["notes_at_end"] = sum(1 for p in vault.rglob("*.md") if ".trash" not in p.parts)
+    if args.json:
+        print(json.dumps(totals, indent=2))
+    else:
+        for key, value in totals.items():
+            print(f"{key:16} {value}")
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+    sys.exit(1 if totals["divergences"] or totals["failures"] else 0)
+
+
+if __name__ == "__main__":
+    main()

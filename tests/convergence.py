@@ -1,0 +1,61 @@
+"""Nothing lost, nothing extra: an index compared record by record with a fresh index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tests.daemon import RunningDaemon, short_socket_dir, write_config
+from vaultd.app import open_index
+from vaultd.config import load_config
+from vaultd.export import export_records
+
+Records = list[dict[str, Any]]
+
+
+def export_of(config_path: Path) -> Records:
+    """What `vaultd export --vectors` prints for this config (the daemon must be stopped)."""
+    config = load_config(config_path, env={})
+    with open_index(config, env={}) as index:
+        return list(export_records(index.store, with_vectors=True))
+
+
+def fresh_export(vault: Path, workdir: Path, *, extra: str = "") -> Records:
+    """The export of a fresh index of `vault` as it is now, built in `workdir`."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = write_config(
+        workdir / "fresh.toml",
+        vault,
+        workdir / "fresh-data",
+        short_socket_dir() / "s",
+        extra=extra,
+    )
+    loaded = load_config(config, env={})
+    with open_index(loaded, env={}) as index:
+        index.indexer.reconcile()
+        return list(export_records(index.store, with_vectors=True))
+
+
+def assert_same(mine: Records, theirs: Records) -> None:
+    assert [r["id"] for r in mine] == [r["id"] for r in theirs]
+    for a, b in zip(mine, theirs, strict=True):
+        assert a["document"] == b["document"], a["id"]
+        assert a["metadata"] == b["metadata"], a["id"]
+        assert np.allclose(a["vector"], b["vector"], atol=1e-5), a["id"]
+
+
+def assert_converged(
+    daemon: RunningDaemon, vault: Path, workdir: Path, *, extra: str = ""
+) -> Records:
+    """Wait until the daemon is idle, stop it, and compare its export with a fresh index.
+
+    `extra` is config text the fresh index needs too (ignore rules, say). Returns the export.
+    """
+    if daemon.process.poll() is None:
+        daemon.wait_idle()
+        assert daemon.stop() == 0, daemon.log_text()
+    mine = export_of(daemon.config)
+    assert_same(mine, fresh_export(vault, workdir / "reference", extra=extra))
+    return mine
