@@ -5,7 +5,9 @@ Measures, on a real daemon over its real socket:
    keyword search returns it (the settle time included);
 2. busy: the same while the daemon performs the first index of a big vault (default
    ../shared/corpora/obsidian-hub), for as long as the edits take;
-3. CPU used by the daemon over a quiet minute, and its RSS.
+3. CPU used by the daemon over a quiet minute, and its RSS;
+4. with `--finish`, the rest of the big vault's first index, then the daemon's peak RSS and
+   its RSS at rest after it.
 
     python bench/latency.py --edits 100 --busy-edits 20
 """
@@ -36,9 +38,10 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory now (VmRSS) or at its peak so far (VmHWM)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return 0.0
 
@@ -80,6 +83,11 @@ def main() -> None:
     parser.add_argument("--busy-vault", type=Path, default=SHARED / "corpora" / "obsidian-hub")
     parser.add_argument("--debounce", default="300ms")
     parser.add_argument("--idle-seconds", type=float, default=60)
+    parser.add_argument(
+        "--finish",
+        action="store_true",
+        help="after the busy edits, let the first index finish and record RSS at rest",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     result: dict[str, Any] = {"debounce": args.debounce}
@@ -111,6 +119,21 @@ def main() -> None:
                 status = daemon.request("GET", "/v1/status")
                 result["busy_notes_indexed_meanwhile"] = status["notes"]
                 result["busy_rss_mb"] = round(rss_mb(daemon.process.pid), 1)
+                if args.finish:
+                    started = time.monotonic()
+                    while True:
+                        try:
+                            daemon.wait_idle(timeout=60)
+                            break
+                        except Exception:  # not idle within the minute: ask again
+                            continue
+                    result["first_index_done_after_s"] = round(time.monotonic() - started, 1)
+                    time.sleep(10)
+                    status = daemon.request("GET", "/v1/status")
+                    result["finished_notes"] = status["notes"]
+                    result["finished_chunks"] = status["chunks"]
+                    result["peak_rss_mb"] = round(rss_mb(daemon.process.pid, "VmHWM"), 1)
+                    result["idle_rss_mb_after_index"] = round(rss_mb(daemon.process.pid), 1)
 
     if args.json:
         print(json.dumps(result, indent=2))

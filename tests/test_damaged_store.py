@@ -1,7 +1,12 @@
-"""Chroma is a cache of the manifest: a damaged, lost or disagreeing store is rebuilt from it."""
+"""Chroma is a cache of the manifest: a damaged or lost store is rebuilt from it (in process).
+
+The same faults met by the real daemon, and a store that disagrees with the manifest, are in
+tests/reliability/test_damaged_store.py.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 from pathlib import Path
@@ -13,7 +18,7 @@ import pytest
 from vaultd.app import CHROMA_DIR, open_index
 from vaultd.config import Config, load_config
 from vaultd.export import export_records
-from vaultd.probe import DIRTY
+from vaultd.probe import CLEAN, DIRTY, last_moved_aside, why_probe
 
 
 def setup_index(root: Path) -> tuple[Config, list[dict[str, Any]]]:
@@ -73,17 +78,45 @@ def test_a_lost_store_is_rebuilt(tmp_path: Path) -> None:
     assert_same(after, before)
 
 
-def test_a_store_that_disagrees_with_the_manifest_is_repaired(tmp_path: Path) -> None:
+def test_an_untouched_store_is_not_probed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe costs a child process: a store closed cleanly and unchanged skips it."""
     config, before = setup_index(tmp_path)
-    with open_index(config, env={}) as index:
-        dropped = [r["id"] for r in before[:3]]
-        index.store.delete(dropped)
-        index.store.upsert(
-            ["orphan-id"],
-            np.ones((1, 384), dtype=np.float32) / np.sqrt(384),
-            ["an orphan"],
-            [{"path": "gone.md"}],
-        )
+    assert (tmp_path / "data" / CLEAN).exists() and not (tmp_path / "data" / DIRTY).exists()
+
+    def unexpected(chroma_dir: Path) -> str | None:
+        raise AssertionError(f"{chroma_dir} was probed")
+
+    monkeypatch.setattr("vaultd.probe.probe", unexpected)
     repaired, after = reopened(config)
-    assert repaired == 4  # three restored, one orphan removed
+    assert repaired == 0
     assert_same(after, before)
+
+
+def test_a_store_changed_while_stopped_is_probed(tmp_path: Path) -> None:
+    """No crash, but the files differ from the clean close's record: probe, then move aside."""
+    config, before = setup_index(tmp_path)
+    data = tmp_path / "data"
+    os.truncate(data / CHROMA_DIR / "chroma.sqlite3", 1024)
+    repaired, after = reopened(config)
+    assert repaired == len(before)
+    assert_same(after, before)
+    record = last_moved_aside(data)
+    assert record is not None and "malformed" in record["problem"]
+    assert Path(record["moved_to"]).is_dir()
+
+
+def test_a_failed_clean_close_record_keeps_the_dirty_marker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk at shutdown: without the record of a clean close, the next start probes."""
+    config, _ = setup_index(tmp_path)
+    data = tmp_path / "data"
+
+    def full(path: Path, text: str) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("vaultd.probe._write_atomically", full)
+    with open_index(config, env={}):
+        pass
+    assert (data / DIRTY).exists() and not (data / CLEAN).exists()
+    assert why_probe(data, data / CHROMA_DIR) == "the last process did not close the store"

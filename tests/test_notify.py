@@ -6,7 +6,9 @@ systemd with `NotifyAccess=main`, reads the sender's pid from SCM_CREDENTIALS.
 
 from __future__ import annotations
 
+import errno
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -20,12 +22,20 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
+from tests.convergence import assert_converged
 from tests.daemon import RunningDaemon, short_socket_dir, start, write_config
+from vaultd.app import Index
+from vaultd.config import load_config
 from vaultd.notify import Notifier
+from vaultd.pipeline.watch import Watcher
+from vaultd.service import Daemon, Worker
 
 LINUX = sys.platform.startswith("linux")
 PASSCRED = getattr(socket, "SO_PASSCRED", None)
@@ -440,3 +450,256 @@ def test_an_invalid_config_exits_78_listing_every_bad_key(
     assert "Traceback" not in done.stderr
     time.sleep(0.2)
     assert listener.messages() == []  # never READY
+
+
+# -- a dead thread stops the pings (RELIABILITY.md case 28) ------------------------------------
+
+
+@dataclass
+class FakeWatcher:
+    running: bool = True
+    failing: bool = False
+    attempts: int = 0
+    mode: str = "native"
+    fallback_reason: str = ""
+
+    def alive(self) -> bool:
+        return self.running
+
+    def stop(self) -> None:
+        self.running = False
+
+    def start(self) -> None:
+        self.attempts += 1
+        if self.failing:
+            raise OSError(errno.ENOTCONN, os.strerror(errno.ENOTCONN))
+        self.running = True
+
+    def pending(self) -> int:
+        return 0
+
+
+@dataclass
+class FakeWorker:
+    running: bool = True
+    paused: bool = False
+
+    def is_alive(self) -> bool:
+        return self.running
+
+    def request_full(self) -> None:
+        pass
+
+    def queue_depth(self) -> int:
+        return 0
+
+
+def pings(listener: Listener, since: int) -> list[Message]:
+    return [m for m in listener.messages(since) if m.raw == "WATCHDOG=1"]
+
+
+def test_a_dead_part_never_pings_and_a_deliberate_pause_does(
+    tmp_path: Path, listener: Listener
+) -> None:
+    """The service's own main loop, with stand-ins for the watcher and the worker."""
+    root = tmp_path / "vault"
+    root.mkdir()
+    config = write_config(tmp_path / "c.toml", root, tmp_path / "data", short_socket_dir() / "s")
+    env = {"NOTIFY_SOCKET": listener.address, "WATCHDOG_USEC": "200000", "WATCHDOG_PID": ""}
+    daemon = Daemon(load_config(config, env={}), env=env)
+    watcher, worker = FakeWatcher(), FakeWorker()
+    daemon.index = cast(Index, SimpleNamespace(vault=root))
+    daemon.watcher, daemon.worker = cast(Watcher, watcher), cast(Worker, worker)
+    daemon.state.started()
+    loop = threading.Thread(target=daemon._main_loop, name="main-loop", daemon=True)
+    loop.start()
+    try:
+        listener.wait_for(lambda ms: len(pings(listener, 0)) >= 3, "pings while all is well")
+
+        # The watcher dies and its first restart fails: no ping until one succeeds.
+        watcher.running, watcher.failing = False, True
+        time.sleep(0.3)  # a tick already past its liveness check may still ping
+        mark = listener.mark()
+        time.sleep(1.2)
+        assert pings(listener, mark) == [] and watcher.attempts == 1
+        watcher.failing = False  # the next try, 2 s after the first, succeeds
+        listener.wait_for(lambda ms: bool(pings(listener, mark)), "pings again", since=mark)
+        assert watcher.attempts == 2 and watcher.running
+
+        # The vault root is gone: the watcher is stopped on purpose; the service lives.
+        root.rmdir()
+        mark = listener.mark()
+        listener.wait_for(lambda ms: len(pings(listener, mark)) >= 3, "pings while paused")
+        assert worker.paused and not watcher.running
+        root.mkdir()
+        listener.wait_for(lambda ms: not worker.paused, "re-armed", timeout=2)
+
+        # The worker ends: nothing restarts it, so the pings stop for good and status says why.
+        worker.running = False
+        time.sleep(0.3)
+        mark = listener.mark()
+        time.sleep(1.5)
+        assert pings(listener, mark) == []
+        assert daemon.state.snapshot()["status"] == "degraded"
+        assert "indexing worker stopped" in daemon.state.snapshot()["reasons"]["worker"]
+        statuses = [m.fields.get("STATUS", "") for m in listener.messages()]
+        assert any("indexing worker stopped" in s for s in statuses), statuses
+    finally:
+        daemon.request_stop()
+        loop.join(5)
+    assert not loop.is_alive()
+
+
+#: Loaded into the daemon through PYTHONPATH: ends one of its threads from the inside, the way
+#: an exception nobody catches would. SystemExit, because it gets past `except Exception` and
+#: a thread ends on it without a word.
+THREAD_KILLERS = '''
+import os
+import threading
+
+_worker = os.environ.get("VDTEST_KILL_WORKER")
+_observer = os.environ.get("VDTEST_KILL_OBSERVER")
+if _worker or _observer:
+    from vaultd.pipeline import watch
+
+if _worker:
+    _take = watch.Watcher.take
+
+    def take(self, *, force=False):
+        if threading.current_thread().name == "vaultd-worker" and os.path.exists(_worker):
+            raise SystemExit("test fault: the indexing worker ends here")
+        return _take(self, force=force)
+
+    watch.Watcher.take = take
+
+if _observer:
+    _on_any_event = watch.Watcher.on_any_event
+    _fired = []
+
+    def on_any_event(self, event):
+        if not _fired and os.path.basename(os.fsdecode(event.src_path)) == _observer:
+            _fired.append(event)
+            raise SystemExit("test fault: the observer thread ends here")
+        return _on_any_event(self, event)
+
+    watch.Watcher.on_any_event = on_any_event
+'''
+
+
+@contextmanager
+def launched_with_killers(workdir: Path, listener: Listener, **faults: str) -> Iterator[Live]:
+    """`launched`, with THREAD_KILLERS armed by `faults` (VDTEST_KILL_*)."""
+    vault = workdir / "vault"
+    seed_vault(vault)
+    site = workdir / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(THREAD_KILLERS)
+    sockets = short_socket_dir()
+    config = write_config(workdir / "vaultd.toml", vault, workdir / "data", sockets / "vaultd.sock")
+    env = {
+        "NOTIFY_SOCKET": listener.address,
+        "WATCHDOG_USEC": "2000000",
+        "WATCHDOG_PID": "",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p),
+        **faults,
+    }
+    try:
+        daemon = start(config, sockets / "vaultd.sock", workdir / "vaultd.log", env=env)
+        try:
+            yield Live(daemon, listener, config, config.read_text(encoding="utf-8"))
+        finally:
+            if daemon.process.poll() is None:
+                daemon.stop()
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
+
+
+def logged(daemon: RunningDaemon, event: str) -> list[dict[str, Any]]:
+    lines = daemon.log_text().splitlines()
+    records = [json.loads(line) for line in lines if line.startswith("{")]
+    return [r for r in records if r.get("event") == event]
+
+
+@pytest.mark.slow
+def test_a_dead_indexing_worker_stops_the_pings_and_the_restart_converges(
+    tmp_path: Path, listener: Listener
+) -> None:
+    kill = tmp_path / "kill-worker"
+    with launched_with_killers(tmp_path, listener, VDTEST_KILL_WORKER=str(kill)) as live:
+        daemon = live.daemon
+        listener.wait_for(lambda ms: bool(pings(listener, 0)), "WATCHDOG=1")
+        kill.touch()
+
+        def degraded() -> bool:
+            health = daemon.request("GET", "/v1/health")
+            return health["status"] == "degraded" and "worker" in health.get("reason", "")
+
+        deadline = time.monotonic() + 5
+        while not degraded():
+            assert time.monotonic() < deadline, daemon.log_text()
+            time.sleep(0.05)
+        mark = listener.mark()
+        # Written now, it waits for the next process: this one indexes nothing any more.
+        (live.config.parent / "vault" / "Late.md").write_text("# Late\n\nA heron at dusk.\n")
+        time.sleep(3.0)  # three ping intervals
+        assert pings(listener, mark) == [], "a dead worker must not be covered by pings"
+        statuses = [m.fields.get("STATUS", "") for m in live.from_daemon()]
+        assert any("indexing worker stopped" in s for s in statuses), statuses
+        stopped = "the indexing worker stopped; nothing is indexed until vaultd restarts"
+        assert len(logged(daemon, stopped)) == 1
+        assert daemon.process.poll() is None  # alive, but no longer vouched for
+
+        # What systemd does when the pings stop: kill it (in the end with SIGKILL) and start
+        # it again. The next process indexes what this one could not.
+        daemon.stop(signal.SIGKILL)
+        kill.unlink()
+        again = start(live.config, daemon.socket, tmp_path / "again.log", env=daemon.env)
+        try:
+            hits = again.search("heron", mode="keyword")
+            assert [h["path"] for h in hits] == ["Late.md"]
+            assert_converged(again, tmp_path / "vault", tmp_path)
+        finally:
+            if again.process.poll() is None:
+                again.stop()
+
+
+@pytest.mark.slow
+def test_a_dead_observer_thread_is_restarted_and_the_pings_go_on(
+    tmp_path: Path, listener: Listener
+) -> None:
+    with launched_with_killers(tmp_path, listener, VDTEST_KILL_OBSERVER="Tripwire.md") as live:
+        daemon = live.daemon
+        listener.wait_for(lambda ms: bool(pings(listener, 0)), "WATCHDOG=1")
+        wall_minus_monotonic = time.time() - time.monotonic()
+        vault = live.config.parent / "vault"
+        # Its first event ends the observer thread: this note's own events are lost with it.
+        (vault / "Tripwire.md").write_text("# Tripwire\n\nA kingfisher on the wire.\n")
+
+        deadline = time.monotonic() + 10
+        while not logged(daemon, "the file watcher is running again"):
+            assert time.monotonic() < deadline, daemon.log_text()
+            time.sleep(0.05)
+        [died] = logged(daemon, "the file watcher stopped; restarting it and reconciling")
+        [back] = logged(daemon, "the file watcher is running again")
+        mark = listener.mark()
+        listener.wait_for(lambda ms: bool(pings(listener, mark)), "pings after the restart")
+        # Only the full reconcile that follows a restart can find it.
+        hits = daemon.search("kingfisher", mode="keyword", wait_for="Tripwire.md", timeout=30)
+        assert [h["path"] for h in hits] == ["Tripwire.md"]
+        assert daemon.request("GET", "/v1/health")["status"] == "ok"
+
+        # No ping while the watcher was down, between noticing and restarting it.
+        down = (
+            datetime.fromisoformat(died["timestamp"]).timestamp() + 0.15,
+            datetime.fromisoformat(back["timestamp"]).timestamp() - 0.15,
+        )
+        during = [
+            m for m in pings(listener, 0) if down[0] < m.at + wall_minus_monotonic < down[1]
+        ]
+        assert during == [], (down, [m.at + wall_minus_monotonic for m in pings(listener, 0)])
+
+        # Watching works again.
+        (vault / "Pond.md").write_text("# Pond\n\nNewts under the lily pads.\n")
+        hits = daemon.search("newts", mode="keyword", wait_for="Pond.md", timeout=10)
+        assert [h["path"] for h in hits] == ["Pond.md"]
+        assert_converged(daemon, vault, tmp_path)

@@ -2,30 +2,57 @@
 
 Commands (`index`, `search`, `export`) and the daemon open the index through `open_index`;
 nothing else wires stages together.
+
+What the data directory was built with is recorded in the manifest's meta table and checked at
+every open:
+- `vault`: a data directory serves one vault.
+- `chromadb_version`: the chromadb that last opened the embedded store. Chroma migrates a store
+  forward when it opens it and cannot go back, and chromadb 1.5.9 opens a store written by a
+  newer version without a word; so a store last opened by a newer chromadb is refused before
+  anything opens it, and an older one is opened (migrated) and the record moved forward.
+- `model` and `model_dimensions`: each model has a collection of its own (its id is in the
+  collection's name) and its own vectors in the manifest (keyed by model id). Changing
+  `[embedding] model` therefore starts a new collection, filled by the next full pass; the
+  old collection and the old model's vectors are dropped after the first full pass that
+  completes with the new model (`_upkeep`), so a switch back before then costs no embedding.
+  Meanwhile searches answer from the new collection as it fills (the daemon's status shows the
+  full reconcile under way). A model whose dimension changed under the same id is refused: its
+  stored vectors would be mixed with the new ones.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
+import structlog
+from packaging.version import InvalidVersion, Version
+
 from vaultd.config import Config
-from vaultd.errors import StoreMismatchError
-from vaultd.indexer import Indexer
+from vaultd.errors import StoreError, StoreMismatchError
+from vaultd.indexer import Indexer, Progress, Summary
 from vaultd.lock import DataDirLock
 from vaultd.manifest import Manifest
-from vaultd.models import load_spec
+from vaultd.models import ModelSpec, load_spec
 from vaultd.pipeline.discover import Discovery, IgnoreRules
 from vaultd.pipeline.embed import Embedder
-from vaultd.pipeline.store import VectorStore, collection_name
+from vaultd.pipeline.store import VectorStore, collection_name, enable_log_pruning
 from vaultd.probe import check_store, mark_closed, mark_open
 from vaultd.search import Searcher
 from vaultd.tokens import TokenCounter
 
 CHROMA_DIR = "chroma"
+#: Manifest meta keys (see the module's docstring).
+CHROMADB_META = "chromadb_version"
+MODEL_META = "model"
+DIMENSIONS_META = "model_dimensions"
+
+log = structlog.get_logger("vaultd.app")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +69,7 @@ class Index:
     searcher: Searcher
 
 
-def _check_owner(manifest: Manifest, vault: Path, model_id: str) -> None:
+def _check_owner(manifest: Manifest, vault: Path) -> None:
     """A data directory serves one vault; refuse to mix another vault's notes into it."""
     recorded = manifest.get_meta("vault")
     if recorded is None:
@@ -52,7 +79,117 @@ def _check_owner(manifest: Manifest, vault: Path, model_id: str) -> None:
             f"{manifest.path.parent} holds the index of {recorded}, not {vault}; "
             "give this vault its own [store] path"
         )
-    manifest.set_meta("model", model_id)
+
+
+def _check_model(manifest: Manifest, spec: ModelSpec) -> None:
+    """Record the model; refuse one whose dimension changed under the same id."""
+    recorded = manifest.get_meta(MODEL_META)
+    dimensions = manifest.get_meta(DIMENSIONS_META)
+    if recorded == spec.id and dimensions not in (None, str(spec.dimensions)):
+        raise StoreMismatchError(
+            f"the model {spec.id!r} now has {spec.dimensions} dimensions, but the index in "
+            f"{manifest.path.parent} was built with {dimensions}; vectors of two shapes cannot "
+            "share an id. Give the model directory a new id in its vaultd-model.json: a new "
+            "id gets a collection of its own, filled by the next full pass"
+        )
+    if recorded not in (None, spec.id):
+        log.warning(
+            "the embedding model changed: the next full pass indexes the vault into a new "
+            "collection; the old one is dropped once it completes",
+            previous=recorded,
+            model=spec.id,
+        )
+    if recorded != spec.id:
+        manifest.set_meta(MODEL_META, spec.id)
+    if dimensions != str(spec.dimensions):
+        manifest.set_meta(DIMENSIONS_META, str(spec.dimensions))
+
+
+def installed_chromadb() -> str:
+    return metadata.version("chromadb")
+
+
+def _is_newer(recorded: str, installed: str) -> bool:
+    try:
+        return Version(recorded) > Version(installed)
+    except InvalidVersion:
+        # Not a version chromadb ever had: nothing to compare, and the record is rewritten
+        # once this chromadb has opened the store.
+        log.warning("unreadable chromadb version in the manifest", recorded=recorded)
+        return False
+
+
+def _check_chromadb(manifest: Manifest, chroma_dir: Path, installed: str) -> None:
+    """Refuse a store last opened by a newer chromadb, before anything (the probe included)
+    opens it: Chroma migrates forward only."""
+    recorded = manifest.get_meta(CHROMADB_META)
+    if recorded is None or not (chroma_dir / "chroma.sqlite3").exists():
+        return
+    if _is_newer(recorded, installed):
+        raise StoreMismatchError(
+            f"the vector store {chroma_dir} was last written by chromadb {recorded}, newer "
+            f"than the installed chromadb {installed}, which cannot read it safely (Chroma "
+            "only migrates forward). Upgrade vaultd to the release that installed chromadb "
+            f"{recorded}, or move the store aside (mv {chroma_dir} {chroma_dir}.newer): "
+            "vaultd then rebuilds it from its manifest without embedding anything"
+        )
+
+
+def _record_chromadb(manifest: Manifest, installed: str) -> None:
+    """Called once the store is open: this chromadb has migrated it to its own version."""
+    recorded = manifest.get_meta(CHROMADB_META)
+    if recorded == installed:
+        return
+    if recorded is not None:
+        log.info("the vector store was migrated forward", chromadb=installed, previous=recorded)
+    manifest.set_meta(CHROMADB_META, installed)
+
+
+def _forget_other_models(manifest: Manifest, model_id: str) -> int:
+    """Delete the manifest's vectors of every model but `model_id`; returns how many.
+
+    `Manifest.prune_vectors` keeps a vector whose text is still a chunk, whatever its model,
+    so the old model's vectors would outlive a switch.
+    """
+    try:
+        with closing(sqlite3.connect(manifest.path, isolation_level=None)) as db:
+            db.execute("PRAGMA busy_timeout=10000")
+            db.execute("PRAGMA synchronous=FULL")
+            if db.execute("SELECT 1 FROM vectors WHERE model != ? LIMIT 1", (model_id,)).fetchone():
+                return db.execute("DELETE FROM vectors WHERE model != ?", (model_id,)).rowcount
+            return 0
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot drop other models' vectors from {manifest.path}: {exc}") from exc
+
+
+def _upkeep(manifest: Manifest, store: VectorStore, model_id: str) -> None:
+    """After a complete full pass: finish a switch of model, compact a bloated store.
+
+    A failure here loses nothing (the next full pass tries again), so it is logged, not raised.
+    """
+    try:
+        dropped = store.drop_retired()
+        forgotten = _forget_other_models(manifest, model_id)
+        if dropped or forgotten:
+            log.info(
+                "the switch of embedding model is complete",
+                model=model_id,
+                collections_dropped=dropped,
+                vectors_forgotten=forgotten,
+            )
+        store.compact_if_bloated()
+    except StoreError as exc:
+        log.error("store upkeep failed; it is tried again after the next full pass", error=str(exc))
+
+
+class _Indexer(Indexer):
+    """The indexer, with the store's upkeep after every complete full pass: only a full pass
+    proves the current collection holds the whole vault."""
+
+    def reconcile(self, progress: Progress | None = None) -> Summary:
+        summary = super().reconcile(progress)
+        _upkeep(self.manifest, self.store, self.model_id)
+        return summary
 
 
 @contextmanager
@@ -63,18 +200,23 @@ def open_index(config: Config, env: Mapping[str, str] | None = None) -> Iterator
     data_dir = config.require_store()
     # Chroma's SQLite puts temporary files in /tmp by default; keep them on the data disk.
     os.environ.setdefault("SQLITE_TMPDIR", str(data_dir))
+    embedded = not config.store.url
+    chromadb_version = installed_chromadb()
     with ExitStack() as stack:
         lock = DataDirLock(data_dir)
         lock.acquire()
         stack.callback(lock.release)
         spec = load_spec(config.embedding.model)
-        if not config.store.url:
-            check_store(data_dir, data_dir / CHROMA_DIR)
-            mark_open(data_dir)
-            stack.callback(mark_closed, data_dir)
         manifest = Manifest(data_dir)
         stack.callback(manifest.close)
-        _check_owner(manifest, vault, spec.id)
+        _check_owner(manifest, vault)
+        _check_model(manifest, spec)
+        if embedded:
+            _check_chromadb(manifest, data_dir / CHROMA_DIR, chromadb_version)
+            check_store(data_dir, data_dir / CHROMA_DIR)
+            enable_log_pruning(data_dir / CHROMA_DIR)
+            mark_open(data_dir)
+            stack.callback(mark_closed, data_dir, data_dir / CHROMA_DIR)
         embedder = Embedder(
             spec, threads=config.embedding.threads, batch_size=config.embedding.batch_size
         )
@@ -87,9 +229,11 @@ def open_index(config: Config, env: Mapping[str, str] | None = None) -> Iterator
             token=env.get(config.store.token_env, ""),
         )
         stack.callback(store.close)
+        if embedded:
+            _record_chromadb(manifest, chromadb_version)
         counter = TokenCounter.for_spec(spec)
         discovery = Discovery(vault, IgnoreRules.from_config(config.vault))
-        indexer = Indexer(
+        indexer = _Indexer(
             root=vault,
             discovery=discovery,
             manifest=manifest,
@@ -98,6 +242,7 @@ def open_index(config: Config, env: Mapping[str, str] | None = None) -> Iterator
             counter=counter,
             max_tokens=min(config.chunking.max_tokens, spec.window),
             max_bytes=int(config.vault.max_file_mb * 1024 * 1024),
+            quarantine_after=config.vault.quarantine_after,
         )
         yield Index(
             config=config,

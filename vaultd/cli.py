@@ -360,8 +360,13 @@ def run(config_file: Path | None, vault: Path | None) -> None:
 def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
     """Show the index: notes, chunks, failures and, from a running daemon, its health.
 
-    Exits 0 when healthy, 1 when degraded or notes failed.
+    Quarantined notes failed (or crashed vaultd) too often on their current content; they are
+    skipped until they change or `vaultd reindex PATH` asks for them.
+
+    Exits 0 when healthy, 1 when degraded or notes failed or are quarantined.
     """
+    import time
+
     from vaultd.app import open_index
 
     config = _load(config_file, vault)
@@ -381,6 +386,7 @@ def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
                 "failed": [
                     {"path": p, "reason": r, "attempts": a} for p, r, a in idx.manifest.failed()
                 ],
+                "quarantined": [q.as_json() for q in idx.manifest.quarantined()],
                 "model": idx.embedder.model_id,
                 "store": {"data_dir": str(idx.data_dir), "chroma": idx.store.location},
             }
@@ -403,8 +409,14 @@ def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
         click.echo(f"data:     {report['store']['data_dir']}")
         for failure in report["failed"]:
             click.echo(f"failed:   {failure['path']}: {failure['reason']}")
+        for held in report.get("quarantined", []):
+            since = time.strftime("%Y-%m-%d %H:%M", time.localtime(held["since"]))
+            click.echo(
+                f"quarantined: {held['path']}: {held['reason']} "
+                f"({held['attempts']} attempts, since {since})"
+            )
     degraded = report["daemon"] and report["status"] == "degraded"
-    if degraded or report["failed"]:
+    if degraded or report["failed"] or report.get("quarantined"):
         sys.exit(1)
 
 
@@ -427,6 +439,8 @@ def reindex(paths: tuple[str, ...], config_file: Path | None, vault: Path | None
         click.echo(f"queued {'all notes' if not paths else f'{len(paths)} note(s)'} on the daemon")
         return
     with open_index(config) as idx:
+        if paths:
+            idx.indexer.retry(paths)  # a quarantined note named here gets one more try
         summary = (
             idx.indexer.reconcile_paths(paths) if paths else idx.indexer.reconcile(_Progress(True))
         )
@@ -434,6 +448,59 @@ def reindex(paths: tuple[str, ...], config_file: Path | None, vault: Path | None
         f"{summary.notes_changed} changed, {summary.notes_deleted} deleted, "
         f"{summary.chunks_embedded} chunks embedded"
     )
+
+
+_DOCTOR_COLOURS = {"ok": "green", "warn": "yellow", "fail": "red"}
+
+
+@main.command()
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print {"ok": bool, "checks": [{"name", "status", "message", "remedy"}]}.',
+)
+@_config_option
+@_vault_option
+@_handle_errors
+def doctor(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
+    """Check the installation and the index; say what is wrong and how to fix it.
+
+    \b
+    Checks, each ok, warn or fail:
+      config    the config file loads and validates (every problem listed)
+      model     model files present, SHA-256 verified, the ONNX session embeds
+      vault     the vault is a readable folder; notes found, unreadable paths
+      store     data directory outside the vault, writable; free disk space
+                (warn under 1 GiB or 5%, fail under 100 MiB)
+      lock      whether a vaultd process holds the data directory, and its pid
+      socket    directory 0700 and yours, socket 0600, path length, stale socket
+      manifest  vaultd.db intact and this vault's; failed notes
+      chroma    the store opens (probed in a child process) and holds exactly
+                the manifest's chunk ids
+      inotify   (Linux) max_user_watches against the vault's folder count
+
+    Doctor changes nothing. With a daemon running it asks the daemon over its
+    socket and leaves the lock and the store alone; otherwise it holds the lock
+    only while it reads the store, and never waits for it or breaks it.
+
+    Exit codes: 0 nothing failed (warnings allowed), 1 at least one check failed.
+    """
+    from vaultd.config import LogSection
+    from vaultd.doctor import diagnose, render_text
+    from vaultd.logs import configure
+
+    # The findings say everything; library log lines would only repeat them (and stdout must
+    # stay clean for --json).
+    configure(LogSection(level="error", format="console"), stream=sys.stderr)
+    report = diagnose(config_file, vault, os.environ)
+    if as_json:
+        click.echo(json.dumps(report.as_json(), ensure_ascii=False, indent=2))
+    else:
+        click.echo(
+            render_text(report, lambda text, status: click.style(text, fg=_DOCTOR_COLOURS[status]))
+        )
+    sys.exit(report.exit_code)
 
 
 # -- service files (`vaultd service install|uninstall`) ------------------------------------------

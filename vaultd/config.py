@@ -28,6 +28,8 @@ LogLevel = Literal["debug", "info", "warning", "error"]
 LogFormat = Literal["auto", "console", "json"]
 
 CONFIG_ENV = "VAULTD_CONFIG"
+#: Failures (or crashes) on the same content after which a note is quarantined.
+QUARANTINE_AFTER = 3
 
 _Parser = Callable[[object], object]
 
@@ -182,6 +184,9 @@ class VaultSection:
     use_gitignore: bool = field(default=True, metadata={"parse": _boolean})
     #: Bigger notes are skipped and reported; they are usually exports or pasted logs.
     max_file_mb: float = field(default=8.0, metadata={"parse": _positive_number})
+    #: A note that fails (or crashes the indexer) this many times on the same content is
+    #: quarantined: skipped until it changes or `vaultd reindex PATH` asks for it.
+    quarantine_after: int = field(default=QUARANTINE_AFTER, metadata={"parse": _integer(1, 100)})
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,16 +5,21 @@ disk (size, mtime, SHA-256) and what was made of it (chunks, status), every vect
 of the text it embeds, and the keyword index (FTS5, BM25) over the same chunks. Chroma is a
 cache that can be rebuilt from this file at any time, so the manifest only advances after
 Chroma has accepted a write.
+
+It also remembers which notes the indexer had in hand (`in_flight`): rows still there when
+the next process opens the file mean the last one died with those notes, and each is counted
+as a failed attempt. A note that fails too often on the same content is quarantined.
 """
 
 from __future__ import annotations
 
 import json
+import queue
 import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -24,7 +29,7 @@ import numpy as np
 from vaultd.errors import StoreError
 from vaultd.model import Chunk, KnownNote, Note
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 FILE_NAME = "vaultd.db"
 
 #: Scripts written without spaces between words (CJK, kana, Hangul, Thai, Lao, Myanmar, Khmer):
@@ -72,7 +77,7 @@ CREATE TABLE IF NOT EXISTS notes (
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
     sha256 TEXT NOT NULL,
-    status TEXT NOT NULL,            -- 'ok' or 'failed'
+    status TEXT NOT NULL,            -- 'ok', 'failed' or 'quarantined'
     error TEXT,
     attempts INTEGER NOT NULL DEFAULT 0,
     title TEXT NOT NULL DEFAULT '',
@@ -116,6 +121,13 @@ CREATE TABLE IF NOT EXISTS vectors (
     hash TEXT NOT NULL,
     vector BLOB NOT NULL,
     PRIMARY KEY (model, hash)
+);
+CREATE TABLE IF NOT EXISTS in_flight (
+    path TEXT PRIMARY KEY,           -- read for the batch being indexed, not yet written
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    since REAL NOT NULL
 );
 """
 
@@ -193,6 +205,41 @@ _KEYWORD_TABLES: dict[str, str] = {"words": "chunks_fts", "trigrams": "chunks_tr
 #: BM25 column weights for title, aliases, heading path and text (see docs/search.md).
 KEYWORD_WEIGHTS: tuple[float, float, float, float] = (4.0, 4.0, 2.0, 1.0)
 
+#: The reason recorded for a note the process died holding; the count is read back from it.
+CRASH_REASON = "crashed the indexer {} time{}"
+_CRASH_PREFIX = CRASH_REASON.split("{", 1)[0]
+
+
+def _crash_reason(crashes: int) -> str:
+    return CRASH_REASON.format(crashes, "" if crashes == 1 else "s")
+
+
+def _crashes_in(reason: str | None) -> int:
+    if not reason or not reason.startswith(_CRASH_PREFIX):
+        return 0
+    count = reason[len(_CRASH_PREFIX) :].split(" ", 1)[0]
+    return int(count) if count.isdigit() else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Quarantined:
+    """A note set aside after failing `attempts` times on the same content."""
+
+    path: str
+    reason: str
+    attempts: int
+    #: When it was last tried (epoch seconds): the moment it was quarantined.
+    since: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "reason": self.reason,
+            "attempts": self.attempts,
+            "since": self.since,
+        }
+
+
 Scalar = str | int | float | bool | None
 ConditionOp = Literal["eq", "in", "gt", "gte", "lt", "lte"]
 
@@ -211,7 +258,15 @@ class Condition:
 
 
 class Manifest:
-    """The SQLite manifest. One connection, guarded by a lock, shared by the indexer's threads."""
+    """The SQLite manifest.
+
+    Writes go through one connection behind a lock. Reads take a connection of their own from a
+    small pool: in WAL mode readers never wait for the writer or for each other, so searches on
+    several server threads run side by side and are not held up by a batch being recorded.
+    """
+
+    #: Idle read connections kept open; more may exist for a moment under a burst of queries.
+    READERS = 4
 
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / FILE_NAME
@@ -226,14 +281,22 @@ class Manifest:
                 raise StoreError(
                     f"{self.path} was written by a newer vaultd (schema {version}); upgrade vaultd"
                 )
-            if 0 < version < SCHEMA_VERSION:
+            if 0 < version < 3:
                 self._migrate_keyword_index()
+            elif 3 <= version < SCHEMA_VERSION:
+                # Schema 4 only added the in_flight table (and the 'quarantined' status): the
+                # migration creates what is missing and touches nothing else.
+                self._db.executescript(
+                    f"BEGIN IMMEDIATE;\n{_SCHEMA}PRAGMA user_version={SCHEMA_VERSION};\nCOMMIT;\n"
+                )
             else:
                 self._db.executescript(_SCHEMA + _FTS_SCHEMA)
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
         self._lock = threading.RLock()
+        self._readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
+        self._closed = False
 
     def _migrate_keyword_index(self) -> None:
         """Rebuild the keyword indexes of an older schema from the stored chunks, atomically.
@@ -270,7 +333,29 @@ class Manifest:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             self._db.close()
+            while True:
+                try:
+                    self._readers.get_nowait().close()
+                except queue.Empty:
+                    break
+
+    @contextmanager
+    def _reader(self) -> Iterator[sqlite3.Connection]:
+        try:
+            db = self._readers.get_nowait()
+        except queue.Empty:
+            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            db.execute("PRAGMA query_only=1")
+            db.execute("PRAGMA busy_timeout=10000")
+        try:
+            yield db
+        finally:
+            if self._closed or self._readers.qsize() >= self.READERS:
+                db.close()
+            else:
+                self._readers.put(db)
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -287,11 +372,11 @@ class Manifest:
                 raise StoreError(f"{self.path}: {exc}") from exc
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        with self._lock:
-            try:
-                return self._db.execute(sql, params).fetchall()
-            except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: {exc}") from exc
+        try:
+            with self._reader() as db:
+                return db.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from exc
 
     # -- meta ----------------------------------------------------------------------------------
 
@@ -307,7 +392,7 @@ class Manifest:
 
     def known(self) -> dict[str, KnownNote]:
         rows = self._query("SELECT path, size, mtime_ns, sha256, status, attempts FROM notes")
-        return {r[0]: KnownNote(r[0], r[1], r[2], r[3], r[4] == "ok", r[5]) for r in rows}
+        return {r[0]: _known(r) for r in rows}
 
     def known_subset(self, paths: Iterable[str], dirs: Iterable[str]) -> dict[str, KnownNote]:
         """The known notes among `paths` and under the folders `dirs`."""
@@ -318,7 +403,7 @@ class Manifest:
         for folder in dirs:
             prefix = folder.strip("/") + "/"
             rows += self._query(f"{cols} WHERE substr(path, 1, ?) = ?", (len(prefix), prefix))
-        return {r[0]: KnownNote(r[0], r[1], r[2], r[3], r[4] == "ok", r[5]) for r in rows}
+        return {r[0]: _known(r) for r in rows}
 
     def chunk_ids(self, path: str | None = None) -> list[str]:
         if path is None:
@@ -418,11 +503,25 @@ class Manifest:
         )
         return [(r[0], r[1], r[2]) for r in rows]
 
+    def quarantined(self) -> list[Quarantined]:
+        rows = self._query(
+            "SELECT path, COALESCE(error, ''), attempts, indexed_at FROM notes "
+            "WHERE status = 'quarantined' ORDER BY path"
+        )
+        return [Quarantined(r[0], r[1], r[2], r[3]) for r in rows]
+
     def counts(self) -> dict[str, int]:
-        notes = self._query("SELECT COUNT(*) FROM notes WHERE status = 'ok'")[0][0]
-        failed = self._query("SELECT COUNT(*) FROM notes WHERE status = 'failed'")[0][0]
+        by_status = dict(self._query("SELECT status, COUNT(*) FROM notes GROUP BY status"))
         chunks = self._query("SELECT COUNT(*) FROM chunks")[0][0]
-        return {"notes": notes, "failed": failed, "chunks": chunks}
+        return {
+            "notes": by_status.get("ok", 0),
+            "failed": by_status.get("failed", 0),
+            "quarantined": by_status.get("quarantined", 0),
+            "chunks": chunks,
+        }
+
+    def in_flight(self) -> list[str]:
+        return [r[0] for r in self._query("SELECT path FROM in_flight ORDER BY path")]
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -433,13 +532,19 @@ class Manifest:
         deleted: Sequence[str] = (),
         touched: Sequence[tuple[str, int, int]] = (),
         failed: Sequence[tuple[str, int, int, str, str]] = (),
-    ) -> None:
-        """Record one batch of outcomes atomically.
+        *,
+        quarantine_after: int = 0,
+        done: Iterable[str] = (),
+    ) -> list[str]:
+        """Record one batch of outcomes atomically; return the notes quarantined by it.
 
         `touched` is (path, size, mtime_ns) for notes whose bytes did not change; `failed` is
-        (path, size, mtime_ns, sha256, reason); a failed note keeps its last good chunks.
+        (path, size, mtime_ns, sha256, reason); a failed note keeps its last good chunks, and
+        is quarantined once it has failed `quarantine_after` times (0: never) on the same
+        content. `done` are notes no longer in flight.
         """
         now = time.time()
+        quarantined: list[str] = []
         with self._transaction() as db:
             for path in deleted:
                 db.execute("DELETE FROM chunks WHERE path = ?", (path,))
@@ -451,17 +556,96 @@ class Manifest:
                     "UPDATE notes SET size = ?, mtime_ns = ? WHERE path = ?", (size, mtime_ns, path)
                 )
             for path, size, mtime_ns, sha256, reason in failed:
-                db.execute(
-                    "INSERT INTO notes(path, size, mtime_ns, sha256, status, error, attempts, "
-                    "indexed_at) VALUES (?, ?, ?, ?, 'failed', ?, 1, ?) "
-                    "ON CONFLICT(path) DO UPDATE SET size = excluded.size, "
-                    "mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, status = 'failed', "
-                    "error = excluded.error, attempts = notes.attempts + 1, "
-                    "indexed_at = excluded.indexed_at",
-                    (path, size, mtime_ns, sha256, reason, now),
-                )
+                attempts = _attempt(db, path, sha256)
+                if _record_failure(
+                    db, (path, size, mtime_ns, sha256), reason, attempts, quarantine_after, now
+                ):
+                    quarantined.append(path)
             for update in updates:
                 self._write_note(db, model, update, now)
+            db.executemany("DELETE FROM in_flight WHERE path = ?", [(p,) for p in done])
+        return quarantined
+
+    # -- notes in hand, and what a crash leaves behind -----------------------------------------
+
+    def mark_in_flight(self, path: str, size: int, mtime_ns: int, sha256: str) -> None:
+        """Note that `path` is about to be parsed and embedded (cleared by `apply(done=...)`).
+
+        Committed without an fsync: the row must outlive a crash of this process, not of the
+        machine, and a page in the OS cache does. It costs one small write per note.
+        """
+        with self._unsynced_transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO in_flight(path, size, mtime_ns, sha256, since) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (path, size, mtime_ns, sha256, time.time()),
+            )
+
+    def clear_in_flight(self, paths: Iterable[str]) -> None:
+        """Forget notes abandoned without a crash (a graceful stop, an error raised)."""
+        with self._unsynced_transaction() as db:
+            db.executemany("DELETE FROM in_flight WHERE path = ?", [(p,) for p in paths])
+
+    @contextmanager
+    def _unsynced_transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._db.execute("PRAGMA synchronous=NORMAL")
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: {exc}") from exc
+            try:
+                with self._transaction() as db:
+                    yield db
+            finally:
+                # The next synced commit flushes these pages too.
+                with suppress(sqlite3.Error):
+                    self._db.execute("PRAGMA synchronous=FULL")
+
+    def recover_in_flight(self, quarantine_after: int) -> list[tuple[str, int, bool]]:
+        """Count one crash against every note the last process died holding.
+
+        Returns (path, attempts, quarantined) for each. Only a note that was alone in flight
+        can be quarantined: with several, the one that crashed is not known yet, so they are
+        all counted and the indexer then tries them one at a time.
+        """
+        outcomes: list[tuple[str, int, bool]] = []
+        with self._transaction() as db:
+            rows = db.execute(
+                "SELECT path, size, mtime_ns, sha256, since FROM in_flight ORDER BY path"
+            ).fetchall()
+            limit = quarantine_after if len(rows) == 1 else 0
+            for path, size, mtime_ns, sha256, since in rows:
+                previous = db.execute(
+                    "SELECT sha256, status, error FROM notes WHERE path = ?", (path,)
+                ).fetchone()
+                same = previous is not None and previous[0] == sha256 and previous[1] != "ok"
+                crashes = (_crashes_in(previous[2]) if same else 0) + 1
+                attempts = _attempt(db, path, sha256)
+                quarantined = _record_failure(
+                    db,
+                    (path, size, mtime_ns, sha256),
+                    _crash_reason(crashes),
+                    attempts,
+                    limit,
+                    since,
+                )
+                outcomes.append((path, attempts, quarantined))
+            db.execute("DELETE FROM in_flight")
+        return outcomes
+
+    def release(self, paths: Iterable[str]) -> list[str]:
+        """Give quarantined notes among `paths` one more try (they keep their attempt count,
+        so one more failure quarantines them again)."""
+        released: list[str] = []
+        with self._transaction() as db:
+            for path in paths:
+                cursor = db.execute(
+                    "UPDATE notes SET status = 'failed' WHERE path = ? AND status = 'quarantined'",
+                    (path,),
+                )
+                if cursor.rowcount:
+                    released.append(path)
+        return released
 
     def _write_note(self, db: sqlite3.Connection, model: str, u: NoteUpdate, now: float) -> None:
         note = u.note
@@ -647,7 +831,8 @@ class Manifest:
         """
         if not (tags or path_prefix or tags_any or conditions or modified_since_ns is not None):
             return None
-        sql = "SELECT path FROM notes WHERE status = 'ok'"
+        # Failed and quarantined notes keep their last good chunks, and filters find them too.
+        sql = "SELECT path FROM notes WHERE status IN ('ok', 'failed', 'quarantined')"
         params: list[Any] = []
         for tag in tags:
             sql += " AND path IN (SELECT path FROM note_tags WHERE tag = ?)"
@@ -673,6 +858,57 @@ class Manifest:
 
 
 _CHUNK_COLUMNS = "id, path, idx, hash, title, section, headings, start_line, end_line, tokens, text"
+
+
+def _known(row: Sequence[Any]) -> KnownNote:
+    path, size, mtime_ns, sha256, status, attempts = row
+    return KnownNote(
+        path, size, mtime_ns, sha256, status == "ok", attempts, quarantined=status == "quarantined"
+    )
+
+
+def _attempt(db: sqlite3.Connection, path: str, sha256: str) -> int:
+    """Which attempt on this content a failure is: the count starts again when it changes."""
+    row = db.execute(
+        "SELECT sha256, status, attempts FROM notes WHERE path = ?", (path,)
+    ).fetchone()
+    if row is None or row[0] != sha256 or row[1] == "ok":
+        return 1
+    return int(row[2]) + 1
+
+
+def _record_failure(
+    db: sqlite3.Connection,
+    state: tuple[str, int, int, str],
+    reason: str,
+    attempts: int,
+    quarantine_after: int,
+    when: float,
+) -> bool:
+    """Mark a note failed, keeping its last good chunks and fields; True if now quarantined.
+
+    An unread note (no hash) is never quarantined: nothing would tell when it changed.
+    """
+    path, size, mtime_ns, sha256 = state
+    quarantined = bool(sha256) and 0 < quarantine_after <= attempts
+    db.execute(
+        "INSERT INTO notes(path, size, mtime_ns, sha256, status, error, attempts, indexed_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
+        "sha256 = excluded.sha256, status = excluded.status, error = excluded.error, "
+        "attempts = excluded.attempts, indexed_at = excluded.indexed_at",
+        (
+            path,
+            size,
+            mtime_ns,
+            sha256,
+            "quarantined" if quarantined else "failed",
+            reason,
+            attempts,
+            when,
+        ),
+    )
+    return quarantined
 
 
 def _stored(row: Sequence[Any]) -> StoredChunk:

@@ -98,6 +98,9 @@ class KnownNote:
     sha256: str
     ok: bool
     attempts: int
+    #: Failed `attempts` times on this content (`sha256`): not tried again until it changes or
+    #: the user asks for it by name.
+    quarantined: bool = False
 
 
 ChangeKind = Literal["created", "modified", "touched", "moved", "deleted"]

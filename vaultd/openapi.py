@@ -128,6 +128,18 @@ _SEARCH_REQUEST = {
     },
 }
 
+#: A note set aside after failing `attempts` times on the same content (status "quarantined").
+_QUARANTINED = {
+    "type": "object",
+    "required": ["path", "reason", "attempts", "since"],
+    "properties": {
+        "path": {"type": "string"},
+        "reason": {"type": "string"},
+        "attempts": {"type": "integer", "minimum": 1},
+        "since": {"type": "number", "description": "When it was last tried (epoch seconds)"},
+    },
+}
+
 _NOTE = {
     "type": "object",
     "required": ["path", "title", "aliases", "tags", "links", "backlinks", "chunks"],
@@ -140,7 +152,7 @@ _NOTE = {
         "backlinks": {"type": "array", "items": {"type": "string"}},
         "frontmatter": {"type": "object"},
         "sha256": {"type": "string"},
-        "status": {"type": "string"},
+        "status": {"type": "string", "enum": ["ok", "failed", "quarantined"]},
         "error": {"type": "string", "nullable": True},
         "chunks": {
             "type": "array",
@@ -223,6 +235,7 @@ def schema() -> dict[str, Any]:
                                     "chunks",
                                     "queue_depth",
                                     "failed",
+                                    "quarantined",
                                     "lag_seconds",
                                     "model",
                                     "store",
@@ -234,6 +247,7 @@ def schema() -> dict[str, Any]:
                                     "chunks": {"type": "integer"},
                                     "queue_depth": {"type": "integer"},
                                     "failed": {"type": "array", "items": {"type": "object"}},
+                                    "quarantined": {"type": "array", "items": _QUARANTINED},
                                     "last_reconcile": {"type": "object", "nullable": True},
                                     "last_reconcile_at": {"type": "number", "nullable": True},
                                     "lag_seconds": {"type": "object"},
@@ -285,6 +299,7 @@ def schema() -> dict[str, Any]:
             "/v1/reindex": {
                 "post": {
                     "summary": "Queue notes, or the whole vault, for a fresh comparison",
+                    "description": "A quarantined note named in paths gets one more try.",
                     "requestBody": {
                         "content": {
                             "application/json": {

@@ -391,7 +391,10 @@ class Api:
         return HTTPStatus.OK, body
 
     def status(self) -> tuple[HTTPStatus, Any]:
-        return HTTPStatus.OK, self.daemon.status()
+        body = self.daemon.status()
+        # Beside "failed": notes set aside until they change or are asked for by name.
+        body.setdefault("quarantined", [q.as_json() for q in self._index().manifest.quarantined()])
+        return HTTPStatus.OK, body
 
     def search(self, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
         query = _field(body, "query", str, required=True)
@@ -456,6 +459,8 @@ class Api:
         if worker is None:
             raise ApiError(HTTPStatus.SERVICE_UNAVAILABLE, "not_ready", "the daemon is starting")
         if paths:
+            # Asked for by name: a quarantined note among them gets one more try.
+            self._index().indexer.retry(paths)
             worker.request_paths(set(paths))
         else:
             worker.request_full()
@@ -528,7 +533,7 @@ def _indexed(index: Any, path: str) -> bool:
     if known.size == state.size and known.mtime_ns == state.mtime_ns:
         return True
     try:
-        data = (index.vault / path).read_bytes()
+        data = Path(index.indexer.discovery.locate(path) or index.vault / path).read_bytes()
     except OSError:
         return False
     return bool(hashlib.sha256(data).hexdigest() == known.sha256)

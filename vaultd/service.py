@@ -18,6 +18,8 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -26,10 +28,12 @@ import structlog
 
 from vaultd.app import Index, open_index
 from vaultd.config import Config, load_config
-from vaultd.errors import StoreError, VaultdError
+from vaultd.errors import VaultdError
 from vaultd.indexer import Summary
 from vaultd.notify import Notifier
+from vaultd.pipeline.store import is_disk_full
 from vaultd.pipeline.watch import Settled, Watcher
+from vaultd.probe import last_moved_aside
 from vaultd.state import State
 
 log = structlog.get_logger("vaultd.service")
@@ -39,6 +43,9 @@ STOP_TIMEOUT = 20.0
 #: How often the main loop wakes to check signals, the vault root and the watchdog.
 TICK = 0.25
 INTERACTIVE_BATCH_CHUNKS = 128
+#: Padded tokens per embedding run in the daemon: about half a second of work on two cores,
+#: the longest a fresh edit waits behind the backlog.
+INTERACTIVE_RUN_TOKENS = 2048
 #: Back-off after the worker hit an error, so a persistent fault does not spin.
 ERROR_BACKOFF = 5.0
 
@@ -60,13 +67,15 @@ class Worker(threading.Thread):
         self._lock = threading.Lock()
         self._full = True  # the first thing to do is a full reconcile
         self._paths: set[str] = set()
+        self._dirs: set[str] = set()
         self.paused = False
         self.busy = False
         self._in_interactive = False
         index.indexer.between_batches = self._between_batches
-        # Embedding 128 chunks takes a few seconds on two cores: the longest a fresh edit
-        # waits behind a backlog.
+        # Small batches bound the work redone after a crash; a fresh edit does not wait for a
+        # batch anyway (the indexer pauses between two embedding runs).
         index.indexer.batch_chunks = INTERACTIVE_BATCH_CHUNKS
+        index.embedder.max_batch_tokens = INTERACTIVE_RUN_TOKENS
 
     # -- requests from other threads -----------------------------------------------------------
 
@@ -82,12 +91,13 @@ class Worker(threading.Thread):
 
     def idle(self) -> bool:
         with self._lock:
-            queued = self._full or bool(self._paths)
+            queued = self._full or bool(self._paths) or bool(self._dirs)
         return not queued and not self.busy and self.watcher.pending() == 0
 
     def queue_depth(self) -> int:
         with self._lock:
-            return len(self._paths) + (1 if self._full else 0) + self.watcher.pending()
+            queued = len(self._paths) + len(self._dirs) + (1 if self._full else 0)
+        return queued + self.watcher.pending()
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -96,25 +106,46 @@ class Worker(threading.Thread):
     # -- the loop ------------------------------------------------------------------------------
 
     def run(self) -> None:
+        worked = False
         while not self.stop_event.is_set():
             try:
-                if not self._step():
+                if self._step():
+                    worked = True
+                else:
+                    if worked:
+                        # Idle now: the arena the backlog's batches grew is handed back.
+                        worked = False
+                        self.index.embedder.release_memory()
                     due = self.watcher.next_due()
                     self._wake.wait(0.2 if due is None else min(max(due, 0.01), 0.2))
                     self._wake.clear()
             except _Stopping:
                 break
             except VaultdError as exc:
-                log.error("indexing failed; retrying", error=str(exc))
-                self.state.degrade("indexing", str(exc))
-                if isinstance(exc, StoreError):
-                    # The pass that failed took its work off the queue; a full pass repairs
-                    # the store from the manifest (`sync_store`) and redoes whatever was lost.
-                    self.request_full()
+                if is_disk_full(exc):
+                    # The write that failed was the store's or the manifest's: nothing after it
+                    # was recorded, so the retry finds the same work once space is freed.
+                    log.error(
+                        "indexing failed: no space left for the index; retrying",
+                        data=str(self.index.data_dir),
+                        error=str(exc),
+                    )
+                    self.state.degrade(
+                        "disk",
+                        f"no space left on the disk holding {self.index.data_dir} ({exc}); "
+                        "indexing resumes by itself once space is freed",
+                    )
+                else:
+                    log.error("indexing failed; retrying", error=str(exc))
+                    self.state.degrade("indexing", str(exc))
+                # The pass that failed took its work off the queue; a full pass repairs the
+                # store from the manifest (`sync_store`) and redoes whatever was lost.
+                self.request_full()
                 self.stop_event.wait(ERROR_BACKOFF)
             except Exception:
                 log.exception("unexpected error in the indexing worker; retrying")
                 self.state.degrade("indexing", "unexpected error; see the log")
+                self.request_full()
                 self.stop_event.wait(ERROR_BACKOFF)
             finally:
                 self.busy = False
@@ -125,20 +156,28 @@ class Worker(threading.Thread):
             return False
         settled = self.watcher.take()
         if settled.full:
-            self.request_full()
+            self._lost_events()
         with self._lock:
             full, self._full = self._full, False
             requested, self._paths = self._paths, set()
+            requested_dirs, self._dirs = self._dirs, set()
         if full:
             self.busy = True
             self._full_reconcile()
             return True
-        if settled or requested:
+        if settled or requested or requested_dirs:
             self.busy = True
             settled.paths |= requested
+            settled.dirs |= requested_dirs
             self._incremental(settled)
             return True
         return False
+
+    def _lost_events(self) -> None:
+        # The kernel's queue overflowed, the pending set did, or the root moved: what changed
+        # is unknown, so only comparing everything is safe. Never silent.
+        log.warning("file events were lost; reconciling the whole vault")
+        self.request_full()
 
     def _full_reconcile(self) -> None:
         self.state.indexing = "full reconcile"
@@ -146,7 +185,9 @@ class Worker(threading.Thread):
             summary = self.index.indexer.reconcile()
         finally:
             self.state.indexing = ""
-        self.state.recover("indexing")
+        self._succeeded()
+        # A store moved aside at start-up is whole again after one full pass.
+        self.state.recover("store")
         self.state.reconciled(summary.as_dict())
         self.state.started()
 
@@ -154,12 +195,17 @@ class Worker(threading.Thread):
         summary = self.index.indexer.reconcile_paths(settled.paths, settled.dirs)
         lag = time.monotonic() - settled.first_event if settled.first_event else None
         changed = summary.notes_changed + summary.notes_moved + summary.notes_deleted
-        self.state.recover("indexing")
+        self._succeeded()
         self.state.committed(lag if changed or summary.notes_touched else None)
         return summary
 
-    def _between_batches(self) -> None:
-        """Called by the indexer between two batches of a long pass."""
+    def _succeeded(self) -> None:
+        self.state.recover("indexing")
+        self.state.recover("disk")
+
+    def _between_batches(self, in_flight: frozenset[str]) -> None:
+        """Called by the indexer at safe points of a long pass (`in_flight`: the notes read
+        for the batch being embedded, not yet written)."""
         if self.stop_event.is_set():
             raise _Stopping
         if self._in_interactive:
@@ -167,16 +213,71 @@ class Worker(threading.Thread):
         # An edit made during a big backlog is served first, not after the backlog.
         settled = self.watcher.take()
         if settled.full:
-            self.request_full()
+            self._lost_events()
         with self._lock:
             requested, self._paths = self._paths, set()
-        if settled.paths or settled.dirs or requested:
+            requested_dirs, self._dirs = self._dirs, set()
             settled.paths |= requested
+            settled.dirs |= requested_dirs
+            # A note whose older content is in flight waits until that batch is written, or the
+            # batch would then overwrite what is indexed now.
+            held = {p for p in settled.paths if p in in_flight}
+            held_dirs = {d for d in settled.dirs if _holds_any(d, in_flight)}
+            self._paths |= held
+            self._dirs |= held_dirs
+            settled.paths -= held
+            settled.dirs -= held_dirs
+        if settled.paths or settled.dirs:
             self._in_interactive = True
             try:
                 self._incremental(settled)
             finally:
                 self._in_interactive = False
+
+
+def _holds_any(folder: str, paths: frozenset[str]) -> bool:
+    prefix = folder.strip("/") + "/"
+    return any(p.startswith(prefix) for p in paths)
+
+
+#: A watcher that keeps dying is restarted 1 s after, then 2, 4 ... at most 60 s apart: every
+#: restart walks the vault (polling's first snapshot, then the full reconcile), which on a
+#: network share that is down only adds load and log lines.
+WATCHER_RETRY_FIRST = 1.0
+WATCHER_RETRY_MAX = 60.0
+#: A watcher that has run this long since its last restart starts over at the first delay.
+WATCHER_STABLE = 60.0
+
+
+@dataclass
+class Retry:
+    """When to try again after failures in a row: exponential back-off with a cap."""
+
+    first: float = WATCHER_RETRY_FIRST
+    cap: float = WATCHER_RETRY_MAX
+    stable: float = WATCHER_STABLE
+    #: Failures in a row; a death soon after a successful restart continues the row.
+    failures: int = 0
+    #: When the next attempt is due (time.monotonic), or None when none is waiting.
+    due: float | None = None
+    #: When the last attempt succeeded.
+    since: float | None = None
+
+    def failed(self, now: float) -> float:
+        """Record a failure; return the delay before the next attempt (also in `due`)."""
+        delay = min(self.first * 2.0 ** min(self.failures, 32), self.cap)
+        self.failures += 1
+        self.due = now + delay
+        return delay
+
+    def succeeded(self, now: float) -> None:
+        self.due = None
+        self.since = now
+
+    def running(self, now: float) -> None:
+        """The thing is up at `now`: after a stable run, the next failure starts a new row."""
+        if self.failures and (self.since is None or now - self.since >= self.stable):
+            self.failures = 0
 
 
 class Daemon:
@@ -240,8 +341,17 @@ class Daemon:
         # Refuse an unusable socket path before the slow part of start-up.
         check_socket_path(self.config, self.env)
         with self._signals(), ExitStack() as stack:
+            opened_at = time.time()
             index = stack.enter_context(open_index(self.config, self.env))
             self.index = index
+            moved = last_moved_aside(index.data_dir)
+            if moved is not None and float(moved.get("at", 0)) >= opened_at:
+                self.state.degrade(
+                    "store",
+                    f"the vector store was damaged ({moved.get('problem')}) and moved aside to "
+                    f"{moved.get('moved_to')}; rebuilding it from the manifest (nothing is "
+                    "embedded again); vector search may miss passages until that is done",
+                )
             discovery = index.indexer.discovery
             watcher = Watcher(
                 index.vault,
@@ -316,6 +426,9 @@ class Daemon:
                 self.reload()
             self._check_root(root)
             self._check_watcher()
+            self._check_worker()
+            # Checked after the repairs above, so a part that died since the last tick and
+            # was not brought back is never covered by a ping.
             interval = self.notifier.watchdog_interval
             if interval and time.monotonic() - last_ping >= interval and self.alive():
                 self.notifier.watchdog()
@@ -332,43 +445,106 @@ class Daemon:
         return text
 
     def alive(self) -> bool:
-        """Liveness for the service manager's watchdog: the worker and the watcher run."""
+        """Liveness for the service manager's watchdog: the worker and the watcher run.
+
+        A watcher stopped on purpose while the vault root is missing counts as running; one
+        that died does not, even while a restart is pending, so a watcher that cannot be
+        brought back within WatchdogSec gets the whole service restarted.
+        """
         worker_ok = self.worker is not None and self.worker.is_alive()
         watcher_ok = self.watcher is not None and (
             self.watcher.alive() or bool(self.worker and self.worker.paused)
         )
         return worker_ok and watcher_ok
 
+    @cached_property
+    def _watcher_retry(self) -> Retry:
+        return Retry()
+
     def _check_root(self, root: Path) -> None:
         assert self.watcher is not None and self.worker is not None
-        present = root.is_dir()
+        try:
+            present = root.is_dir()
+            problem = f"the vault root {root} is missing"
+        except OSError as exc:
+            # A network share that went away answers ENOTCONN, EIO or ESTALE, not "no such
+            # file": unreachable, which must never read as empty.
+            present = False
+            problem = f"the vault root {root} cannot be reached ({exc})"
         if not present and not self.worker.paused:
             # Never purge the index because the vault vanished (unmounted, moved, deleted).
             log.warning("the vault root is gone; pausing until it returns", vault=str(root))
             self.worker.paused = True
-            self.state.degrade("vault", f"the vault root {root} is missing")
+            self.state.degrade("vault", problem)
             self.watcher.stop()
         elif present and self.worker.paused:
             log.info("the vault root is back; re-arming", vault=str(root))
-            self.watcher.start()
+            retry = self._watcher_retry
+            try:
+                self.watcher.start()
+            except OSError as exc:
+                # Back but not watchable yet: _check_watcher retries, with back-off.
+                delay = retry.failed(time.monotonic())
+                log.error("cannot watch the vault; retrying", error=str(exc), retry_in=delay)
+                self.state.degrade("watch", f"cannot watch the vault: {exc}")
+            else:
+                retry.succeeded(time.monotonic())
+                self.state.recover("watch")
             self.worker.paused = False
             self.worker.request_full()
             self.state.recover("vault")
 
-    def _check_watcher(self) -> None:
+    def _check_watcher(self, now: float | None = None) -> None:
+        """Restart a watcher that died, waiting longer after each failure in a row."""
         assert self.watcher is not None and self.worker is not None
+        now = time.monotonic() if now is None else now
+        retry = self._watcher_retry
         if self.worker.paused or self.watcher.alive():
+            retry.running(now)
             return
-        # The observer thread died: events were lost. Restart it and compare everything.
-        log.warning("the file watcher stopped; restarting it and reconciling")
+        if retry.due is None:
+            # It died since the last tick: events were lost, so a full reconcile follows the
+            # restart. Not at once: one that keeps dying would walk the vault every tick.
+            delay = retry.failed(now)
+            self.watcher.stop()
+            log.warning(
+                "the file watcher stopped; restarting it and reconciling",
+                retry_in=delay,
+                failures=retry.failures,
+            )
+            self.state.degrade("watch", f"the file watcher stopped; restarting it in {delay:g} s")
+            return
+        if now < retry.due:
+            return
         self.watcher.stop()
         try:
             self.watcher.start()
         except OSError as exc:
-            self.state.degrade("watch", f"cannot watch the vault: {exc}")
+            delay = retry.failed(now)
+            log.error(
+                "cannot restart the file watcher; retrying",
+                error=str(exc),
+                retry_in=delay,
+                failures=retry.failures,
+            )
+            self.state.degrade("watch", f"cannot watch the vault: {exc}; retrying in {delay:g} s")
             return
+        retry.succeeded(now)
+        log.info("the file watcher is running again", mode=self.watcher.mode)
         self.state.recover("watch")
         self.worker.request_full()
+
+    def _check_worker(self) -> None:
+        """The indexing worker is never restarted in place: say so, and let pings stop."""
+        assert self.worker is not None
+        if self.worker.is_alive() or self._stop.is_set() or "worker" in self.state.reasons:
+            return
+        # Only a BaseException (SystemExit, say) gets past the worker's own handlers, and a
+        # thread ends on SystemExit without a word.
+        log.error("the indexing worker stopped; nothing is indexed until vaultd restarts")
+        self.state.degrade(
+            "worker", "the indexing worker stopped; nothing is indexed until vaultd restarts"
+        )
 
     def reload(self) -> None:
         """SIGHUP: re-read the configuration; an invalid one is logged and the old one kept."""
@@ -418,6 +594,7 @@ class Daemon:
             "failed": [
                 {"path": p, "reason": r, "attempts": a} for p, r, a in self.index.manifest.failed()
             ],
+            "quarantined": [q.as_json() for q in self.index.manifest.quarantined()],
             "queue_depth": self.worker.queue_depth(),
             "watch": {"mode": self.watcher.mode, "fallback_reason": self.watcher.fallback_reason},
             "model": self.index.embedder.model_id,
@@ -425,6 +602,8 @@ class Daemon:
             "store": {
                 "data_dir": str(self.index.data_dir),
                 "chroma": self.index.store.location,
+                # The last time the store was found damaged at start-up: problem, moved_to, at.
+                "moved_aside": last_moved_aside(self.index.data_dir),
             },
             "rss_mb": _rss_mb(),
         }

@@ -64,6 +64,10 @@ def classify(
             fresh.append((state, sha256))
         elif old.ok and old.sha256 == sha256:
             changes.append(Change("touched", state.path, None, state.size, state.mtime_ns, sha256))
+        elif old.quarantined and old.sha256 == sha256:
+            # It failed too often on exactly this content: left alone until the content changes
+            # (or the user releases it by name).
+            continue
         else:
             changes.append(Change("modified", state.path, None, state.size, state.mtime_ns, sha256))
 

@@ -15,6 +15,10 @@ beats include):
 
 Paths are vault-relative POSIX strings in Unicode NFC, so a note synced from macOS (which may
 store names decomposed) has the same path everywhere, and rules match it either way.
+
+What a user would want to hear about (a folder that cannot be read, a name that is not UTF-8,
+a link out of the vault or in a loop, two spellings of one name, a file over the size cap) is
+listed in `Discovery.skipped` after each walk and logged the first time it is seen.
 """
 
 from __future__ import annotations
@@ -30,10 +34,13 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pathspec
+import structlog
 
 from vaultd.config import VaultSection
 from vaultd.errors import VaultdError
 from vaultd.model import FileState
+
+log = structlog.get_logger("vaultd.discover")
 
 _MB = 1024 * 1024
 
@@ -157,8 +164,12 @@ class Discovery:
         self.root = root
         self.rules = rules
         #: (path, reason) for files and directories the last walk left out that a user would
-        #: want to hear about; ordinary ignore-rule matches are not listed.
+        #: want to hear about; ordinary ignore-rule matches are not listed. A full walk starts
+        #: it afresh; `walk_under` renews only its own subtree's entries and `state_of` only
+        #: adds, so one pass over several folders and notes reports all it could not read.
         self.skipped: list[tuple[str, str]] = []
+        #: Skips already logged: a rescan every hour must not repeat them every hour.
+        self._logged: set[tuple[str, str]] = set()
         self._exclude = _compile(rules.exclude)
         self._include = _compile(rules.include)
         self._max_bytes = rules.max_file_mb * _MB
@@ -217,7 +228,8 @@ class Discovery:
             cached = (signature, *self._read_ignore_files(dir_path, rel_dir, signature))
             self._ignore_cache[rel_dir] = cached
         if report:
-            self.skipped.extend(cached[2])
+            for path, reason in cached[2]:
+                self._skip_printable(path, reason)
         return cached[1]
 
     @staticmethod
@@ -283,6 +295,8 @@ class Discovery:
             raise VaultdError(f"cannot read the vault {root}: {exc.strerror or exc}") from exc
         key = (st.st_dev, st.st_ino)
         yield from self._walk_dir(root, [], entries, (), (key,), {key: "."})
+        # A problem gone by now is logged again if it comes back.
+        self._logged &= set(self.skipped)
 
     def walk_under(self, rel_dir: str) -> Iterator[FileState]:
         """The notes of one subtree, as `walk` would find them (for a folder moved in)."""
@@ -290,7 +304,14 @@ class Discovery:
         if not parts:
             yield from self.walk()
             return
-        self.skipped = []
+        # Another folder's entries must survive: a folder walked earlier in the same pass may
+        # be unreadable, and its notes are kept only while it is listed here.
+        under = _printable("/".join(parts))
+        self.skipped = [
+            (path, reason)
+            for path, reason in self.skipped
+            if path.rstrip("/") != under and not path.startswith(under + "/")
+        ]
         if self.is_ignored("/".join(parts), is_dir=True):
             return
         ignores: list[tuple[int, pathspec.GitIgnoreSpec]] = []
@@ -301,12 +322,15 @@ class Discovery:
                 )
                 if spec is not None:
                     ignores.append((depth, spec))
-        path = os.path.join(self.root, *parts)
         try:
-            if os.path.islink(path) and not self.rules.follow_symlinks:
+            path = self.locate("/".join(parts))
+            if path is None or not self._reachable(path):
                 return
             st = os.stat(path)
-        except OSError:
+        except PermissionError:
+            self._skip("/".join(parts) + "/", "permission denied")
+            return
+        except (OSError, ValueError):
             return
         if not stat.S_ISDIR(st.st_mode):
             return
@@ -321,37 +345,108 @@ class Discovery:
         rel = "/".join(_nfc(p) for p in rel_path.split("/") if p not in ("", "."))
         if not rel or self.is_ignored(rel):
             return None
-        path = os.path.join(self.root, *rel.split("/"))
         try:
+            path = self.locate(rel)
+            if path is None or not self._reachable(path):
+                return None
             st = os.stat(path) if self.rules.follow_symlinks else os.lstat(path)
+        except PermissionError:
+            # A folder above the note cannot be searched (chmod 000): that is not a deletion.
+            # Listed like a folder the walk could not read, so the note is kept.
+            folder = rel.rpartition("/")[0]
+            if folder and (folder + "/", "permission denied") not in self.skipped:
+                self._skip(folder + "/", "permission denied")
+            return None
         except (OSError, ValueError):  # ValueError: a NUL byte in the path
             return None
         if not stat.S_ISREG(st.st_mode) or st.st_size > self._max_bytes:
             return None
-        if self.rules.follow_symlinks and os.path.islink(path):
-            real = os.path.realpath(path)
-            if os.path.commonpath([real, self._real_root]) != self._real_root:
-                return None
         return FileState(path=rel, size=st.st_size, mtime_ns=st.st_mtime_ns)
 
+    def locate(self, rel_path: str) -> str | None:
+        """The file a vault path names on disk, or None when there is none.
+
+        Paths are NFC but names on disk need not be (a vault synced from macOS keeps
+        decomposed names), so a component missing under its NFC spelling is looked up among
+        its directory's entries. When both spellings exist, the NFC one is the note, as in
+        the walk. Raises PermissionError when a folder on the way cannot be listed: that
+        says nothing about whether the file is there.
+        """
+        path = os.fspath(self.root)
+        for part in (p for p in rel_path.split("/") if p not in ("", ".")):
+            here = os.path.join(path, part)
+            if os.path.lexists(here):
+                path = here
+                continue
+            try:
+                names = os.listdir(path)
+            except PermissionError:
+                raise
+            except OSError:
+                return None
+            spelled = sorted(n for n in names if _nfc(n) == part)
+            if not spelled:
+                return None
+            path = os.path.join(path, spelled[0])
+        return path
+
+    def _reachable(self, path: str) -> bool:
+        """Whether the walk could reach `path` (a file or folder inside the root) by its name.
+
+        Without `follow_symlinks` no component may be a link; with it, every link on the
+        way must be one the walk follows. Otherwise a request for `link/note.md`, or an event
+        queued before a folder was swapped for a link, would read a file outside the vault.
+        """
+        root = os.fspath(self.root)
+        disk = os.path.relpath(path, root).split(os.sep)
+        if ".." in disk:
+            return False
+        for depth in range(1, len(disk) + 1):
+            here = os.path.join(root, *disk[:depth])
+            if not os.path.islink(here):
+                continue
+            if not self.rules.follow_symlinks:
+                return False
+            is_dir = depth < len(disk) or os.path.isdir(here)
+            if self._link_verdict(here, is_dir) is not None:
+                return False
+        # Links followed above may still end outside the vault further down.
+        if self.rules.follow_symlinks:
+            real = os.path.realpath(path)
+            if os.path.commonpath([real, self._real_root]) != self._real_root:
+                return False
+        return True
+
     def _skip(self, rel: str, reason: str) -> None:
-        self.skipped.append((_printable(rel), reason))
+        self._skip_printable(_printable(rel), reason)
+
+    def _skip_printable(self, path: str, reason: str) -> None:
+        entry = (path, reason)
+        self.skipped.append(entry)
+        if entry not in self._logged:
+            self._logged.add(entry)
+            log.warning("not indexed", path=path, reason=reason)
 
     def _skip_link(self, path: str, rel: str, is_dir: bool) -> bool:
         """Whether a followed symlink leads somewhere the walk must not, or need not, go."""
-        slash = "/" if is_dir else ""
+        reason = self._link_verdict(path, is_dir)
+        if reason is not None:
+            self._skip(rel + ("/" if is_dir else ""), reason)
+        return reason is not None
+
+    def _link_verdict(self, path: str, is_dir: bool) -> str | None:
+        """Why the walk does not follow this symlink, or None when it does."""
         real = os.path.realpath(path)
         # Only a link can leave the vault: a linked directory was checked on the way in.
         if os.path.commonpath([real, self._real_root]) != self._real_root:
-            self._skip(rel + slash, "symlink points outside the vault")
-            return True
+            return "symlink points outside the vault"
         target = os.path.relpath(real, self._real_root).replace(os.sep, "/")
         if not self.is_ignored(target, is_dir=is_dir):
             # The walk reaches the target under its own name; one path per note is enough.
+            slash = "/" if is_dir else ""
             what = "directory" if is_dir else "file"
-            self._skip(rel + slash, f"same {what} as {_nfc(target)}{slash}")
-            return True
-        return False
+            return f"same {what} as {_nfc(target)}{slash}"
+        return None
 
     def _list(self, path: str, rel: str) -> list[os.DirEntry[str]] | None:
         try:
@@ -378,7 +473,12 @@ class Discovery:
             spec = self._ignore_spec(path, "/".join(parts), report=True)
             if spec is not None:
                 ignores = (*ignores, (len(parts), spec))
-        named = sorted(((_nfc(entry.name), entry) for entry in entries), key=lambda p: p[0])
+        # Of two spellings of one name, the NFC one sorts first: it is the file a reader of
+        # the NFC path opens, so its stat must be the one recorded.
+        named = sorted(
+            ((_nfc(entry.name), entry) for entry in entries),
+            key=lambda p: (p[0], p[1].name != p[0]),
+        )
         names = {name for name, _ in named}
         follow = self.rules.follow_symlinks
         previous = None

