@@ -102,7 +102,10 @@ def main() -> None:
         queries = Queries(daemon, random.Random(round_no))
         queries.start()
         count = rng.randint(5, args.ops)
-        random_operations(vault, outside, random.Random(args.seed * 100_000 + round_no), count)
+        # Folders parked outside the vault get a place of their own per round.
+        parked = outside / f"round{round_no}"
+        parked.mkdir()
+        random_operations(vault, parked, random.Random(args.seed * 100_000 + round_no), count)
         ending = rng.choices(["kill", "term", "reload"], weights=[6, 3, 1])[0]
         if ending == "kill":
             time.sleep(rng.uniform(0.0, 3.0))

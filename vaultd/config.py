@@ -250,7 +250,8 @@ class WatchSection:
     """`[watch]`: live file watching."""
 
     debounce: str = field(default="1s", metadata={"parse": _duration})
-    #: "polling" is for network mounts where native events never arrive.
+    #: "polling" is for network mounts where native events never arrive; "auto" polls a vault
+    #: on a network file system and falls back to polling at the inotify watch limit.
     backend: WatchBackend = field(default="auto", metadata={"parse": _choice(WatchBackend)})
 
     @property

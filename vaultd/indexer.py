@@ -301,6 +301,12 @@ class Indexer:
     def _unreadable_dirs(self) -> list[str]:
         return [path for path, reason in self.discovery.skipped if "permission" in reason.lower()]
 
+    def _mtime_ns(self, path: str) -> int:
+        try:
+            return Path(self.discovery.locate(path) or self.root / path).stat().st_mtime_ns
+        except OSError as exc:
+            raise NoteError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+
     def _read(self, path: str) -> bytes:
         try:
             # The name on disk may be decomposed (NFD) where the vault path is NFC.
@@ -323,18 +329,7 @@ class Indexer:
             self.manifest.apply(self.model_id, touched=stats)
         summary.notes_touched += len(touched)
 
-        # A note recreated since the scan (a backlog overtaken by a fresh edit) is not deleted.
-        deleted = [
-            c.path
-            for c in changes
-            if c.kind == "deleted" and self.discovery.state_of(c.path) is None
-        ]
-        if deleted:
-            ids = [i for path in deleted for i in self.manifest.chunk_ids(path)]
-            self.store.delete(ids)
-            self.manifest.apply(self.model_id, deleted=deleted)
-            summary.notes_deleted += len(deleted)
-            summary.chunks_deleted += len(ids)
+        self._forget([c.path for c in changes if c.kind == "deleted"], summary)
 
         content = [c for c in changes if c.kind in ("created", "modified", "moved")]
         # Crash suspects go last: the rest of the vault is indexed first.
@@ -345,10 +340,15 @@ class Indexer:
         failed: list[tuple[FileState, str, str]] = []
         batch_chunks = 0
         marked: list[str] = []
+        # Sources of moves whose new path could not be read (moved or deleted again since the
+        # scan): no later event names them, so nothing else would ever delete them.
+        left: list[str] = []
         try:
             for done, change in enumerate(content, 1):
                 self._mark(change, marked)
                 pending = self._prepare(change, failed)
+                if pending is None and change.kind == "moved" and change.old_path:
+                    left.append(change.old_path)
                 if pending is not None:
                     batch.append(pending)
                     batch_chunks += len(pending.chunks)
@@ -358,6 +358,7 @@ class Indexer:
                     self._pause(frozenset())
                 report("index", done, total)
             self._flush(batch, failed, summary)
+            self._forget(left, summary)
             self._isolate(
                 suspects, marked, summary, lambda done: report("index", len(content) + done, total)
             )
@@ -367,6 +368,17 @@ class Indexer:
             with contextlib.suppress(StoreError):
                 self.manifest.clear_in_flight(marked)
             raise
+
+    def _forget(self, paths: Sequence[str], summary: Summary) -> None:
+        """Delete these notes, but not one recreated since the scan (a backlog overtaken by a
+        fresh edit)."""
+        deleted = [path for path in paths if self.discovery.state_of(path) is None]
+        if deleted:
+            ids = [i for path in deleted for i in self.manifest.chunk_ids(path)]
+            self.store.delete(ids)
+            self.manifest.apply(self.model_id, deleted=deleted)
+            summary.notes_deleted += len(deleted)
+            summary.chunks_deleted += len(ids)
 
     def _mark(self, change: Change, marked: list[str]) -> None:
         self.manifest.mark_in_flight(change.path, change.size, change.mtime_ns, change.sha256)
@@ -407,6 +419,9 @@ class Indexer:
         state = FileState(change.path, change.size, change.mtime_ns)
         sha256 = change.sha256
         try:
+            # Taken before the read: a write after it leaves the recorded mtime older than the
+            # file's, so a later pass reads the note again; the other way round none would.
+            mtime_ns = self._mtime_ns(change.path)
             data = self._read(change.path)
             sha256 = sha256_file(data)
             self.faults.before_parse(data)
@@ -422,12 +437,14 @@ class Indexer:
             failed.append((state, sha256, f"the parser failed: {type(exc).__name__}: {exc}"))
             return None
         if sha256 != change.sha256:
-            # Written again since it was hashed: index what was read now, a later pass follows.
-            change = Change(
-                change.kind, change.path, change.old_path, len(data), change.mtime_ns, sha256
-            )
+            # Written again since it was hashed: index what was read now, with the mtime it had
+            # then. The scan's is older than what a pass in between may have recorded.
+            change = Change(change.kind, change.path, change.old_path, len(data), mtime_ns, sha256)
             if change.kind == "moved":
-                change = Change("created", change.path, None, change.size, change.mtime_ns, sha256)
+                # Still a move away from the old path, whose chunks must go.
+                change = Change(
+                    "created", change.path, change.old_path, change.size, mtime_ns, sha256
+                )
         if change.kind == "moved" and change.old_path:
             chunks = self._rekeyed(change.old_path, note.path) or chunks
         old_ids = self.manifest.chunk_ids(change.path)
@@ -558,7 +575,7 @@ class Indexer:
             change = p.change
             new_ids = {c.id for c in p.chunks}
             stale.extend(i for i in p.old_ids if i not in new_ids)
-            if change.kind == "moved" and change.old_path:
+            if change.old_path:  # a move, even one whose content changed on the way
                 moved_from.append(change.old_path)
                 stale.extend(self.manifest.chunk_ids(change.old_path))
             for c in p.chunks:

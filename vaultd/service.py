@@ -154,6 +154,9 @@ class Worker(threading.Thread):
         """Do one unit of work; False when there was nothing to do."""
         if self.paused:
             return False
+        # Busy before taking anything off a queue: in between, idle() would be true with work
+        # in hand, and a `wait_for: "idle"` could answer too early.
+        self.busy = True
         settled = self.watcher.take()
         if settled.full:
             self._lost_events()
@@ -162,15 +165,14 @@ class Worker(threading.Thread):
             requested, self._paths = self._paths, set()
             requested_dirs, self._dirs = self._dirs, set()
         if full:
-            self.busy = True
             self._full_reconcile()
             return True
         if settled or requested or requested_dirs:
-            self.busy = True
             settled.paths |= requested
             settled.dirs |= requested_dirs
             self._incremental(settled)
             return True
+        self.busy = False
         return False
 
     def _lost_events(self) -> None:
