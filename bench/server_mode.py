@@ -10,6 +10,10 @@ difference is the store), then times what only the store does:
 
     python bench/server_mode.py --corpus ../shared/corpora/obsidian-help/en --queries 200
 
+With `--reuse-vectors`, a second run in the same workdir skips the model in both modes: the
+manifest's vectors are kept and everything else a first index does (parsing, chunking, the
+store's and the manifest's writes) is timed, which is where the two modes differ.
+
 The server runs on the same machine, so the figures show the cost of the HTTP API and the
 separate process, not of a network; add your network's round trip per request on top.
 """
@@ -23,6 +27,7 @@ import random
 import shutil
 import signal
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -158,12 +163,27 @@ def copy_manifest(source: Path, target: Path) -> None:
         shutil.copy(file, target / file.name)
 
 
+def vectors_only(source: Path, target: Path) -> None:
+    """A data directory whose manifest knows every vector of `source` but no note: indexing
+    into it does all the work of a first index except running the model."""
+    copy_manifest(source, target)
+    with sqlite3.connect(target / FILE_NAME) as db:
+        for table in ("chunks", "note_tags", "note_links", "notes", "in_flight"):
+            db.execute(f"DELETE FROM {table}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=SHARED / "corpora/obsidian-help/en")
     parser.add_argument("--workdir", type=Path, help="Kept after the run; default a temp dir.")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--json", action="store_true", help="Print the figures as JSON only.")
+    parser.add_argument(
+        "--reuse-vectors",
+        action="store_true",
+        help="Do not run the model: index both modes from the vectors a previous run left in "
+        "WORKDIR/embedded (every other step of a first index is timed as usual).",
+    )
     args = parser.parse_args()
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="vaultd-server-bench-"))
@@ -180,9 +200,22 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d"),
     }
 
-    for name in ("embedded", "embedded-restore", "server-data", "server-restore", "chroma-server"):
+    names = ["embedded-restore", "server-data", "server-restore", "chroma-server"]
+    if args.reuse_vectors:
+        if not (work / "embedded" / FILE_NAME).exists():
+            parser.error(f"--reuse-vectors needs a previous run's {work / 'embedded'}")
+        names += ["embedded-cached"]
+    else:
+        names += ["embedded"]
+    for name in names:
         shutil.rmtree(work / name, ignore_errors=True)
-    embedded = write_config(work / "embedded.toml", vault, work / "embedded")
+    results["model_run"] = not args.reuse_vectors
+    if args.reuse_vectors:
+        vectors_only(work / "embedded", work / "embedded-cached")
+        vectors_only(work / "embedded", work / "server-data")
+        embedded = write_config(work / "embedded-cached.toml", vault, work / "embedded-cached")
+    else:
+        embedded = write_config(work / "embedded.toml", vault, work / "embedded")
     results["embedded"] = measure(embedded, queries)
     # The restore: the same manifest, an empty store.
     copy_manifest(work / "embedded", work / "embedded-restore")

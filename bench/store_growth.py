@@ -41,7 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from machine import cpu_model  # bench/ is on sys.path when a script runs
 
 from vaultd.app import installed_chromadb
+from vaultd.config import LogSection
 from vaultd.indexer import chunk_metadata
+from vaultd.logs import configure as configure_logs
 from vaultd.pipeline.store import Metadata, VectorStore
 
 VARIANTS = ("upsert", "churn", "churn-raw")
@@ -225,6 +227,8 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=384, help="vector dimension")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
+    # Compactions are logged; stdout is kept for the results.
+    configure_logs(LogSection(level="info", format="console"), sys.stderr)
 
     variants = VARIANTS if args.variant == "all" else (args.variant,)
     workdir = Path(tempfile.mkdtemp(prefix="vaultd-growth-"))

@@ -419,3 +419,24 @@ def test_transient_errors_are_told_from_permanent_ones() -> None:
     except Exception as exc:
         assert is_transient(exc)
     assert not is_transient(ValueError("a bug"))
+
+
+def test_a_batch_bigger_than_the_servers_request_limit_is_sent_in_slices(tmp_path: Path) -> None:
+    # Found on obsidian-hub: notes listing hundreds of links repeat them in every chunk's
+    # metadata, and one upsert of such chunks is refused with "Payload too large".
+    rng = np.random.default_rng(7)
+    count = 1000
+    vectors = rng.standard_normal((count, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    links = [f"Community plugin number {i} with a long name" for i in range(400)]
+    ids = [f"{i:05d}" for i in range(count)]
+    documents = [f"Passage {i} of a long list of plugins." for i in range(count)]
+    metadatas = [{"path": f"list{i // 100}.md", "links": links} for i in range(count)]
+    with chroma_server(tmp_path) as server:
+        store = VectorStore(collection=COLLECTION, vault_id="/vault", model_id="m", url=server.url)
+        try:
+            store.upsert(ids, vectors, documents, metadatas)  # about 25 MB of JSON
+            assert server.count() == count
+            assert store.ids() == set(ids)
+        finally:
+            store.close()

@@ -42,7 +42,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing
 from pathlib import Path
 from typing import Any, TypeVar
@@ -60,6 +60,11 @@ log = structlog.get_logger("vaultd.store")
 Metadata = Mapping[str, str | int | float | bool | list[str]]
 #: Upserts are sent in slices of this many records (Chroma caps a request's size).
 WRITE_BATCH = 1000
+#: ... and of about this many bytes of JSON: a Chroma server refuses bigger bodies ("Payload
+#: too large"), and a note with hundreds of links repeats them in every chunk's metadata.
+WRITE_BYTES = 4 * 1024 * 1024
+#: Bytes of JSON per vector component (a float32 written out in decimal, with its comma).
+_BYTES_PER_FLOAT = 14
 #: Tries of one server operation before it fails: the first plus the retries.
 RETRY_ATTEMPTS = 4
 #: The first pause between two tries; each later one doubles (0.5, 1, 2 s), with some jitter.
@@ -365,8 +370,8 @@ class VectorStore:
         documents: Sequence[str],
         metadatas: Sequence[Metadata],
     ) -> None:
-        for start in range(0, len(ids), WRITE_BATCH):
-            batch = slice(start, start + WRITE_BATCH)
+        dimensions = vectors.shape[1] if vectors.ndim > 1 else 0
+        for batch in _write_slices(documents, metadatas, dimensions):
 
             def write(collection: Any, batch: slice = batch) -> None:
                 collection.upsert(
@@ -659,3 +664,24 @@ def _brief(exc: BaseException) -> str:
     """One line about an error: chromadb's messages can carry whole response bodies."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 300 else text[:300] + "…"
+
+
+def _write_slices(
+    documents: Sequence[str], metadatas: Sequence[Metadata], dimensions: int
+) -> Iterator[slice]:
+    """Consecutive slices of at most WRITE_BATCH records and about WRITE_BYTES of JSON (a
+    single bigger record goes alone)."""
+    start, size = 0, 0
+    for i, (document, metadata) in enumerate(zip(documents, metadatas, strict=True)):
+        record = (
+            len(document.encode("utf-8"))
+            + len(json.dumps(metadata, ensure_ascii=False, default=str).encode("utf-8"))
+            + dimensions * _BYTES_PER_FLOAT
+            + 64
+        )
+        if i > start and (i - start >= WRITE_BATCH or size + record > WRITE_BYTES):
+            yield slice(start, i)
+            start, size = i, 0
+        size += record
+    if start < len(documents):
+        yield slice(start, len(documents))
