@@ -242,7 +242,9 @@ def main() -> None:
     print("| | embedded | server (loopback) |")
     print("|---|---|---|")
     print(
-        f"| first index ({e['chunks']} chunks, embedding included) | {e['index_s']} s "
+        f"| first index ({e['chunks']} chunks, "
+        f"{'embedding included' if results['model_run'] else 'vectors reused, no model'}) "
+        f"| {e['index_s']} s "
         f"| {s['index_s']} s |"
     )
     print(

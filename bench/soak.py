@@ -13,7 +13,9 @@ metadata, vectors within 1e-5) with a fresh index of the vault as it is on disk.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import random
 import shutil
 import signal
@@ -62,6 +64,90 @@ def seed(vault: Path, notes: int) -> None:
         (folder / f"n{i}.md").write_text(random_text(rng, f"Note {i}") * 2, encoding="utf-8")
 
 
+def run_round(
+    args: argparse.Namespace,
+    rng: random.Random,
+    round_no: int,
+    config: Path,
+    socket: Path,
+    root: Path,
+    vault: Path,
+    outside: Path,
+    totals: dict[str, Any],
+) -> tuple[str, int, str, int]:
+    """One round: a daemon under operations and queries, ended one of three ways, then a
+    restart and the comparison with a fresh index. Returns (verdict, operations, ending,
+    queries)."""
+    daemon = start(config, socket, root / "vaultd.log", wait_ready=False)
+    queries = Queries(daemon, random.Random(round_no))
+    queries.start()
+    count = rng.randint(5, args.ops)
+    # Folders parked outside the vault get a place of their own per round.
+    parked = outside / f"round{round_no}"
+    parked.mkdir()
+    random_operations(vault, parked, random.Random(args.seed * 100_000 + round_no), count)
+    ending = rng.choices(["kill", "term", "reload"], weights=[6, 3, 1])[0]
+    if ending == "kill":
+        time.sleep(rng.uniform(0.0, 3.0))
+        queries.stop_event.set()
+        queries.join()
+        daemon.stop(signal.SIGKILL)
+        totals["kills"] += 1
+    else:
+        if ending == "reload":
+            daemon.process.send_signal(signal.SIGHUP)
+            totals["reloads"] += 1
+        daemon.wait_idle(timeout=300)
+        queries.stop_event.set()
+        queries.join()
+        code = daemon.stop()
+        if code != 0:
+            totals["failures"].append(f"round {round_no}: exit {code} after SIGTERM")
+        totals["graceful_stops"] += 1
+    totals["operations"] += count
+    totals["queries"] += queries.ok
+    totals["query_errors"] += len(queries.errors)
+    totals["failures"] += [f"round {round_no}: query {e}" for e in queries.errors[:3]]
+
+    # The restart: let it settle, stop it, and compare with a fresh index of the disk.
+    daemon = start(config, socket, root / "vaultd.log")
+    daemon.wait_idle(timeout=300)
+    if daemon.stop() != 0:
+        totals["failures"].append(f"round {round_no}: restart did not stop cleanly")
+    totals["checks"] += 1
+    reference = root / "reference"
+    shutil.rmtree(reference, ignore_errors=True)
+    try:
+        assert_same(export_of(config), fresh_export(vault, reference))
+        verdict = "converged"
+    except AssertionError as exc:
+        totals["divergences"] += 1
+        totals["failures"].append(f"round {round_no}: DIVERGED {exc}")
+        verdict = f"DIVERGED: {exc}"
+    return verdict, count, ending, queries.ok
+
+
+def top_up(vault: Path, notes: int, round_no: int) -> None:
+    """Deletes and folder moves outnumber creates over a long run: keep the vault its size."""
+    present = sum(1 for p in vault.rglob("*.md") if ".trash" not in p.parts)
+    rng = random.Random(round_no)
+    for i in range(max(0, notes - present)):
+        folder = vault / f"f{i % 4}"
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / f"r{round_no}-{i}.md"
+        target.write_text(random_text(rng, f"Round {round_no} note {i}"), encoding="utf-8")
+
+
+def stop_leftover(root: Path) -> None:
+    """A daemon of a failed round may still run: stop it by the pid its log names."""
+    for line in reversed((root / "vaultd.log").read_text(errors="replace").splitlines()):
+        if '"started"' in line and '"pid"' in line:
+            pid = json.loads(line).get("pid")
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), signal.SIGKILL)
+            return
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0, help="how long to run (default 30)")
@@ -98,61 +184,25 @@ def main() -> None:
     round_no = 0
     while time.monotonic() < deadline:
         round_no += 1
-        daemon = start(config, socket, root / "vaultd.log", wait_ready=False)
-        queries = Queries(daemon, random.Random(round_no))
-        queries.start()
-        count = rng.randint(5, args.ops)
-        # Folders parked outside the vault get a place of their own per round.
-        parked = outside / f"round{round_no}"
-        parked.mkdir()
-        random_operations(vault, parked, random.Random(args.seed * 100_000 + round_no), count)
-        ending = rng.choices(["kill", "term", "reload"], weights=[6, 3, 1])[0]
-        if ending == "kill":
-            time.sleep(rng.uniform(0.0, 3.0))
-            queries.stop_event.set()
-            queries.join()
-            daemon.stop(signal.SIGKILL)
-            totals["kills"] += 1
-        else:
-            if ending == "reload":
-                daemon.process.send_signal(signal.SIGHUP)
-                totals["reloads"] += 1
-            daemon.wait_idle(timeout=300)
-            queries.stop_event.set()
-            queries.join()
-            code = daemon.stop()
-            if code != 0:
-                totals["failures"].append(f"round {round_no}: exit {code} after SIGTERM")
-            totals["graceful_stops"] += 1
-        totals["operations"] += count
-        totals["queries"] += queries.ok
-        totals["query_errors"] += len(queries.errors)
-        totals["failures"] += [f"round {round_no}: query {e}" for e in queries.errors[:3]]
-
-        # The restart: let it settle, stop it, and compare with a fresh index of the disk.
-        daemon = start(config, socket, root / "vaultd.log")
-        daemon.wait_idle(timeout=300)
-        if daemon.stop() != 0:
-            totals["failures"].append(f"round {round_no}: restart did not stop cleanly")
-        totals["checks"] += 1
-        reference = root / "reference"
-        shutil.rmtree(reference, ignore_errors=True)
+        top_up(vault, args.notes, round_no)
         try:
-            assert_same(export_of(config), fresh_export(vault, reference))
-            verdict = "converged"
-        except AssertionError as exc:
-            totals["divergences"] += 1
-            totals["failures"].append(f"round {round_no}: DIVERGED {exc}")
-            verdict = f"DIVERGED: {exc}"
+            verdict, count, ending, queries_ok = run_round(
+                args, rng, round_no, config, socket, root, vault, outside, totals
+            )
+        except Exception as exc:  # the harness or the daemon failed: record it, go on
+            totals["failures"].append(f"round {round_no}: {type(exc).__name__}: {exc}")
+            verdict, count, ending, queries_ok = f"FAILED: {exc}", 0, "error", 0
+            stop_leftover(root)
         totals["rounds"] = round_no
         elapsed = (time.monotonic() - started) / 60
         print(
             f"round {round_no} ({elapsed:.1f} min): {count} ops, ended by {ending}, "
-            f"{queries.ok} queries, {verdict}",
+            f"{queries_ok} queries, {verdict}",
             file=sys.stderr,
             flush=True,
         )
 
+    totals["minutes"] = round((time.monotonic() - started) / 60, 1)
     totals["minutes"] = round((time.monotonic() - started) / 60, 1)
     totals["restarts"] = totals["kills"] + totals["graceful_stops"]
     totals["machine"] = cpu_model()

@@ -433,9 +433,19 @@ class VectorStore:
         """Release the client. chromadb shares one system per path within a process; without
         this, a store reopened in the same process would see the old, cached one."""
         close = getattr(self._client, "close", None)
+        # chromadb's HTTP clients (its own and its internal admin client's) keep httpx sessions
+        # that its close() leaves open: close them too, or their sockets linger until garbage
+        # collection.
+        sessions = [
+            getattr(getattr(owner, "_server", None), "_session", None)
+            for owner in (self._client, getattr(self._client, "_admin_client", None))
+        ]
         if close is not None:
             try:
                 close()
+                for session in sessions:
+                    if session is not None:
+                        session.close()
             except Exception as exc:
                 raise StoreError(
                     f"cannot close the Chroma client at {self.location}: {exc}"
