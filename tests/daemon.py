@@ -8,7 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +55,25 @@ class RunningDaemon:
 
     def log_text(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")
+
+
+def fault_env(tmp_path: Path, source: str, **settings: str) -> dict[str, str]:
+    """The environment that makes a daemon load `source` as its `sitecustomize` (a fault
+    injected at a level a test cannot reach for real: a libc call, the mount table), with
+    `settings` as further variables."""
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(source)
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    return {"PYTHONPATH": path, **settings}
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting until {what}")
+        time.sleep(0.05)
 
 
 def write_config(

@@ -23,8 +23,7 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from typing import Any
 import pytest
 
 from tests.convergence import assert_converged, assert_same, export_of, fresh_export
-from tests.daemon import RunningDaemon, running, write_config
+from tests.daemon import RunningDaemon, running, wait_until, write_config
 from vaultd.app import open_index
 from vaultd.client import DaemonError
 from vaultd.config import load_config
@@ -117,14 +116,6 @@ def make_vault(root: Path) -> Path:
     for name in ("alpha", "bravo", "charlie", "delta"):
         (vault / f"{name}.md").write_text(f"# {name.title()}\n\nAn ordinary note called {name}.\n")
     return vault
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting until {what}")
-        time.sleep(0.2)
 
 
 def health(daemon: RunningDaemon) -> dict[str, Any]:

@@ -14,18 +14,16 @@ from __future__ import annotations
 
 import json
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.convergence import assert_converged
-from tests.daemon import RunningDaemon, running
+from tests.daemon import RunningDaemon, fault_env, running, wait_until
 from vaultd.client import DaemonError
 
-SITECUSTOMIZE = '''
+SITECUSTOMIZE = """
 import os
 
 _limit = os.environ.get("VDTEST_INOTIFY_WATCHES")
@@ -63,24 +61,11 @@ if _hold is not None:
         return _read_events(self, **kwargs)
 
     inotify_c.InotifyFD.read_events = _held_read_events
-'''
+"""
 
 
 def patched(tmp_path: Path, **settings: str) -> dict[str, str]:
-    """The environment that makes the daemon load SITECUSTOMIZE with these settings."""
-    site = tmp_path / "site"
-    site.mkdir(exist_ok=True)
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
-    return {"PYTHONPATH": path, **settings}
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting until {what}")
-        time.sleep(0.1)
+    return fault_env(tmp_path, SITECUSTOMIZE, **settings)
 
 
 def status(daemon: RunningDaemon) -> dict[str, Any]:

@@ -19,8 +19,6 @@ import itertools
 import json
 import os
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PosixPath
@@ -29,12 +27,19 @@ from typing import Any, cast
 import pytest
 
 from tests.convergence import assert_converged
-from tests.daemon import RunningDaemon, running, short_socket_dir, write_config
+from tests.daemon import (
+    RunningDaemon,
+    fault_env,
+    running,
+    short_socket_dir,
+    wait_until,
+    write_config,
+)
 from vaultd.config import load_config
 from vaultd.pipeline.watch import POLL_INTERVAL, Watcher
 from vaultd.service import Daemon, Worker
 
-SITECUSTOMIZE = '''
+SITECUSTOMIZE = """
 import os
 
 _mounts = os.environ.get("VDTEST_MOUNTS")
@@ -67,27 +72,15 @@ if _fail:
 
     polling.PollingEmitter.queue_events = queue_events
     polling.PollingEmitter.on_thread_start = on_thread_start
-'''
+"""
 
 
 def patched(tmp_path: Path, **settings: str) -> dict[str, str]:
-    site = tmp_path / "site"
-    site.mkdir(exist_ok=True)
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
-    return {"PYTHONPATH": path, **settings}
+    return fault_env(tmp_path, SITECUSTOMIZE, **settings)
 
 
 def on_nfs(vault: Path) -> str:
     return f"filer:/export/notes {os.path.realpath(vault)} nfs4 rw,relatime,vers=4.2 0 0\n"
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting until {what}")
-        time.sleep(0.05)
 
 
 def note(path: Path, text: str) -> None:
