@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import pytest
 
-from vaultd.model import Chunk
-from vaultd.pipeline.chunk import chunk_id, chunk_note, context_line
+from vaultd.model import Block, Chunk
+from vaultd.pipeline.chunk import _split_block, chunk_id, chunk_note, context_line
 from vaultd.pipeline.parse import parse_note
 from vaultd.tokens import TokenCounter
 
@@ -325,6 +325,19 @@ def test_split_callout_repeats_its_type_line(counter: TokenCounter) -> None:
         assert chunk.text.startswith("> [!tip] Remember this\n> Line ")
     assert [line for c in chunks for line in c.text.split("\n")[1:]] == lines
     assert_well_formed(chunks, text, counter, 64)
+
+
+def test_split_pieces_count_what_they_carry(counter: TokenCounter) -> None:
+    # A callout title too long to repeat is not repeated, so its tokens must not be counted in
+    # every piece: the chunker adds piece counts instead of encoding each chunk again.
+    title = "> [!note] " + " ".join(f"word{i}" for i in range(40))
+    lines = [f"> Line {i} of the callout." for i in range(60)]
+    text = title + "\n" + "\n".join(lines)
+    block = Block(kind="quote", text=text, start_line=1, end_line=61)
+    pieces = _split_block(block, counter, 60)
+    assert len(pieces) > 1
+    for piece in pieces:
+        assert piece.tokens == counter.count(piece.text) <= 60, piece.text
 
 
 # -- no noise chunks -----------------------------------------------------------------------------

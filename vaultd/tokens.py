@@ -33,6 +33,28 @@ def load_tokenizer(spec: ModelSpec) -> Tokenizer:
     return _load(spec.tokenizer_path, spec.tokenizer_sha256)
 
 
+_ADDITIVE_PRE_TOKENIZERS = {"BertPreTokenizer", "Whitespace", "WhitespaceSplit"}
+_ADDITIVE_NORMALIZERS = {
+    "BertNormalizer",
+    "Lowercase",
+    "NFC",
+    "NFD",
+    "NFKC",
+    "NFKD",
+    "StripAccents",
+}
+
+
+def _splits_at_whitespace(tokenizer: Tokenizer) -> bool:
+    pre = tokenizer.pre_tokenizer
+    norm = tokenizer.normalizer
+    return (
+        pre is not None
+        and type(pre).__name__ in _ADDITIVE_PRE_TOKENIZERS
+        and (norm is None or type(norm).__name__ in _ADDITIVE_NORMALIZERS)
+    )
+
+
 class TokenCounter:
     """Counts tokens as the model will see them."""
 
@@ -40,6 +62,12 @@ class TokenCounter:
         self._tokenizer = tokenizer
         # [CLS] and [SEP] for BERT-style models; whatever the post-processor adds otherwise.
         self.special_tokens = len(tokenizer.encode("", add_special_tokens=True).ids)
+        #: Whether texts joined by whitespace count as the sum of their counts. True when the
+        #: pre-tokenizer splits at whitespace and normalises character by character (BERT's
+        #: WordPiece): no token spans a join, so the chunker can add counts instead of
+        #: encoding every embedded text again. Byte-level BPE, whose tokens carry the space
+        #: before them, is not additive.
+        self.additive = _splits_at_whitespace(tokenizer)
 
     @classmethod
     def for_spec(cls, spec: ModelSpec) -> TokenCounter:

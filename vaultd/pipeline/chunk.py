@@ -37,6 +37,8 @@ class Counter(Protocol):
     """Token counting in the embedding model's tokenizer (see vaultd.tokens)."""
 
     special_tokens: int
+    #: Counts of whitespace-joined texts add up (see TokenCounter.additive).
+    additive: bool
 
     def count(self, text: str, *, special: bool = False) -> int: ...
 
@@ -85,16 +87,34 @@ def chunk_note(note: Note, counter: Counter, max_tokens: int = DEFAULT_MAX_TOKEN
     if current:
         sections.append((tuple(h for _, h in stack), current))
 
+    # One tokenizer call for every block and one for every context line of the note: the
+    # per-call overhead, not the encoding, is most of the cost for short texts.
+    counts = iter(counter.count_many([b.text for _, blocks in sections for b in blocks]))
+    contexts = [context_line(note.title, headings) for headings, _ in sections]
+    context_counts = counter.count_many(contexts)
+
     chunks: list[Chunk] = []
-    for headings, blocks in sections:
-        context = _fit_context(context_line(note.title, headings), counter, max_tokens)
+    for (headings, blocks), context, context_tokens in zip(
+        sections, contexts, context_counts, strict=True
+    ):
+        context, context_tokens = _fit_context(context, context_tokens, counter, max_tokens)
         prefix = context + "\n\n"
-        budget = max_tokens - counter.count(prefix, special=True)
-        for piece in _pack(_pieces(blocks, counter, budget), budget):
+        prefix_tokens = (
+            context_tokens + counter.special_tokens
+            if counter.additive
+            else counter.count(prefix, special=True)
+        )
+        budget = max_tokens - prefix_tokens
+        block_counts = [next(counts) for _ in blocks]
+        for piece in _pack(_pieces(blocks, block_counts, counter, budget), budget):
             embed_text = prefix + piece.text
-            tokens = counter.count(embed_text, special=True)
-            # Packing adds counts, which is exact for whitespace-split tokenizers; for any other
-            # the real count decides and the piece is cut further.
+            # Packing adds counts, which is exact for an additive tokenizer; for any other the
+            # real count decides and the piece is cut further.
+            tokens = (
+                prefix_tokens + piece.tokens
+                if counter.additive
+                else counter.count(embed_text, special=True)
+            )
             parts = [piece] if tokens <= max_tokens else _cut_piece(piece, counter, budget)
             for part in parts:
                 embed_text = prefix + part.text
@@ -118,15 +138,15 @@ def chunk_note(note: Note, counter: Counter, max_tokens: int = DEFAULT_MAX_TOKEN
     return chunks
 
 
-def _fit_context(context: str, counter: Counter, max_tokens: int) -> str:
+def _fit_context(context: str, tokens: int, counter: Counter, max_tokens: int) -> tuple[str, int]:
     limit = int(max_tokens * MAX_PREFIX_SHARE) - counter.special_tokens
-    if counter.count(context) <= limit:
-        return context
-    return counter.cut(context, limit)[0]
+    if tokens <= limit:
+        return context, tokens
+    context = counter.cut(context, limit)[0]
+    return context, counter.count(context)
 
 
-def _pieces(blocks: list[Block], counter: Counter, budget: int) -> list[_Piece]:
-    counts = counter.count_many([b.text for b in blocks])
+def _pieces(blocks: list[Block], counts: list[int], counter: Counter, budget: int) -> list[_Piece]:
     pieces: list[_Piece] = []
     for block, tokens in zip(blocks, counts, strict=True):
         if tokens <= budget:
@@ -187,7 +207,7 @@ def _split_block(block: Block, counter: Counter, budget: int) -> list[_Piece]:
     room = budget - frame_tokens
     if room < max(8, budget // 4):
         # The frame itself is too big to repeat (a huge table header): split without it.
-        header, footer, room = [], [], budget
+        header, footer, room, frame_tokens = [], [], budget, 0
         body = list(enumerate(block.text.split("\n"), start=block.start_line))
 
     units: list[tuple[int, str, int]] = []  # (line number, text, tokens)
