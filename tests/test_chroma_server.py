@@ -35,7 +35,7 @@ from vaultd.pipeline.store import (
     auth_headers,
     is_transient,
 )
-from vaultd.service import INTERACTIVE_BATCH_CHUNKS
+from vaultd.service import BULK_BATCH_CHUNKS
 
 pytestmark = [pytest.mark.corpus, pytest.mark.slow]
 
@@ -266,9 +266,9 @@ def test_daemon_degrades_while_the_server_is_away_and_converges(
             server.url,
             extra=f'\n[server]\nsocket = "{socket_path}"\n',
         )
-        # The daemon writes in batches of INTERACTIVE_BATCH_CHUNKS: the server is stopped
+        # The daemon writes in batches of BULK_BATCH_CHUNKS: the server is stopped
         # after the first one landed, while the next is embedded.
-        assert len(embedded_export) > INTERACTIVE_BATCH_CHUNKS, "the vault needs two batches"
+        assert len(embedded_export) > BULK_BATCH_CHUNKS, "the vault needs two batches"
         daemon = start(config, socket_path, tmp_path / "vaultd.log", wait_ready=False)
         try:
             wait_for(lambda: server.count() > 0, "the first batch reaches the server", 120)

@@ -90,6 +90,8 @@ def test_incremental_runs_spend_work_only_on_changes(
     second = index(config)
     assert second["chunks_embedded"] == 0
     assert second["notes_unchanged"] == len(notes)
+    # A stat walk: no note is opened.
+    assert second["notes_read"] == 0
 
     later = 2_000_000_000 * 10**9
     for file in notes:
@@ -97,6 +99,7 @@ def test_incremental_runs_spend_work_only_on_changes(
     touched = index(config)
     assert touched["notes_touched"] == len(notes)
     assert touched["chunks_embedded"] == 0 and touched["notes_changed"] == 0
+    assert touched["notes_read"] == len(notes)  # hashed, not parsed
 
     # Ten renames: notes moved to another folder, and a note with a title of its own given a
     # new file name. Neither changes an embedded text, so a fresh index must agree exactly at

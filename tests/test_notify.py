@@ -553,7 +553,7 @@ def test_a_dead_part_never_pings_and_a_deliberate_pause_does(
 #: Loaded into the daemon through PYTHONPATH: ends one of its threads from the inside, the way
 #: an exception nobody catches would. SystemExit, because it gets past `except Exception` and
 #: a thread ends on it without a word.
-THREAD_KILLERS = '''
+THREAD_KILLERS = """
 import os
 import threading
 
@@ -583,7 +583,7 @@ if _observer:
         return _on_any_event(self, event)
 
     watch.Watcher.on_any_event = on_any_event
-'''
+"""
 
 
 @contextmanager
@@ -693,9 +693,7 @@ def test_a_dead_observer_thread_is_restarted_and_the_pings_go_on(
             datetime.fromisoformat(died["timestamp"]).timestamp() + 0.15,
             datetime.fromisoformat(back["timestamp"]).timestamp() - 0.15,
         )
-        during = [
-            m for m in pings(listener, 0) if down[0] < m.at + wall_minus_monotonic < down[1]
-        ]
+        during = [m for m in pings(listener, 0) if down[0] < m.at + wall_minus_monotonic < down[1]]
         assert during == [], (down, [m.at + wall_minus_monotonic for m in pings(listener, 0)])
 
         # Watching works again.

@@ -80,6 +80,8 @@ class Summary:
     notes_moved: int = 0
     notes_deleted: int = 0
     notes_failed: int = 0
+    #: Files whose content was read (to hash or to parse); an unchanged vault reads none.
+    notes_read: int = 0
     chunks_embedded: int = 0
     chunks_reused: int = 0
     chunks_deleted: int = 0
@@ -173,6 +175,8 @@ class Indexer:
         self.max_tokens = max_tokens
         self.max_bytes = max_bytes
         self.batch_chunks = BATCH_CHUNKS
+        #: Note files read since start (to hash or to parse); status and benchmarks report it.
+        self.reads = 0
         #: Called between two batches of a long pass and between two embedding runs inside a
         #: batch, so a fresh edit waits for one ONNX run, not for a whole batch.
         self.between_batches: PausePoint | None = None
@@ -271,6 +275,7 @@ class Indexer:
     ) -> None:
         started = time.perf_counter()
         embedded_before = self.embedder.embedded
+        reads_before = self.reads
         report = progress or _quiet
         result = scan(known, walk)
         # Only now, after the walk, does the discovery know which folders it could not read.
@@ -293,6 +298,7 @@ class Indexer:
         self.apply(changes, summary, report)
 
         summary.chunks_embedded = self.embedder.embedded - embedded_before
+        summary.notes_read = self.reads - reads_before
         summary.seconds = time.perf_counter() - started
         if changes or summary.notes_failed:
             log.info(
@@ -310,6 +316,7 @@ class Indexer:
             raise NoteError(f"{path}: cannot read ({exc.strerror or exc})") from exc
 
     def _read(self, path: str) -> bytes:
+        self.reads += 1
         try:
             # The name on disk may be decomposed (NFD) where the vault path is NFC.
             return Path(self.discovery.locate(path) or self.root / path).read_bytes()
