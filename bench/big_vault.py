@@ -37,7 +37,7 @@ from index_vs_onnx import time_bare
 from latency import measure_edits, rss_mb, summary
 from machine import cpu_model
 
-from tests.daemon import start, write_config
+from tests.daemon import short_socket_dir, start, write_config
 from vaultd.config import load_config
 from vaultd.errors import NoteError
 from vaultd.models import load_spec
@@ -149,7 +149,7 @@ def main() -> int:
     data = work / "data"
     if data.exists():
         sys.exit(f"{data} exists: remove it for a first index")
-    socket = Path(f"/tmp/vd-big-{os.getpid()}.sock")
+    socket = short_socket_dir() / "vaultd.sock"
     config = write_config(work / "vaultd.toml", vault, data, socket, debounce="300ms")
     log = work / "vaultd.log"
 

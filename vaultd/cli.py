@@ -18,6 +18,7 @@ import click
 
 from vaultd import __version__
 from vaultd.errors import VaultdError
+from vaultd.progress import Snapshot, Tracker
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -114,37 +115,78 @@ def _load(config_file: Path | None, vault: Path | None) -> Any:
 
 
 class _Progress:
-    """A bar with counts and ETA on a terminal; a plain line now and then otherwise."""
+    """A bar with counts and ETA on a terminal; a line every few seconds otherwise.
+
+    The "index" phase counts bytes of notes (see vaultd.progress), so the bar's rate and time
+    left follow the model's work; the time left is the average rate of the phase so far.
+    """
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self.tty = sys.stderr.isatty()
         self._bar: Any = None
+        self._tracker = Tracker()
         self._phase = ""
         self._last = 0.0
+        self._line = ""
 
     def __call__(self, phase: str, done: int, total: int) -> None:
         if not self.enabled:
             return
         import time
 
+        self._tracker(phase, done, total)
         if phase != self._phase:
             self.close()
             self._phase = phase
             if self.tty and total:
                 from tqdm import tqdm
 
-                self._bar = tqdm(total=total, desc=phase, unit="note", file=sys.stderr)
+                in_bytes = phase == "index"
+                self._bar = tqdm(
+                    total=total,
+                    desc=phase,
+                    unit="B" if in_bytes else "note",
+                    unit_scale=in_bytes,
+                    unit_divisor=1024,
+                    smoothing=0,  # the phase's average rate, as the daemon's status uses
+                    file=sys.stderr,
+                )
         if self._bar is not None:
             self._bar.update(done - self._bar.n)
         elif total and (time.monotonic() - self._last > 5 or done == total):
-            self._last = time.monotonic()
-            click.echo(f"{phase}: {done}/{total}", err=True)
+            line = _progress_line(self._tracker.snapshot())
+            if line != self._line:
+                self._last, self._line = time.monotonic(), line
+                click.echo(line, err=True)
 
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+
+
+def _progress_line(snapshot: Snapshot | None) -> str:
+    if snapshot is None or not snapshot.total:
+        return ""
+    if snapshot.unit == "bytes":
+        scale, name = (1048576, "MiB") if snapshot.total >= 1048576 else (1024, "KiB")
+        counts = f"{snapshot.done / scale:.1f} of {snapshot.total / scale:.1f} {name} of notes"
+    else:
+        counts = f"{snapshot.done}/{snapshot.total} {snapshot.unit}"
+    line = f"{snapshot.phase}: {100 * snapshot.done / snapshot.total:.0f}% ({counts})"
+    if snapshot.eta_s is not None and snapshot.done < snapshot.total:
+        line += f", about {_duration(snapshot.eta_s)} left"
+    return line
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    if seconds >= 60:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds} s"
 
 
 @main.command()
@@ -402,6 +444,8 @@ def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
         if report["daemon"]:
             lag = report["lag_seconds"]
             click.echo(f"queue:    {report['queue_depth']}")
+            if report.get("progress"):
+                click.echo(f"progress: {_progress_line(Snapshot.from_json(report['progress']))}")
             if lag["samples"]:
                 click.echo(f"lag:      p50 {lag['p50']:.2f} s, p95 {lag['p95']:.2f} s")
             click.echo(f"watching: {report['watch']['mode']}")

@@ -89,6 +89,14 @@ def _nonnegative_number(value: object) -> float:
     return float(value)
 
 
+def _share(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Invalid(f"expected a number, got {_show(value)}")
+    if not math.isfinite(value) or not 0 < value <= 1:
+        raise _Invalid(f"must be a share greater than 0 and at most 1, got {value}")
+    return float(value)
+
+
 def _nonempty_string(value: object) -> str:
     if not _string(value):
         raise _Invalid("must not be empty")
@@ -212,6 +220,11 @@ class EmbeddingSection:
     batch_size: int = field(default=32, metadata={"parse": _integer(1, 1024)})
     #: 0 lets onnxruntime pick.
     threads: int = field(default=0, metadata={"parse": _integer(0)})
+    #: The daemon's bulk work (a first index, a rescan) runs at most this share of the time.
+    cpu_budget: float = field(default=1.0, metadata={"parse": _share})
+    #: The daemon's bulk work waits while other programs use more than this share of all
+    #: cores; 1 never waits.
+    yield_above: float = field(default=0.5, metadata={"parse": _share})
 
 
 @dataclass(frozen=True, slots=True)

@@ -344,7 +344,15 @@ class Indexer:
         # Crash suspects go last: the rest of the vault is indexed first.
         suspects = [c for c in content if c.path in self._suspects]
         content = [c for c in content if c.path not in self._suspects]
-        total = len(content) + len(suspects)
+        # Progress counts bytes (see vaultd.progress): a note is done once its batch is
+        # written, and a batch advances with its embedding runs.
+        total = sum(c.size for c in content) + sum(c.size for c in suspects)
+        done = batch_bytes = 0
+        report("index", 0, total)
+
+        def embedding(share: float) -> None:
+            report("index", done + int(batch_bytes * share), total)
+
         batch: list[_Pending] = []
         failed: list[tuple[FileState, str, str]] = []
         batch_chunks = 0
@@ -353,24 +361,32 @@ class Indexer:
         # scan): no later event names them, so nothing else would ever delete them.
         left: list[str] = []
         try:
-            for done, change in enumerate(content, 1):
+            for change in content:
                 self._mark(change, marked)
                 pending = self._prepare(change, failed)
+                batch_bytes += change.size
                 if pending is None and change.kind == "moved" and change.old_path:
                     left.append(change.old_path)
                 if pending is not None:
                     batch.append(pending)
                     batch_chunks += len(pending.chunks)
                 if batch_chunks >= self.batch_chunks or len(batch) >= BATCH_NOTES:
-                    self._flush(batch, failed, summary)
+                    self._flush(batch, failed, summary, embedding)
                     batch, failed, batch_chunks = [], [], 0
+                    done, batch_bytes = done + batch_bytes, 0
+                    report("index", done, total)
                     self._pause(frozenset())
-                report("index", done, total)
-            self._flush(batch, failed, summary)
+            self._flush(batch, failed, summary, embedding)
+            done, batch_bytes = done + batch_bytes, 0
+            report("index", done, total)
             self._forget(left, summary)
-            self._isolate(
-                suspects, marked, summary, lambda done: report("index", len(content) + done, total)
-            )
+
+            def isolated(size: int) -> None:
+                nonlocal done
+                done += size
+                report("index", done, total)
+
+            self._isolate(suspects, marked, summary, isolated)
         except BaseException:
             # Abandoned (a graceful stop, an error raised), not crashed: these notes did
             # nothing wrong, so no attempt is counted against them.
@@ -406,14 +422,14 @@ class Indexer:
         A write per note costs about 40 ms more per note; only the notes in hand at an
         unclean end pay it, once.
         """
-        for done, change in enumerate(suspects, 1):
+        for change in suspects:
             failed: list[tuple[FileState, str, str]] = []
             self._mark(change, marked)
             pending = self._prepare(change, failed)
             self._flush([pending] if pending is not None else [], failed, summary)
             self._suspects.discard(change.path)
             self._pause(frozenset())
-            report(done)
+            report(change.size)
 
     def _pause(self, in_flight: frozenset[str], *, throttle: bool = False) -> None:
         if self.between_batches is None:
@@ -488,10 +504,15 @@ class Indexer:
         ]
 
     def _flush(
-        self, batch: list[_Pending], failed: list[tuple[FileState, str, str]], summary: Summary
+        self,
+        batch: list[_Pending],
+        failed: list[tuple[FileState, str, str]],
+        summary: Summary,
+        embedding: Callable[[float], None] | None = None,
     ) -> None:
+        """Embed what the batch lacks and write it; `embedding` hears the share embedded."""
         if batch:
-            vectors, embed_failures, computed = self._vectors(batch)
+            vectors, embed_failures, computed = self._vectors(batch, embedding)
             good = [p for p in batch if p.change.path not in embed_failures]
             for p in batch:
                 if p.change.path in embed_failures:
@@ -526,7 +547,7 @@ class Indexer:
         summary.notes_failed += len(rows)
 
     def _vectors(
-        self, batch: list[_Pending]
+        self, batch: list[_Pending], embedding: Callable[[float], None] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, str], set[str]]:
         """Vectors for every chunk of the batch by text hash; embeds only what is not stored."""
         wanted = {c.hash for p in batch for c in p.chunks}
@@ -545,7 +566,9 @@ class Indexer:
             try:
                 self.faults.before_embed(list(missing.values()))
                 computed = self.embedder.embed_documents(
-                    list(missing.values()), pause=lambda: self._pause(in_flight)
+                    list(missing.values()),
+                    pause=lambda: self._pause(in_flight),
+                    progress=None if embedding is None else lambda n, of: embedding(n / of),
                 )
                 vectors.update(zip(missing.keys(), computed, strict=True))
                 computed_hashes.update(missing)

@@ -29,12 +29,14 @@ import structlog
 from vaultd.app import Index, open_index
 from vaultd.config import Config, load_config
 from vaultd.errors import VaultdError
+from vaultd.governor import Governor
 from vaultd.indexer import Summary
 from vaultd.memory import trim_heap
 from vaultd.notify import Notifier
 from vaultd.pipeline.store import is_disk_full
 from vaultd.pipeline.watch import Settled, Watcher
 from vaultd.probe import last_moved_aside
+from vaultd.progress import Tracker
 from vaultd.state import State
 
 log = structlog.get_logger("vaultd.service")
@@ -78,6 +80,11 @@ class Worker(threading.Thread):
         self._in_interactive = False
         index.indexer.between_batches = self._between_batches
         index.indexer.batch_chunks = BULK_BATCH_CHUNKS
+        #: Where the full pass in hand has come; status reports it with the time left.
+        self.progress = Tracker()
+        embedding = index.config.embedding
+        self.governor = Governor(embedding.cpu_budget, embedding.yield_above)
+        self._bulk = False
         index.embedder.max_batch_tokens = INTERACTIVE_RUN_TOKENS
 
     # -- requests from other threads -----------------------------------------------------------
@@ -188,10 +195,14 @@ class Worker(threading.Thread):
 
     def _full_reconcile(self) -> None:
         self.state.indexing = "full reconcile"
+        self._bulk = True
+        self.governor.resumed()
         try:
-            summary = self.index.indexer.reconcile()
+            summary = self.index.indexer.reconcile(self.progress)
         finally:
+            self._bulk = False
             self.state.indexing = ""
+            self.progress.clear()
         self._succeeded()
         # A store moved aside at start-up is whole again after one full pass.
         self.state.recover("store")
@@ -217,6 +228,23 @@ class Worker(threading.Thread):
             raise _Stopping
         if self._in_interactive:
             return
+        self._serve_fresh(in_flight)
+        if self._bulk:
+            self._rest(in_flight)
+
+    def _rest(self, in_flight: frozenset[str]) -> None:
+        """Bulk work rests as the governor says, serving fresh edits meanwhile."""
+        delay = self.governor.rest()
+        end = time.monotonic() + delay
+        while (left := end - time.monotonic()) > 0:
+            if self.stop_event.is_set():
+                raise _Stopping
+            self._wake.wait(min(left, 0.2))
+            self._wake.clear()
+            self._serve_fresh(in_flight)
+        self.governor.resumed()
+
+    def _serve_fresh(self, in_flight: frozenset[str]) -> None:
         # An edit made during a big backlog is served first, not after the backlog.
         settled = self.watcher.take()
         if settled.full:
@@ -592,6 +620,7 @@ class Daemon:
         assert self.index is not None and self.worker is not None and self.watcher is not None
         counts = self.index.manifest.counts()
         snapshot = self.state.snapshot()
+        progress = self.worker.progress.snapshot()
         return {
             **snapshot,
             "version": __version__,
@@ -603,6 +632,13 @@ class Daemon:
             ],
             "quarantined": [q.as_json() for q in self.index.manifest.quarantined()],
             "queue_depth": self.worker.queue_depth(),
+            "governor": {
+                "cpu_budget": self.worker.governor.cpu_budget,
+                "yield_above": self.worker.governor.yield_above,
+                "yielding": self.worker.governor.yielding,
+                "others_share": self.worker.governor.others,
+            },
+            "progress": None if progress is None else progress.as_json(),
             "watch": {"mode": self.watcher.mode, "fallback_reason": self.watcher.fallback_reason},
             "model": self.index.embedder.model_id,
             "embedded_total": self.index.embedder.embedded,

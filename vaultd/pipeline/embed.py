@@ -68,12 +68,18 @@ class Embedder:
         return self.spec.dimensions
 
     def embed_documents(
-        self, texts: Sequence[str], *, pause: Callable[[], None] | None = None
+        self,
+        texts: Sequence[str],
+        *,
+        pause: Callable[[], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> Vectors:
         """Vectors for `texts`, in order; `pause` is called between two ONNX runs (the daemon
-        serves a fresh edit there, or raises to abandon the work)."""
+        serves a fresh edit there, or raises to abandon the work), `progress` after each run
+        with the texts done and their total."""
         prefix = self.spec.document_prefix
-        vectors = self._embed([prefix + t for t in texts] if prefix else list(texts), pause)
+        texts = [prefix + t for t in texts] if prefix else list(texts)
+        vectors = self._embed(texts, pause, progress)
         self.embedded += len(texts)
         return vectors
 
@@ -81,7 +87,12 @@ class Embedder:
         vector: Vectors = self._embed([self.spec.query_prefix + text])[0]
         return vector
 
-    def _embed(self, texts: list[str], pause: Callable[[], None] | None = None) -> Vectors:
+    def _embed(
+        self,
+        texts: list[str],
+        pause: Callable[[], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Vectors:
         out = np.zeros((len(texts), self.spec.dimensions), dtype=np.float32)
         if not texts:
             return out
@@ -89,10 +100,14 @@ class Embedder:
         ids = [self._fit(e.ids) for e in encodings]
         # Sorting by length keeps padding, and so wasted work, small within each batch.
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        done = 0
         for number, batch in enumerate(self._batches(order, ids)):
             if number and pause is not None:
                 pause()
             out[batch] = self._run([ids[i] for i in batch])
+            done += len(batch)
+            if progress is not None:
+                progress(done, len(texts))
         return out
 
     def _batches(self, order: list[int], ids: list[list[int]]) -> Iterator[list[int]]:

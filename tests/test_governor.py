@@ -1,0 +1,120 @@
+"""The resource governor: a CPU budget for bulk work, and yielding to a busy machine."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import shared_path
+from tests.daemon import running, wait_until
+from vaultd.governor import YIELD_FIRST, YIELD_MAX, CpuMeter, Governor
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Meter(CpuMeter):
+    def __init__(self, shares: list[float | None]) -> None:
+        self.shares = shares
+
+    def others(self) -> float | None:
+        return self.shares.pop(0)
+
+
+def test_budget_rests_in_proportion_to_the_work() -> None:
+    clock = Clock()
+    governor = Governor(0.25, 1.0, meter=Meter([]), clock=clock)
+    governor.resumed()
+    clock.now += 2.0
+    assert governor.rest() == pytest.approx(6.0)  # runs a quarter of the time
+    governor.resumed()
+    assert governor.rest() == 0.0
+    assert Governor(1.0, 1.0, meter=Meter([]), clock=clock).rest() == 0.0
+
+
+def test_yielding_waits_longer_while_the_machine_stays_busy() -> None:
+    clock = Clock()
+    governor = Governor(1.0, 0.5, meter=Meter([0.9, 0.9, 0.9, None, 0.2, 0.9]), clock=clock)
+    assert governor.rest() == YIELD_FIRST and governor.yielding
+    assert governor.rest() == 2 * YIELD_FIRST
+    assert governor.rest() == 4 * YIELD_FIRST
+    # No reading (too soon to tell): wait as long as last time, neither longer nor not at all.
+    assert governor.rest() == 4 * YIELD_FIRST
+    assert governor.rest() == 0.0 and not governor.yielding
+    assert governor.rest() == YIELD_FIRST
+    governor = Governor(1.0, 0.5, meter=Meter([0.9] * 12), clock=clock)
+    assert [governor.rest() for _ in range(12)][-1] == YIELD_MAX
+
+
+@contextmanager
+def cpu_burners(count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+    burners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)
+    ]
+    try:
+        yield burners
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/stat")
+def test_meter_sees_other_processes_and_not_this_one() -> None:
+    cores = os.cpu_count() or 1
+    meter = CpuMeter()
+    with cpu_burners(1):
+        time.sleep(1.5)
+        busy = meter.others()
+    assert busy is not None and busy > 0.6 / cores, busy
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        pass  # this process's own work is not "the machine is busy"
+    own = meter.others()
+    assert own is not None and own < busy, (own, busy)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/stat")
+def test_daemon_yields_to_a_busy_machine_but_serves_edits(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    shutil.copytree(shared_path("corpora", "obsidian-help", "en"), vault)
+    cores = os.cpu_count() or 1
+    extra = "\n[embedding]\nyield_above = 0.3\n"
+    with cpu_burners(cores) as burners:
+        time.sleep(1)
+        with running(vault, tmp_path, wait_ready=False, extra=extra) as daemon:
+
+            def governor() -> dict[str, object]:
+                return dict(daemon.request("GET", "/v1/status")["governor"])
+
+            wait_until(lambda: governor()["yielding"] is True, "the daemon yields", 90)
+            notes_then = daemon.request("GET", "/v1/status")["notes"]
+            # An edit is not bulk work: it is indexed while the backlog waits.
+            (vault / "fresh edit.md").write_text("# Fresh\n\nThe word quokkaberry.\n")
+            wait_until(
+                lambda: bool(daemon.search("quokkaberry", k=1, mode="keyword")),
+                "the edit is searchable while bulk work waits",
+                60,
+            )
+            assert "the machine is busy; bulk indexing waits" in daemon.log_text()
+            for burner in burners:
+                burner.kill()
+            wait_until(lambda: governor()["yielding"] is False, "the daemon resumes", 90)
+            daemon.wait_idle(timeout=300)
+            status = daemon.request("GET", "/v1/status")
+            assert status["notes"] == len(list(vault.rglob("*.md"))) > notes_then
+            assert "the machine is quiet again; bulk indexing resumes" in daemon.log_text()

@@ -1,0 +1,96 @@
+"""Progress of a long pass: bytes of notes done, and the time left from measured throughput."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import shared_path
+from vaultd.app import open_index
+from vaultd.cli import main
+from vaultd.config import load_config
+from vaultd.progress import MIN_SECONDS, Snapshot, Tracker, estimate
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_estimate_is_the_rest_at_the_average_rate_so_far() -> None:
+    assert estimate(250, 1000, 10.0) == pytest.approx(30.0)
+    assert estimate(1000, 1000, 40.0) == 0.0
+
+
+def test_no_estimate_before_there_is_anything_to_measure() -> None:
+    assert estimate(0, 1000, 60.0) is None
+    assert estimate(500, 1000, MIN_SECONDS / 2) is None
+    assert estimate(5, 1000, 60.0) is None  # under 1% done
+    assert estimate(0, 0, 60.0) is None
+
+
+def test_tracker_restarts_its_clock_with_each_phase() -> None:
+    clock = Clock()
+    tracker = Tracker(clock)
+    assert tracker.snapshot() is None
+    tracker("hash", 0, 10)
+    clock.now += 50
+    tracker("hash", 10, 10)
+    tracker("index", 0, 4000)
+    clock.now += 20
+    tracker("index", 1000, 4000)
+    snap = tracker.snapshot()
+    assert snap is not None
+    assert (snap.phase, snap.unit, snap.done, snap.total) == ("index", "bytes", 1000, 4000)
+    assert snap.elapsed_s == pytest.approx(20.0)
+    assert snap.eta_s == pytest.approx(60.0)
+    assert Snapshot.from_json(snap.as_json()) == snap
+    assert snap.as_json()["percent"] == 25.0
+    tracker.clear()
+    assert tracker.snapshot() is None
+
+
+@pytest.mark.slow
+def test_index_reports_bytes_as_batches_are_embedded(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    shutil.copytree(shared_path("corpora", "kepano-obsidian"), vault)
+    config_file = tmp_path / "vaultd.toml"
+    config_file.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n'
+        '[log]\nlevel = "warning"\n',
+        encoding="utf-8",
+    )
+    sizes = sum(p.stat().st_size for p in vault.rglob("*.md"))
+    reports: list[tuple[str, int, int]] = []
+    with open_index(load_config(config_file, env={})) as index:
+        index.embedder.batch_size = 8  # several runs within the one batch
+        summary = index.indexer.reconcile(lambda *report: reports.append(report))
+    assert summary.chunks_embedded > 40
+    done = [d for phase, d, total in reports if phase == "index"]
+    totals = {total for phase, _, total in reports if phase == "index"}
+    assert totals == {sizes}
+    assert done[0] == 0 and done[-1] == sizes
+    assert done == sorted(done), "progress never goes back"
+    # It moves with the embedding runs, not only when the batch is written.
+    assert len({d for d in done if 0 < d < sizes}) >= 4
+
+
+@pytest.mark.slow
+def test_index_prints_progress_lines_when_not_on_a_terminal(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "vault", vault)
+    config_file = tmp_path / "vaultd.toml"
+    config_file.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n'
+        '[log]\nlevel = "warning"\n',
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(main, ["index", "--config", str(config_file)])
+    assert result.exit_code == 0, result.output
+    assert "index: 100% (" in result.stderr and "KiB of notes)" in result.stderr

@@ -1,0 +1,139 @@
+"""Pacing the daemon's bulk work so that the machine stays its user's.
+
+A first index of a big vault is an hour of model time on a laptop. Two rules keep it polite,
+on top of the low CPU and IO priority the service files ask for (a nice level only helps
+against programs that are themselves busy; it does nothing for heat, fans and battery):
+
+- a budget: bulk work runs at most `[embedding] cpu_budget` of the time, resting after each
+  embedding run in proportion to how long the run took;
+- yielding: while other programs keep more than `[embedding] yield_above` of all cores busy,
+  bulk work waits, 1 s at first and twice as long each time the machine is still busy, up to
+  30 s, checking between waits.
+
+Only bulk work is paced: the worker serves fresh edits during the rests, and an edit is
+never held back by either rule.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+YIELD_FIRST = 1.0
+YIELD_MAX = 30.0
+
+#: /proc/stat's cpu line: user nice system idle iowait irq softirq steal ...
+_BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    at: float
+    machine_busy: float | None
+    own: float
+
+
+class CpuMeter:
+    """The share of all cores that other processes used between two readings.
+
+    On Linux from /proc/stat (all busy time) less this process's own CPU time; elsewhere from
+    the one-minute load average less this process's share, which is coarser but needs nothing.
+    """
+
+    def __init__(self, stat: Path = Path("/proc/stat")) -> None:
+        self._stat = stat
+        self._cores = os.cpu_count() or 1
+        self._ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self._last = self._read()
+
+    def _read(self) -> Reading:
+        times = os.times()
+        return Reading(time.monotonic(), self._machine_busy(), times.user + times.system)
+
+    def _machine_busy(self) -> float | None:
+        if not sys.platform.startswith("linux"):
+            return None
+        try:
+            with self._stat.open() as handle:
+                fields = handle.readline().split()[1:]
+            return sum(int(fields[i]) for i in _BUSY_FIELDS if i < len(fields)) / self._ticks
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def others(self) -> float | None:
+        """Others' share of all cores since the last call, or None when it cannot tell."""
+        now = self._read()
+        last, self._last = self._last, now
+        wall = now.at - last.at
+        if wall <= 0.05:
+            return None
+        own = (now.own - last.own) / (wall * self._cores)
+        if now.machine_busy is not None and last.machine_busy is not None:
+            busy = (now.machine_busy - last.machine_busy) / (wall * self._cores)
+            return min(1.0, max(0.0, busy - own))
+        try:
+            load = os.getloadavg()[0] / self._cores
+        except OSError:
+            return None
+        return min(1.0, max(0.0, load - own))
+
+
+class Governor:
+    """Says how long bulk work should rest before its next embedding run."""
+
+    def __init__(
+        self,
+        cpu_budget: float = 1.0,
+        yield_above: float = 0.5,
+        *,
+        meter: CpuMeter | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cpu_budget = cpu_budget
+        self.yield_above = yield_above
+        self._meter = meter if meter is not None else CpuMeter()
+        self._clock = clock
+        self._resumed = clock()
+        self._backoff = 0.0
+        #: Others' share of all cores at the last check; status reports it.
+        self.others: float | None = None
+
+    @property
+    def yielding(self) -> bool:
+        return self._backoff > 0
+
+    def rest(self) -> float:
+        """Seconds to rest now, after the work done since `resumed`."""
+        worked = max(0.0, self._clock() - self._resumed)
+        delay = worked * (1 - self.cpu_budget) / self.cpu_budget
+        if self.yield_above < 1:
+            others = self._meter.others()
+            if others is None:
+                # Too soon to tell (two checks close together): carry on as before.
+                return max(delay, self._backoff)
+            self.others = others
+            if others > self.yield_above:
+                if not self._backoff:
+                    log.info(
+                        "the machine is busy; bulk indexing waits",
+                        others_share=round(others, 2),
+                        yield_above=self.yield_above,
+                    )
+                self._backoff = min(max(self._backoff * 2, YIELD_FIRST), YIELD_MAX)
+                delay = max(delay, self._backoff)
+            elif self._backoff:
+                log.info("the machine is quiet again; bulk indexing resumes")
+                self._backoff = 0.0
+        return delay
+
+    def resumed(self) -> None:
+        """The rest is over (or was not needed): work time is counted from here."""
+        self._resumed = self._clock()

@@ -1,0 +1,102 @@
+"""How far a long pass has come and how long the rest will take, from measured throughput.
+
+The indexer counts its "index" phase in bytes of the notes to index: that is known for every
+note from the scan's stat alone, before anything is parsed, and the model's work (nearly all
+of a first index) follows the text's length. A note counts as done once its batch is written,
+plus the share of its batch's embedding runs already done, so the figure moves every second or
+so, not once a batch.
+
+The time left is the bytes left at the rate of the phase so far (not a recent window): batches
+of long and short notes alternate, and a run-long average is what stays within 20% of the real
+end on obsidian-hub (docs/benchmarks.md). The first seconds give no estimate, nor does a phase
+with too little done to measure.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+#: No estimate before this share of the work or this many seconds of it.
+MIN_SHARE = 0.01
+MIN_SECONDS = 5.0
+
+UNITS = {"hash": "notes", "index": "bytes"}
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    phase: str
+    done: int
+    total: int
+    unit: str
+    elapsed_s: float
+    eta_s: float | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Snapshot:
+        return cls(
+            str(data["phase"]),
+            int(data["done"]),
+            int(data["total"]),
+            str(data["unit"]),
+            float(data["elapsed_s"]),
+            None if data.get("eta_s") is None else float(data["eta_s"]),
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "done": self.done,
+            "total": self.total,
+            "unit": self.unit,
+            "percent": round(100 * self.done / self.total, 1) if self.total else None,
+            "elapsed_s": round(self.elapsed_s, 1),
+            "eta_s": None if self.eta_s is None else round(self.eta_s, 1),
+        }
+
+
+def estimate(done: int, total: int, elapsed: float) -> float | None:
+    """Seconds left at the average rate so far, or None while there is too little to go on."""
+    if total <= 0 or done <= 0 or elapsed < MIN_SECONDS or done < MIN_SHARE * total:
+        return None
+    return max(0.0, (total - done) * elapsed / done)
+
+
+class Tracker:
+    """The indexer's `Progress` callback that remembers the phase for status. Thread-safe."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._phase = ""
+        self._started = 0.0
+        self._done = 0
+        self._total = 0
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        with self._lock:
+            if phase != self._phase or total != self._total or done < self._done:
+                self._phase, self._total, self._started = phase, total, self._clock()
+            self._done = done
+
+    def clear(self) -> None:
+        with self._lock:
+            self._phase, self._done, self._total = "", 0, 0
+
+    def snapshot(self) -> Snapshot | None:
+        with self._lock:
+            if not self._phase:
+                return None
+            elapsed = self._clock() - self._started
+            return Snapshot(
+                self._phase,
+                self._done,
+                self._total,
+                UNITS.get(self._phase, "items"),
+                elapsed,
+                estimate(self._done, self._total, elapsed),
+            )
