@@ -61,9 +61,7 @@ def test_yielding_waits_longer_while_the_machine_stays_busy() -> None:
 
 @contextmanager
 def cpu_burners(count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
-    burners = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)
-    ]
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
     try:
         yield burners
     finally:
