@@ -100,7 +100,11 @@ def test_daemon_yields_to_a_busy_machine_but_serves_edits(tmp_path: Path) -> Non
                 return dict(daemon.request("GET", "/v1/status")["governor"])
 
             wait_until(lambda: governor()["yielding"] is True, "the daemon yields", 90)
-            notes_then = daemon.request("GET", "/v1/status")["notes"]
+            status = daemon.request("GET", "/v1/status")
+            notes_then = status["notes"]
+            # The status says how far the first index has come.
+            progress = status["progress"]
+            assert progress["phase"] in ("hash", "index") and progress["total"] > 0, progress
             # An edit is not bulk work: it is indexed while the backlog waits.
             (vault / "fresh edit.md").write_text("# Fresh\n\nThe word quokkaberry.\n")
             wait_until(

@@ -21,7 +21,7 @@ import contextlib
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -664,13 +664,11 @@ class Indexer:
         store write and the manifest commit, or a lost store, converges.
         """
         in_store = self.store.ids()
-        expected: set[str] = set()
+        # Ids only: on a big vault reading every chunk's text was most of a restart.
+        expected = set(self.manifest.chunk_ids())
         repaired = 0
-        for batch in self.manifest.iter_chunks():
-            expected.update(c.id for c in batch)
-            missing = [c for c in batch if c.id not in in_store]
-            if missing:
-                repaired += self._restore(missing)
+        for ids in _slices(sorted(expected - in_store), 1000):
+            repaired += self._restore(list(self.manifest.chunks_by_id(ids).values()))
         extra = sorted(in_store - expected)
         if extra:
             self.store.delete(extra)
@@ -701,6 +699,11 @@ class Indexer:
                 metadatas,
             )
         return len(ready)
+
+
+def _slices(items: list[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def _stored_metadata(chunk: StoredChunk, row: Mapping[str, Any], model_id: str) -> Metadata:
