@@ -76,7 +76,7 @@ class Embedder:
     ) -> Vectors:
         """Vectors for `texts`, in order; `pause` is called between two ONNX runs (the daemon
         serves a fresh edit there, or raises to abandon the work), `progress` after each run
-        with the texts done and their total."""
+        with the padded tokens done and their total."""
         prefix = self.spec.document_prefix
         texts = [prefix + t for t in texts] if prefix else list(texts)
         vectors = self._embed(texts, pause, progress)
@@ -100,14 +100,18 @@ class Embedder:
         ids = [self._fit(e.ids) for e in encodings]
         # Sorting by length keeps padding, and so wasted work, small within each batch.
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        batches = list(self._batches(order, ids))
+        # Progress is counted in padded tokens, what a run costs: by texts it would race
+        # through the short ones, which sorting puts first, and then crawl.
+        total = sum(len(b) * len(ids[b[-1]]) for b in batches)
         done = 0
-        for number, batch in enumerate(self._batches(order, ids)):
+        for number, batch in enumerate(batches):
             if number and pause is not None:
                 pause()
             out[batch] = self._run([ids[i] for i in batch])
-            done += len(batch)
+            done += len(batch) * len(ids[batch[-1]])
             if progress is not None:
-                progress(done, len(texts))
+                progress(done, total)
         return out
 
     def _batches(self, order: list[int], ids: list[list[int]]) -> Iterator[list[int]]:
