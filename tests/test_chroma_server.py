@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import shared_path
-from tests.daemon import short_socket_dir, start
+from tests.daemon import fault_env, short_socket_dir, start
 from vaultd.errors import StoreError
 from vaultd.pipeline import store as store_module
 from vaultd.pipeline.store import (
@@ -35,7 +35,6 @@ from vaultd.pipeline.store import (
     auth_headers,
     is_transient,
 )
-from vaultd.service import BULK_BATCH_CHUNKS
 
 pytestmark = [pytest.mark.corpus, pytest.mark.slow]
 
@@ -266,10 +265,13 @@ def test_daemon_degrades_while_the_server_is_away_and_converges(
             server.url,
             extra=f'\n[server]\nsocket = "{socket_path}"\n',
         )
-        # The daemon writes in batches of BULK_BATCH_CHUNKS: the server is stopped
-        # after the first one landed, while the next is embedded.
-        assert len(embedded_export) > BULK_BATCH_CHUNKS, "the vault needs two batches"
-        daemon = start(config, socket_path, tmp_path / "vaultd.log", wait_ready=False)
+        # The server is stopped after the daemon's first batch landed, while the next is
+        # embedded: batches of 128 chunks here (BULK_BATCH_CHUNKS is larger than this vault),
+        # set in the daemon's process before it starts.
+        small_batches = "import vaultd.service\nvaultd.service.BULK_BATCH_CHUNKS = 128\n"
+        env = fault_env(tmp_path, small_batches)
+        assert len(embedded_export) > 128, "the vault needs two batches"
+        daemon = start(config, socket_path, tmp_path / "vaultd.log", env=env, wait_ready=False)
         try:
             wait_for(lambda: server.count() > 0, "the first batch reaches the server", 120)
             server.stop()
