@@ -22,3 +22,13 @@ def shared_path(*parts: str) -> Path:
 @pytest.fixture(scope="session")
 def counter() -> TokenCounter:
     return TokenCounter.for_spec(default_spec())
+
+
+class FakeClock:
+    """A monotonic clock the test moves by hand (`clock.now += 5`)."""
+
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now

@@ -13,17 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import shared_path
+from tests.conftest import FakeClock, shared_path
 from tests.daemon import running, wait_until
 from vaultd.governor import YIELD_FIRST, YIELD_MAX, CpuMeter, Governor
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Meter(CpuMeter):
@@ -35,7 +27,7 @@ class Meter(CpuMeter):
 
 
 def test_budget_rests_in_proportion_to_the_work() -> None:
-    clock = Clock()
+    clock = FakeClock()
     governor = Governor(0.25, 1.0, meter=Meter([]), clock=clock)
     governor.resumed()
     clock.now += 2.0
@@ -46,7 +38,7 @@ def test_budget_rests_in_proportion_to_the_work() -> None:
 
 
 def test_yielding_waits_longer_while_the_machine_stays_busy() -> None:
-    clock = Clock()
+    clock = FakeClock()
     governor = Governor(1.0, 0.5, meter=Meter([0.9, 0.9, 0.9, None, 0.2, 0.9]), clock=clock)
     assert governor.rest() == YIELD_FIRST and governor.yielding
     assert governor.rest() == 2 * YIELD_FIRST

@@ -8,19 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import shared_path
+from tests.conftest import FakeClock, shared_path
 from vaultd.app import open_index
 from vaultd.cli import main
 from vaultd.config import load_config
 from vaultd.progress import MIN_SECONDS, Snapshot, Tracker, estimate
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_estimate_is_the_rest_at_the_average_rate_so_far() -> None:
@@ -36,7 +28,7 @@ def test_no_estimate_before_there_is_anything_to_measure() -> None:
 
 
 def test_tracker_restarts_its_clock_with_each_phase() -> None:
-    clock = Clock()
+    clock = FakeClock()
     tracker = Tracker(clock)
     assert tracker.snapshot() is None
     tracker("hash", 0, 10)
@@ -56,16 +48,21 @@ def test_tracker_restarts_its_clock_with_each_phase() -> None:
     assert tracker.snapshot() is None
 
 
-@pytest.mark.slow
-def test_index_reports_bytes_as_batches_are_embedded(tmp_path: Path) -> None:
-    vault = tmp_path / "vault"
-    shutil.copytree(shared_path("corpora", "kepano-obsidian"), vault)
+def write_config(tmp_path: Path, vault: Path) -> Path:
     config_file = tmp_path / "vaultd.toml"
     config_file.write_text(
         f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n'
         '[log]\nlevel = "warning"\n',
         encoding="utf-8",
     )
+    return config_file
+
+
+@pytest.mark.slow
+def test_index_reports_bytes_as_batches_are_embedded(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    shutil.copytree(shared_path("corpora", "kepano-obsidian"), vault)
+    config_file = write_config(tmp_path, vault)
     sizes = sum(p.stat().st_size for p in vault.rglob("*.md"))
     reports: list[tuple[str, int, int]] = []
     with open_index(load_config(config_file, env={})) as index:
@@ -85,12 +82,7 @@ def test_index_reports_bytes_as_batches_are_embedded(tmp_path: Path) -> None:
 def test_index_prints_progress_lines_when_not_on_a_terminal(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "vault", vault)
-    config_file = tmp_path / "vaultd.toml"
-    config_file.write_text(
-        f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n'
-        '[log]\nlevel = "warning"\n',
-        encoding="utf-8",
-    )
+    config_file = write_config(tmp_path, vault)
     result = CliRunner().invoke(main, ["index", "--config", str(config_file)])
     assert result.exit_code == 0, result.output
     assert "index: 100% (" in result.stderr and "KiB of notes)" in result.stderr

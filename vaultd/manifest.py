@@ -428,19 +428,6 @@ class Manifest:
                 out[row[0]] = _stored(row)
         return out
 
-    def iter_chunks(self, batch_size: int = 1000) -> Iterator[list[StoredChunk]]:
-        """All chunks in id order, a batch at a time, so memory stays flat on big vaults."""
-        last = ""
-        while True:
-            rows = self._query(
-                f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE id > ? ORDER BY id LIMIT ?",
-                (last, batch_size),
-            )
-            if not rows:
-                return
-            yield [_stored(r) for r in rows]
-            last = rows[-1][0]
-
     def tags_of(self, paths: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """The tags each of these notes carries, as written (for search hits)."""
         rows = self._query(
