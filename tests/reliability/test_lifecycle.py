@@ -219,8 +219,8 @@ def test_a_write_storm_from_spawn_through_the_first_reconcile_loses_nothing(
         stop.set()
         writer.join(10)
         assert not failure, failure
-        # Start-up (imports, the model, the store) takes seconds: the storm spans all of it.
-        assert counts["before ready"] > 100 and counts["after ready"] > 50, counts
+        # Start-up (imports, the model, the store) takes a second or two: the storm spans it.
+        assert counts["before ready"] > 50 and counts["after ready"] > 50, counts
         settled(daemon, vault)
         records = assert_converged(daemon, vault.root, tmp_path)
     finally:
