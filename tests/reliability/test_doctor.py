@@ -424,7 +424,10 @@ def test_a_running_daemon_is_asked_over_its_socket(
         assert "the daemon answers (health ok)" in report.by_name("socket").message
         assert "(from the daemon)" in report.by_name("manifest").message
         assert lock_file.read_bytes() == lock_before
-        (vault / "after.md").write_text("# After\n\nWritten while doctor looked.\n")
+        (vault / "after.md").write_text("# After\n\nA kestrel, written while doctor looked.\n")
+        # The watcher has to see the note before "idle" means it was indexed.
+        hits = daemon.search("kestrel", mode="keyword", wait_for="after.md", timeout=30)
+        assert [h["path"] for h in hits] == ["after.md"]
         assert_converged(daemon, vault, tmp_path)
 
 
