@@ -369,3 +369,40 @@ def indexed_data(
     subprocess.run(index_command(config), check=True, stderr=subprocess.DEVNULL)
     shutil.copytree(root / "data", root / "pristine")
     return root / "pristine"
+
+
+SIGNAL_WHILE_LOCKED = """
+import os, signal, sys
+from pathlib import Path
+from vaultd.config import load_config
+from vaultd.service import Daemon
+
+daemon = Daemon(load_config(Path(sys.argv[1]), env={}), env={})
+with daemon._signals():
+    # Where the main loop spends its life: inside Event.wait, holding the event's lock for a
+    # moment on the way in and out. A signal landing there runs its handler on this thread.
+    with daemon._stop._cond:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(10_000):
+            pass
+    assert daemon._sleep(0), "the stop was lost"
+print("stopped")
+"""
+
+
+def test_a_signal_landing_while_the_main_loop_holds_a_lock_still_stops_it(
+    tmp_path: Path,
+) -> None:
+    """The handler takes no lock: it once set an Event, and deadlocked (SIGTERM then never
+    stopped the daemon) when it landed while the main thread was inside that Event's wait."""
+    (tmp_path / "vault").mkdir()
+    config = write_config(
+        tmp_path / "vaultd.toml", tmp_path / "vault", tmp_path / "data", tmp_path / "s.sock"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", SIGNAL_WHILE_LOCKED, str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "stopped", done.stderr

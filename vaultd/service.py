@@ -13,11 +13,13 @@ next start), a second SIGINT forces an immediate exit. SIGHUP reloads the config
 from __future__ import annotations
 
 import os
+import select
 import signal
+import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -334,7 +336,15 @@ class Daemon:
         self.notifier = notifier or Notifier(self.env)
         self.state = State()
         self._stop = threading.Event()
-        self._reload = threading.Event()
+        # Set by the signal handler, which may take no lock: it runs on the main thread between
+        # two bytecodes, possibly while that thread holds the very lock (an Event's condition,
+        # inside `wait`), and would wait for itself for ever. It only sets flags and writes a
+        # byte to this socket pair, which wakes the main loop.
+        self._reload_asked = False
+        self._stop_asked = False
+        self._wake_read, self._wake_write = socket.socketpair()
+        self._wake_read.setblocking(False)
+        self._wake_write.setblocking(False)
         self._interrupts = 0
         self.index: Index | None = None
         self.watcher: Watcher | None = None
@@ -346,14 +356,31 @@ class Daemon:
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGHUP:
-            self._reload.set()
-            return
-        if signum == signal.SIGINT:
-            self._interrupts += 1
-            if self._interrupts > 1:
-                os.write(2, b"vaultd: second interrupt, exiting now\n")
-                os._exit(1)
-        self._stop.set()
+            self._reload_asked = True
+        else:
+            if signum == signal.SIGINT:
+                self._interrupts += 1
+                if self._interrupts > 1:
+                    os.write(2, b"vaultd: second interrupt, exiting now\n")
+                    os._exit(1)
+            self._stop_asked = True
+        self._wake()
+
+    def _wake(self) -> None:
+        # Full: a wake-up is pending anyway.
+        with suppress(OSError):
+            self._wake_write.send(b"!")
+
+    def _sleep(self, seconds: float) -> bool:
+        """Wait up to `seconds` for a stop or a signal; True once a stop was asked for."""
+        if not self._stop.is_set() and not self._stop_asked:
+            ready, _, _ = select.select([self._wake_read], [], [], seconds)
+            if ready:
+                with suppress(OSError):
+                    self._wake_read.recv(4096)
+        if self._stop_asked:
+            self._stop.set()
+        return self._stop.is_set()
 
     @contextmanager
     def _signals(self) -> Iterator[None]:
@@ -367,6 +394,7 @@ class Daemon:
 
     def request_stop(self) -> None:
         self._stop.set()
+        self._wake()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -451,13 +479,13 @@ class Daemon:
         last_ping = 0.0
         last_status = ""
         root = self.index.vault
-        while not self._stop.wait(TICK):
+        while not self._sleep(TICK):
             summary = self._status_line()
             if summary != last_status:
                 self.notifier.status(summary)
                 last_status = summary
-            if self._reload.is_set():
-                self._reload.clear()
+            if self._reload_asked:
+                self._reload_asked = False
                 self.reload()
             self._check_root(root)
             self._check_watcher()
