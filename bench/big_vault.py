@@ -43,6 +43,7 @@ from vaultd.errors import NoteError
 from vaultd.models import load_spec
 from vaultd.pipeline.chunk import chunk_note
 from vaultd.pipeline.discover import Discovery, IgnoreRules
+from vaultd.pipeline.embed import workers_for
 from vaultd.pipeline.parse import parse_note
 from vaultd.tokens import TokenCounter, load_tokenizer
 
@@ -102,7 +103,9 @@ def bare_estimate(config_file: Path, sample: int, seed: int) -> dict[str, Any]:
     lengths = [min(len(e.ids), spec.window) for e in tokenizer.encode_batch(values)]
     batch = config.embedding.batch_size
     picked = random.Random(seed).sample(range(len(values)), min(sample, len(values)))
-    run = time_bare(spec, [values[i] for i in picked], batch, config.embedding.threads)
+    # The standard session: one run at a time on every core (see bench/index_vs_onnx.py).
+    cores = workers_for(config.embedding.threads)
+    run = time_bare(spec, [values[i] for i in picked], batch, intra_op=cores, workers=1)
     full = padded_tokens(lengths, batch)
     return {
         "notes": notes,
