@@ -13,6 +13,7 @@ from vaultd.app import open_index
 from vaultd.cli import main
 from vaultd.config import load_config
 from vaultd.errors import EmbedError
+from vaultd.export import export_records
 from vaultd.pipeline.embed import Embedder
 
 
@@ -75,6 +76,54 @@ def test_a_failing_embedding_batch_is_retried_note_by_note(
         assert [f["path"] for f in summary.failures] == ["poison.md"]
         hits = index.searcher.search("plain words", k=10, mode="keyword")
         assert len({h.path for h in hits}) == 6
+
+
+def test_a_note_failing_after_its_first_vectors_were_written_keeps_its_last_good_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records go to the store as each run's vectors come: a note that then fails is put
+    back as the manifest has it, and nothing of the failed attempt stays searchable."""
+    vault = make_vault(tmp_path)
+    victim = vault / "victim.md"
+    victim.write_text("# Victim\n\n## One\n\nFirst version, heron.\n\n## Two\n\nOld two.\n")
+    config = load_config(config_for(tmp_path, vault), env={})
+    real_embed = Embedder.embed_documents
+
+    def fails_late(self: Embedder, texts: Any, *, ready: Any = None, **options: Any) -> Any:
+        # Injected fault: the run holding the poison text fails after the others delivered.
+        if not any("POISON" in t for t in texts):
+            return real_embed(self, texts, ready=ready, **options)
+        if ready is None:
+            raise EmbedError("injected failure")
+        clean = [i for i, t in enumerate(texts) if "POISON" not in t]
+        vectors = real_embed(self, [texts[i] for i in clean])
+        ready(clean, vectors)
+        raise EmbedError("injected failure after the other runs")
+
+    with open_index(config, env={}) as index:
+        assert index.indexer.reconcile().notes_failed == 0
+        before = {
+            r["id"]: r for r in export_records(index.store) if r["metadata"]["path"] == "victim.md"
+        }
+        victim.write_text(
+            "# Victim\n\n## One\n\nSecond version, egret.\n\n## Two\n\nNew two: POISON.\n"
+        )
+        (vault / "sub" / "good0.md").write_text("# Good 0\n\nPlain words, changed.\n")
+        monkeypatch.setattr(Embedder, "embed_documents", fails_late)
+        summary = index.indexer.reconcile()
+        assert [f["path"] for f in summary.failures] == ["victim.md"]
+        assert summary.notes_changed == 1
+        after = {
+            r["id"]: r for r in export_records(index.store) if r["metadata"]["path"] == "victim.md"
+        }
+        assert after == before
+        assert [h.path for h in index.searcher.search("egret", k=5, mode="keyword")] == []
+        assert [h.path for h in index.searcher.search("heron", k=5, mode="keyword")] == [
+            "victim.md"
+        ]
+        vector_hits = index.searcher.search("Second version, egret", k=1, mode="vector")
+        assert "egret" not in vector_hits[0].text
+        assert "changed" in index.searcher.search("plain words changed", k=1)[0].text
 
 
 def test_a_newly_excluded_note_is_removed_from_the_index(tmp_path: Path) -> None:

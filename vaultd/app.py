@@ -249,6 +249,8 @@ def open_index(config: Config, env: Mapping[str, str] | None = None) -> Iterator
             max_bytes=int(config.vault.max_file_mb * 1024 * 1024),
             quarantine_after=config.vault.quarantine_after,
         )
+        # Before the store closes (callbacks run last-in first-out): the writer writes to it.
+        stack.callback(indexer.writer.close)
         yield Index(
             config=config,
             vault=vault,

@@ -41,6 +41,7 @@ from vaultd.pipeline.embed import Embedder
 from vaultd.pipeline.parse import parse_note
 from vaultd.pipeline.store import Metadata, VectorStore
 from vaultd.tokens import TokenCounter
+from vaultd.writer import Record, Writer
 
 log = structlog.get_logger("vaultd.indexer")
 
@@ -175,6 +176,8 @@ class Indexer:
         self.max_tokens = max_tokens
         self.max_bytes = max_bytes
         self.batch_chunks = BATCH_CHUNKS
+        #: Writes records to the store while the model embeds; closed with the indexer.
+        self.writer = Writer(store)
         #: Note files read since start (to hash or to parse); status and benchmarks report it.
         self.reads = 0
         #: Called between two batches of a long pass and between two embedding runs inside a
@@ -510,16 +513,52 @@ class Indexer:
         summary: Summary,
         embedding: Callable[[float], None] | None = None,
     ) -> None:
-        """Embed what the batch lacks and write it; `embedding` hears the share embedded."""
+        """Embed what the batch lacks and write it; `embedding` hears the share embedded.
+
+        Records go to the store as their vectors come, on the writer's thread, while the model
+        embeds the rest; the manifest moves once they are all in.
+        """
         if batch:
-            vectors, embed_failures, computed = self._vectors(batch, embedding)
+            waiting: dict[str, list[Record]] = {}
+            for p in batch:
+                for record, text_hash in self._records(p):
+                    waiting.setdefault(text_hash, []).append(record)
+            written: set[str] = set()
+
+            def send(text_hash: str, vector: np.ndarray) -> None:
+                for record in waiting.pop(text_hash, ()):
+                    self.writer.add(record, vector)
+                    written.add(record.path)
+
+            try:
+                vectors, embed_failures, computed = self._vectors(batch, send, embedding)
+                self.writer.finish()
+            except BaseException:
+                self.writer.discard()
+                self._put_back([p for p in batch if p.change.path in written])
+                raise
             good = [p for p in batch if p.change.path not in embed_failures]
             for p in batch:
                 if p.change.path in embed_failures:
                     state = FileState(p.change.path, p.change.size, p.change.mtime_ns)
                     failed.append((state, p.change.sha256, embed_failures[p.change.path]))
+            # A note that failed keeps its last good chunks, in the store as in the manifest.
+            self._put_back([p for p in batch if p.change.path in embed_failures.keys() & written])
             self._write(good, vectors, computed, summary)
         self._record_failures(summary, failed)
+
+    def _put_back(self, batch: list[_Pending]) -> None:
+        """Make the store hold what the manifest says of these notes again, after records of
+        theirs were written but the manifest did not move."""
+        if not batch:
+            return
+        try:
+            self.store.delete([c.id for p in batch for c in p.chunks])
+            for p in batch:
+                self._restore(self.manifest.chunks_of(p.change.path))
+        except StoreError as exc:
+            # The next start puts it right: these notes are still marked in flight.
+            log.warning("could not put the store back for these notes", error=str(exc))
 
     def _record_failures(
         self, summary: Summary, failed: Iterable[tuple[FileState, str, str]]
@@ -547,11 +586,17 @@ class Indexer:
         summary.notes_failed += len(rows)
 
     def _vectors(
-        self, batch: list[_Pending], embedding: Callable[[float], None] | None = None
+        self,
+        batch: list[_Pending],
+        send: Callable[[str, np.ndarray], None],
+        embedding: Callable[[float], None] | None = None,
     ) -> tuple[dict[str, np.ndarray], dict[str, str], set[str]]:
-        """Vectors for every chunk of the batch by text hash; embeds only what is not stored."""
+        """Vectors for every chunk of the batch by text hash; embeds only what is not stored.
+        Each vector goes to `send` as soon as it is known."""
         wanted = {c.hash for p in batch for c in p.chunks}
         vectors = self.manifest.vectors(self.model_id, wanted)
+        for text_hash, vector in vectors.items():
+            send(text_hash, vector)
         missing: dict[str, str] = {}
         for p in batch:
             for c in p.chunks:
@@ -562,16 +607,23 @@ class Indexer:
         in_flight = frozenset(
             path for p in batch for path in (p.change.path, p.change.old_path) if path
         )
+
+        def embedded(hashes: list[str], rows: np.ndarray) -> None:
+            for text_hash, vector in zip(hashes, rows, strict=True):
+                vectors[text_hash] = vector
+                computed_hashes.add(text_hash)
+                send(text_hash, vector)
+
         if missing:
+            hashes = list(missing.keys())
             try:
                 self.faults.before_embed(list(missing.values()))
-                computed = self.embedder.embed_documents(
+                self.embedder.embed_documents(
                     list(missing.values()),
                     pause=lambda: self._pause(in_flight),
                     progress=None if embedding is None else lambda n, of: embedding(n / of),
+                    ready=lambda at, rows: embedded([hashes[i] for i in at], rows),
                 )
-                vectors.update(zip(missing.keys(), computed, strict=True))
-                computed_hashes.update(missing)
             except EmbedError:
                 # One bad note must not fail its neighbours: retry note by note.
                 for p in batch:
@@ -581,11 +633,30 @@ class Indexer:
                     try:
                         self.faults.before_embed(list(texts.values()))
                         computed = self.embedder.embed_documents(list(texts.values()))
-                        vectors.update(zip(texts.keys(), computed, strict=True))
-                        computed_hashes.update(texts)
+                        embedded(list(texts.keys()), computed)
                     except EmbedError as exc:
                         failures[p.change.path] = str(exc)
         return vectors, failures, computed_hashes
+
+    def _records(self, p: _Pending) -> Iterator[tuple[Record, str]]:
+        """The store's record of each chunk of a note, with the hash of its embedded text."""
+        for c in p.chunks:
+            metadata = chunk_metadata(
+                path=p.note.path,
+                title=p.note.title,
+                tags=p.note.tags,
+                aliases=p.note.aliases,
+                link_targets=(link.target for link in p.note.links),
+                section=c.section,
+                headings=c.headings,
+                index=c.index,
+                start_line=c.start_line,
+                end_line=c.end_line,
+                mtime_ns=p.change.mtime_ns,
+                sha256=p.change.sha256,
+                model_id=self.model_id,
+            )
+            yield Record(c.id, p.change.path, c.text, metadata), c.hash
 
     def _write(
         self,
@@ -594,12 +665,10 @@ class Indexer:
         computed: set[str],
         summary: Summary,
     ) -> None:
+        """Finish the batch whose records the writer has stored: drop what its notes no
+        longer have, then move the manifest forward."""
         if not batch:
             return
-        ids: list[str] = []
-        documents: list[str] = []
-        metadatas: list[Metadata] = []
-        rows: list[np.ndarray] = []
         stale: list[str] = []
         moved_from: list[str] = []
         updates: list[NoteUpdate] = []
@@ -610,27 +679,6 @@ class Indexer:
             if change.old_path:  # a move, even one whose content changed on the way
                 moved_from.append(change.old_path)
                 stale.extend(self.manifest.chunk_ids(change.old_path))
-            for c in p.chunks:
-                ids.append(c.id)
-                documents.append(c.text)
-                metadatas.append(
-                    chunk_metadata(
-                        path=p.note.path,
-                        title=p.note.title,
-                        tags=p.note.tags,
-                        aliases=p.note.aliases,
-                        link_targets=(link.target for link in p.note.links),
-                        section=c.section,
-                        headings=c.headings,
-                        index=c.index,
-                        start_line=c.start_line,
-                        end_line=c.end_line,
-                        mtime_ns=change.mtime_ns,
-                        sha256=change.sha256,
-                        model_id=self.model_id,
-                    )
-                )
-                rows.append(vectors[c.hash])
             # INSERT OR IGNORE: vectors already stored cost nothing to offer again.
             fresh = {c.hash: vectors[c.hash] for c in p.chunks}
             updates.append(
@@ -643,8 +691,6 @@ class Indexer:
                 summary.notes_changed += 1
                 if change.kind == "modified":
                     summary.chunks_deleted += sum(1 for i in p.old_ids if i not in new_ids)
-        if ids:
-            self.store.upsert(ids, np.vstack(rows), documents, metadatas)
         if stale:
             self.store.delete(stale)
         # Only now, with the store holding the batch, does the manifest move forward.
