@@ -339,12 +339,12 @@ class Daemon:
         # Set by the signal handler, which may take no lock: it runs on the main thread between
         # two bytecodes, possibly while that thread holds the very lock (an Event's condition,
         # inside `wait`), and would wait for itself for ever. It only sets flags and writes a
-        # byte to this socket pair, which wakes the main loop.
+        # byte to a socket pair (open while the handlers are installed), which wakes the main
+        # loop.
         self._reload_asked = False
         self._stop_asked = False
-        self._wake_read, self._wake_write = socket.socketpair()
-        self._wake_read.setblocking(False)
-        self._wake_write.setblocking(False)
+        self._wake_read: socket.socket | None = None
+        self._wake_write: socket.socket | None = None
         self._interrupts = 0
         self.index: Index | None = None
         self.watcher: Watcher | None = None
@@ -367,17 +367,22 @@ class Daemon:
         self._wake()
 
     def _wake(self) -> None:
-        # Full: a wake-up is pending anyway.
-        with suppress(OSError):
-            self._wake_write.send(b"!")
+        sock = self._wake_write
+        if sock is not None:
+            # Full: a wake-up is pending anyway. Closed: the handlers are gone too.
+            with suppress(OSError):
+                sock.send(b"!")
 
     def _sleep(self, seconds: float) -> bool:
         """Wait up to `seconds` for a stop or a signal; True once a stop was asked for."""
-        if not self._stop.is_set() and not self._stop_asked:
-            ready, _, _ = select.select([self._wake_read], [], [], seconds)
+        sock = self._wake_read
+        if sock is None:  # no handlers installed (the loop run on its own, in tests)
+            self._stop.wait(seconds)
+        elif not self._stop.is_set() and not self._stop_asked:
+            ready, _, _ = select.select([sock], [], [], seconds)
             if ready:
                 with suppress(OSError):
-                    self._wake_read.recv(4096)
+                    sock.recv(4096)
         if self._stop_asked:
             self._stop.set()
         return self._stop.is_set()
@@ -385,12 +390,19 @@ class Daemon:
     @contextmanager
     def _signals(self) -> Iterator[None]:
         handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+        self._wake_read, self._wake_write = socket.socketpair()
+        self._wake_read.setblocking(False)
+        self._wake_write.setblocking(False)
         previous = {s: signal.signal(s, self._on_signal) for s in handled}
         try:
             yield
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
+            wake_read, wake_write = self._wake_read, self._wake_write
+            self._wake_read = self._wake_write = None
+            wake_read.close()
+            wake_write.close()
 
     def request_stop(self) -> None:
         self._stop.set()
