@@ -28,7 +28,7 @@ from machine import cpu_model
 
 DEFAULT_VAULT = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "obsidian-hub"
 LINE = re.compile(
-    r"^index: (\d+)% \(([\d.]+) of ([\d.]+) (MiB|KiB) of notes\)(?:, about (.+) left)?"
+    r"^index: (\d+)% \(([\d.]+) of ([\d.]+) (MiB|KiB) of text\)(?:, about (.+) left)?"
 )
 MARKS = (10, 25, 50, 75, 90)
 

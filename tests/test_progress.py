@@ -1,4 +1,4 @@
-"""Progress of a long pass: bytes of notes done, and the time left from measured throughput."""
+"""Progress of a long pass: bytes of text done, and the time left from measured throughput."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.conftest import FakeClock, shared_path
 from vaultd.app import open_index
 from vaultd.cli import main
 from vaultd.config import load_config
-from vaultd.progress import MIN_SECONDS, Snapshot, Tracker, estimate
+from vaultd.progress import MIN_SECONDS, Snapshot, Tracker, estimate, text_weight
 
 
 def test_estimate_is_the_rest_at_the_average_rate_so_far() -> None:
@@ -25,6 +25,14 @@ def test_no_estimate_before_there_is_anything_to_measure() -> None:
     assert estimate(500, 1000, MIN_SECONDS / 2) is None
     assert estimate(5, 1000, 60.0) is None  # under 1% done
     assert estimate(0, 0, 60.0) is None
+
+
+def test_the_text_of_a_note_is_its_bytes_less_its_comments() -> None:
+    assert text_weight(b"# Plain\n\nWords.\n") == 16
+    note = b"# A\n<!-- - Twitter: <https://> -->\nkept %% a hidden\nnote %% too\n"
+    assert text_weight(note) == len(b"# A\n\nkept  too\n")
+    # Unclosed, it is not a comment.
+    assert text_weight(b"50%% off <!-- no end") == 20
 
 
 def test_tracker_restarts_its_clock_with_each_phase() -> None:
@@ -63,7 +71,7 @@ def test_index_reports_bytes_as_batches_are_embedded(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     shutil.copytree(shared_path("corpora", "kepano-obsidian"), vault)
     config_file = write_config(tmp_path, vault)
-    sizes = sum(p.stat().st_size for p in vault.rglob("*.md"))
+    sizes = sum(text_weight(p.read_bytes()) for p in vault.rglob("*.md"))
     reports: list[tuple[str, int, int]] = []
     with open_index(load_config(config_file, env={})) as index:
         index.embedder.batch_size = 8  # several runs within the one batch
@@ -85,4 +93,4 @@ def test_index_prints_progress_lines_when_not_on_a_terminal(tmp_path: Path) -> N
     config_file = write_config(tmp_path, vault)
     result = CliRunner().invoke(main, ["index", "--config", str(config_file)])
     assert result.exit_code == 0, result.output
-    assert "index: 100% (" in result.stderr and "KiB of notes)" in result.stderr
+    assert "index: 100% (" in result.stderr and "KiB of text)" in result.stderr

@@ -117,7 +117,7 @@ def _load(config_file: Path | None, vault: Path | None) -> Any:
 class _Progress:
     """A bar with counts and ETA on a terminal; a line every few seconds otherwise.
 
-    The "index" phase counts bytes of notes (see vaultd.progress), so the bar's rate and time
+    The "index" phase counts bytes of text (see vaultd.progress), so the bar's rate and time
     left follow the model's work; the time left is the average rate of the phase so far.
     """
 
@@ -171,7 +171,7 @@ def _progress_line(snapshot: Snapshot | None) -> str:
         return ""
     if snapshot.unit == "bytes":
         scale, name = (1048576, "MiB") if snapshot.total >= 1048576 else (1024, "KiB")
-        counts = f"{snapshot.done / scale:.1f} of {snapshot.total / scale:.1f} {name} of notes"
+        counts = f"{snapshot.done / scale:.1f} of {snapshot.total / scale:.1f} {name} of text"
     else:
         counts = f"{snapshot.done}/{snapshot.total} {snapshot.unit}"
     line = f"{snapshot.phase}: {100 * snapshot.done / snapshot.total:.0f}% ({counts})"

@@ -40,6 +40,7 @@ from vaultd.pipeline.discover import Discovery
 from vaultd.pipeline.embed import Embedder
 from vaultd.pipeline.parse import parse_note
 from vaultd.pipeline.store import Metadata, VectorStore
+from vaultd.progress import text_weight
 from vaultd.tokens import TokenCounter
 from vaultd.writer import Record, Writer
 
@@ -289,16 +290,19 @@ class Indexer:
 
         hashed: list[tuple[FileState, str]] = []
         unreadable: list[tuple[FileState, str]] = []
+        weights: dict[str, int] = {}
         for done, state in enumerate(result.candidates, 1):
             try:
-                hashed.append((state, sha256_file(self._read(state.path))))
+                data = self._read(state.path)
+                hashed.append((state, sha256_file(data)))
+                weights[state.path] = text_weight(data)
             except NoteError as exc:
                 unreadable.append((state, str(exc)))
             report("hash", done, len(result.candidates))
             self._pause(frozenset(), throttle=True)
         changes = classify(known, hashed, result.gone)
         self._record_failures(summary, [(s, "", reason) for s, reason in unreadable])
-        self.apply(changes, summary, report)
+        self.apply(changes, summary, report, weights)
 
         summary.chunks_embedded = self.embedder.embedded - embedded_before
         summary.notes_read = self.reads - reads_before
@@ -328,7 +332,15 @@ class Indexer:
 
     # -- applying changes ----------------------------------------------------------------------
 
-    def apply(self, changes: Sequence[Change], summary: Summary, report: Progress) -> None:
+    def apply(
+        self,
+        changes: Sequence[Change],
+        summary: Summary,
+        report: Progress,
+        weights: Mapping[str, int] | None = None,
+    ) -> None:
+        """Carry out `changes`; `weights` are the notes' bytes of text for progress (their
+        sizes where missing)."""
         touched = [(c.path, c.size, c.mtime_ns) for c in changes if c.kind == "touched"]
         for start in range(0, len(touched), BATCH_NOTES):
             stats = touched[start : start + BATCH_NOTES]
@@ -347,9 +359,14 @@ class Indexer:
         # Crash suspects go last: the rest of the vault is indexed first.
         suspects = [c for c in content if c.path in self._suspects]
         content = [c for c in content if c.path not in self._suspects]
-        # Progress counts bytes (see vaultd.progress): a note is done once its batch is
-        # written, and a batch advances with its embedding runs.
-        total = sum(c.size for c in content) + sum(c.size for c in suspects)
+        # Progress counts bytes of text (see vaultd.progress): a note is done once its batch
+        # is written, and a batch advances with its embedding runs.
+        weights = weights or {}
+
+        def weight(change: Change) -> int:
+            return weights.get(change.path, change.size)
+
+        total = sum(weight(c) for c in content) + sum(weight(c) for c in suspects)
         done = batch_bytes = 0
         report("index", 0, total)
 
@@ -367,7 +384,7 @@ class Indexer:
             for change in content:
                 self._mark(change, marked)
                 pending = self._prepare(change, failed)
-                batch_bytes += change.size
+                batch_bytes += weight(change)
                 if pending is None and change.kind == "moved" and change.old_path:
                     left.append(change.old_path)
                 if pending is not None:
@@ -384,9 +401,9 @@ class Indexer:
             report("index", done, total)
             self._forget(left, summary)
 
-            def isolated(size: int) -> None:
+            def isolated(change: Change) -> None:
                 nonlocal done
-                done += size
+                done += weight(change)
                 report("index", done, total)
 
             self._isolate(suspects, marked, summary, isolated)
@@ -417,7 +434,7 @@ class Indexer:
         suspects: Sequence[Change],
         marked: list[str],
         summary: Summary,
-        report: Callable[[int], None],
+        report: Callable[[Change], None],
     ) -> None:
         """Crash suspects, each in a batch of its own: if the process dies again, whether in
         the parser, the model or the store, the note in flight is the one that did it.
@@ -432,7 +449,7 @@ class Indexer:
             self._flush([pending] if pending is not None else [], failed, summary)
             self._suspects.discard(change.path)
             self._pause(frozenset())
-            report(change.size)
+            report(change)
 
     def _pause(self, in_flight: frozenset[str], *, throttle: bool = False) -> None:
         if self.between_batches is None:

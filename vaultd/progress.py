@@ -1,19 +1,23 @@
 """How far a long pass has come and how long the rest will take, from measured throughput.
 
-The indexer counts its "index" phase in bytes of the notes to index: that is known for every
-note from the scan's stat alone, before anything is parsed, and the model's work (nearly all
-of a first index) follows the text's length. A note counts as done once its batch is written,
-plus the share of its batch's embedding runs already done, so the figure moves every second or
-so, not once a batch.
+The indexer counts its "index" phase in bytes of text: each note's bytes less its comments
+(`<!-- -->` and Obsidian's `%% %%`), which never reach the model. The figure is taken from the
+bytes the pass reads to hash each note anyway, before anything is parsed, and the model's work
+(nearly all of a first index) follows the length of the text it gets. Plain bytes did not: on
+obsidian-hub a quarter of the vault (profile templates, mostly comments) holds half the tokens
+per byte of the rest, and the estimate raced through it and then fell 20-35% short; bytes of
+text hold 0.33-0.38 tokens each all through that vault. A note counts as done once its batch is
+written, plus the share of its batch's embedding runs already done, so the figure moves every
+second or so, not once a batch.
 
-The time left is the bytes left at the rate of the phase so far (not a recent window: batches
+The time left is the text left at the rate of the phase so far (not a recent window: batches
 of long and short notes alternate). The first seconds give no estimate, nor does a phase with
-too little done to measure. On obsidian-hub it is within 1% at a tenth done but 21-34% short
-later, as the pass slows down with the store's growth (docs/benchmarks.md).
+too little done to measure. Figures in docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +29,15 @@ MIN_SHARE = 0.01
 MIN_SECONDS = 5.0
 
 UNITS = {"hash": "notes", "index": "bytes"}
+
+_COMMENTS = re.compile(rb"<!--.*?-->|%%.*?%%", re.DOTALL)
+
+
+def text_weight(data: bytes) -> int:
+    """The bytes of a note that reach the model, near enough: all but its comments."""
+    if b"<!--" not in data and b"%%" not in data:
+        return len(data)
+    return len(data) - sum(m.end() - m.start() for m in _COMMENTS.finditer(data))
 
 
 @dataclass(frozen=True, slots=True)
