@@ -7,7 +7,8 @@ temporary directory) with its progress lines on stderr (a line every 5 s when st
 a terminal; the bar on a terminal uses the same average rate). Every line with an estimate is
 compared with what really happened: the error is (estimated - real) / real time left, where
 the real time left runs until the process exits. Prints the error at 10, 25, 50, 75 and 90%
-done, and the largest error of all estimates from 10% done on.
+done, and the largest error of all estimates from 10% done on (and from 10 to 95%, and in
+seconds).
 """
 
 from __future__ import annotations
@@ -99,6 +100,13 @@ def main() -> int:
         "error_at": {},
         "max_abs_error_from_10pct": round(
             max(abs(error(at, est)) for at, pct, est in estimates if pct >= 10), 3
+        ),
+        # The last 5% is the last seconds, where a second off is a large share.
+        "max_abs_error_10_to_95pct": round(
+            max(abs(error(at, est)) for at, pct, est in estimates if 10 <= pct <= 95), 3
+        ),
+        "max_abs_error_s_from_10pct": round(
+            max(abs(est - (ended - at)) for at, pct, est in estimates if pct >= 10), 1
         ),
     }
     for mark in MARKS:
