@@ -574,7 +574,8 @@ class Indexer:
             for p in batch:
                 self._restore(self.manifest.chunks_of(p.change.path))
         except StoreError as exc:
-            # The next start puts it right: these notes are still marked in flight.
+            # Put right later: the manifest still has these notes as they were, so the next pass
+            # finds them changed (or touched, if changed back) and writes their records again.
             log.warning("could not put the store back for these notes", error=str(exc))
 
     def _record_failures(

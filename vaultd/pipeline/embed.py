@@ -34,7 +34,8 @@ def workers_for(threads: int) -> int:
 
 
 def session_options(intra_op_threads: int = 1) -> ort.SessionOptions:
-    """vaultd's session options; the benchmark's bare session uses them too, so both run alike."""
+    """vaultd's session options (one thread a run, see above); the benchmark's bare sessions
+    use them too, with their own thread counts."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = intra_op_threads
     options.inter_op_num_threads = 1
