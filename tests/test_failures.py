@@ -180,3 +180,46 @@ def test_notes_in_a_folder_that_cannot_be_read_are_kept(
         assert index.manifest.counts()["notes"] == 6
         monkeypatch.setattr(Discovery, "_list", real_list)
         assert index.indexer.reconcile().notes_deleted == 0
+
+
+@pytest.mark.parametrize("when", ["after the walk", "after the hash"])
+def test_a_note_written_again_during_a_pass_is_recorded_with_the_stat_it_was_read_under(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """A save with the same bytes between the walk's stat and the reads must not leave the
+    walk's older mtime in the manifest: every later start would read that note again."""
+    vault = make_vault(tmp_path)
+    note = vault / "sub" / "good3.md"
+    config = load_config(config_for(tmp_path, vault), env={})
+
+    def saved_again() -> None:
+        st = note.stat()
+        note.write_bytes(note.read_bytes())
+        os.utime(note, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+
+    with open_index(config, env={}) as index:
+        indexer = index.indexer
+        if when == "after the walk":
+            real_walk = indexer.discovery.walk
+
+            def walk() -> Any:
+                yield from real_walk()
+                saved_again()
+
+            monkeypatch.setattr(indexer.discovery, "walk", walk)
+        else:
+            real_read = indexer._read
+            reads: list[str] = []
+
+            def read(path: str) -> Any:
+                out = real_read(path)
+                reads.append(path)
+                if path == "sub/good3.md" and reads.count(path) == 1:
+                    saved_again()
+                return out
+
+            monkeypatch.setattr(indexer, "_read", read)
+        assert indexer.reconcile().notes_changed == 6
+        monkeypatch.undo()
+        again = indexer.reconcile()
+    assert (again.notes_read, again.notes_touched, again.notes_unchanged) == (0, 0, 6)

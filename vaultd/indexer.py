@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -293,8 +294,9 @@ class Indexer:
         weights: dict[str, int] = {}
         for done, state in enumerate(result.candidates, 1):
             try:
-                data = self._read(state.path)
-                hashed.append((state, sha256_file(data)))
+                data, size, mtime_ns = self._read(state.path)
+                # The walk's stat can be older than these bytes: keep the one they were read under.
+                hashed.append((FileState(state.path, size, mtime_ns), sha256_file(data)))
                 weights[state.path] = text_weight(data)
             except NoteError as exc:
                 unreadable.append((state, str(exc)))
@@ -316,17 +318,18 @@ class Indexer:
     def _unreadable_dirs(self) -> list[str]:
         return [path for path, reason in self.discovery.skipped if "permission" in reason.lower()]
 
-    def _mtime_ns(self, path: str) -> int:
-        try:
-            return Path(self.discovery.locate(path) or self.root / path).stat().st_mtime_ns
-        except OSError as exc:
-            raise NoteError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    def _read(self, path: str) -> tuple[bytes, int, int]:
+        """The note's bytes, with the size and mtime its file had just before they were read.
 
-    def _read(self, path: str) -> bytes:
+        A write after that stat leaves the recorded mtime older than the file's, so a later
+        pass reads the note again; a stat taken after the read would let it miss that write.
+        """
         self.reads += 1
         try:
             # The name on disk may be decomposed (NFD) where the vault path is NFC.
-            return Path(self.discovery.locate(path) or self.root / path).read_bytes()
+            with open(self.discovery.locate(path) or self.root / path, "rb") as file:
+                st = os.fstat(file.fileno())
+                return file.read(), st.st_size, st.st_mtime_ns
         except OSError as exc:
             raise NoteError(f"{path}: cannot read ({exc.strerror or exc})") from exc
 
@@ -464,10 +467,7 @@ class Indexer:
         state = FileState(change.path, change.size, change.mtime_ns)
         sha256 = change.sha256
         try:
-            # Taken before the read: a write after it leaves the recorded mtime older than the
-            # file's, so a later pass reads the note again; the other way round none would.
-            mtime_ns = self._mtime_ns(change.path)
-            data = self._read(change.path)
+            data, size, mtime_ns = self._read(change.path)
             sha256 = sha256_file(data)
             self.faults.before_parse(data)
             note = parse_note(change.path, data, max_bytes=self.max_bytes)
@@ -481,11 +481,13 @@ class Indexer:
             log.exception("the parser failed on a note", path=change.path)
             failed.append((state, sha256, f"the parser failed: {type(exc).__name__}: {exc}"))
             return None
-        if sha256 != change.sha256:
-            # Written again since it was hashed: index what was read now, with the mtime it had
-            # then. The scan's is older than what a pass in between may have recorded.
-            change = Change(change.kind, change.path, change.old_path, len(data), mtime_ns, sha256)
-            if change.kind == "moved":
+        if (size, mtime_ns, sha256) != (change.size, change.mtime_ns, change.sha256):
+            # Written since it was hashed (perhaps with the same bytes): record what was read
+            # now with the stat it was read under. The scan's is older than what a pass in
+            # between may have recorded, and would cost a read on every later start.
+            moved_away = change.kind == "moved" and sha256 != change.sha256
+            change = Change(change.kind, change.path, change.old_path, size, mtime_ns, sha256)
+            if moved_away:
                 # Still a move away from the old path, whose chunks must go.
                 change = Change(
                     "created", change.path, change.old_path, change.size, mtime_ns, sha256
