@@ -12,7 +12,7 @@ from tests.conftest import FakeClock, shared_path
 from vaultd.app import open_index
 from vaultd.cli import main
 from vaultd.config import load_config
-from vaultd.progress import MIN_SECONDS, Snapshot, Tracker, estimate, text_weight
+from vaultd.progress import COPY_SHARE, MIN_SECONDS, Snapshot, Tracker, estimate, text_weight
 
 
 def test_estimate_is_the_rest_at_the_average_rate_so_far() -> None:
@@ -33,6 +33,8 @@ def test_the_text_of_a_note_is_its_bytes_less_its_comments() -> None:
     assert text_weight(note) == len(b"# A\n\nkept  too\n")
     # Unclosed, it is not a comment.
     assert text_weight(b"50%% off <!-- no end") == 20
+    # A copy of content already seen has its texts embedded: it counts a share.
+    assert text_weight(b"x" * 1000, copy=True) == round(1000 * COPY_SHARE)
 
 
 def test_tracker_restarts_its_clock_with_each_phase() -> None:
@@ -71,7 +73,14 @@ def test_index_reports_bytes_as_batches_are_embedded(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     shutil.copytree(shared_path("corpora", "kepano-obsidian"), vault)
     config_file = write_config(tmp_path, vault)
-    sizes = sum(text_weight(p.read_bytes()) for p in vault.rglob("*.md"))
+    # A copied folder: its notes count a share of their bytes, whichever is met first.
+    shutil.copytree(vault / "Templates", vault / "Templates copy")
+    seen: set[bytes] = set()
+    sizes = 0
+    for data in (p.read_bytes() for p in vault.rglob("*.md")):
+        sizes += text_weight(data, copy=data in seen)
+        seen.add(data)
+    assert len(seen) < len(list(vault.rglob("*.md")))
     reports: list[tuple[str, int, int]] = []
     with open_index(load_config(config_file, env={})) as index:
         index.embedder.batch_size = 8  # several runs within the one batch

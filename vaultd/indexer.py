@@ -292,12 +292,15 @@ class Indexer:
         hashed: list[tuple[FileState, str]] = []
         unreadable: list[tuple[FileState, str]] = []
         weights: dict[str, int] = {}
+        contents = {k.sha256 for k in known.values() if k.ok}
         for done, state in enumerate(result.candidates, 1):
             try:
                 data, size, mtime_ns = self._read(state.path)
+                sha256 = sha256_file(data)
                 # The walk's stat can be older than these bytes: keep the one they were read under.
-                hashed.append((FileState(state.path, size, mtime_ns), sha256_file(data)))
-                weights[state.path] = text_weight(data)
+                hashed.append((FileState(state.path, size, mtime_ns), sha256))
+                weights[state.path] = text_weight(data, copy=sha256 in contents)
+                contents.add(sha256)
             except NoteError as exc:
                 unreadable.append((state, str(exc)))
             report("hash", done, len(result.candidates))
@@ -342,7 +345,7 @@ class Indexer:
         report: Progress,
         weights: Mapping[str, int] | None = None,
     ) -> None:
-        """Carry out `changes`; `weights` are the notes' bytes of text for progress (their
+        """Carry out `changes`; `weights` are the notes' shares of the work for progress (their
         sizes where missing)."""
         touched = [(c.path, c.size, c.mtime_ns) for c in changes if c.kind == "touched"]
         for start in range(0, len(touched), BATCH_NOTES):
