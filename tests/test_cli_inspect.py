@@ -20,7 +20,7 @@ from vaultd.tokens import TokenCounter
 
 REPORT_KEYS = {"path", "title", "aliases", "tags", "frontmatter", "links", "errors", "chunks"}
 CHUNK_KEYS = {"id", "index", "section", "headings", "start_line", "end_line", "tokens", "text"}
-LINK_KEYS = {"target", "heading", "block", "alias", "embed"}
+LINK_KEYS = {"target", "heading", "block", "alias", "embed", "line"}
 
 NOTE = """---
 title: Fixture Note
@@ -97,7 +97,7 @@ def test_inspect_json_on_a_fixture_note(
     assert report["tags"] == ["demo", "demo/nested", "inline"]
     assert report["frontmatter"]["up"] == "[[Parent]]"
     assert report["errors"] == []
-    assert report["links"] == [
+    expected = [
         {"target": "Parent", "heading": None, "block": None, "alias": None, "embed": False},
         {
             "target": "Other Note",
@@ -108,6 +108,11 @@ def test_inspect_json_on_a_fixture_note(
         },
         {"target": "Diagram.png", "heading": None, "block": None, "alias": None, "embed": True},
         {"target": "Guide Book", "heading": "Start", "block": None, "alias": None, "embed": False},
+    ]
+    # The file line each is written on; the front matter's belong to the whole note.
+    lines = [None, 9, 13, 13]
+    assert report["links"] == [
+        {**link, "line": line} for link, line in zip(expected, lines, strict=True)
     ]
     assert [(c["section"], c["start_line"], c["end_line"]) for c in report["chunks"]] == [
         ("Fixture Note", 9, 9),

@@ -25,7 +25,10 @@ def setup_index(root: Path) -> tuple[Config, list[dict[str, Any]]]:
     vault = root / "vault"
     vault.mkdir()
     for i in range(12):
-        (vault / f"n{i}.md").write_text(f"# Note {i}\n\nAbout subject number {i} and more.\n")
+        (vault / f"n{i}.md").write_text(
+            f'---\nup: "[[Index]]"\n---\n# Note {i}\n\nAbout subject number {i}, see [[n{i + 1}]].'
+            "\n\n## Later\n\nThen [[Elsewhere]] and more.\n"
+        )
     config_path = root / "c.toml"
     config_path.write_text(
         f'[vault]\npath = "{vault}"\n[store]\npath = "{root / "data"}"\n[log]\nlevel = "error"\n'
@@ -48,6 +51,16 @@ def assert_same(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> None:
     for x, y in zip(a, b, strict=True):
         assert x["document"] == y["document"] and x["metadata"] == y["metadata"]
         assert np.allclose(x["vector"], y["vector"], atol=1e-5)
+
+
+def test_each_chunk_carries_its_own_links_and_the_front_matters(tmp_path: Path) -> None:
+    _, records = setup_index(tmp_path)
+    links = {
+        r["metadata"]["section"]: r["metadata"]["links"]
+        for r in records
+        if r["metadata"]["path"] == "n0.md"
+    }
+    assert links == {"Note 0": ["Index", "n1"], "Note 0 > Later": ["Elsewhere", "Index"]}
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated"])

@@ -130,7 +130,7 @@ def chunk_metadata(
     model_id: str,
 ) -> Metadata:
     """The metadata stored with each chunk in Chroma; empty lists are left out (Chroma rejects
-    them)."""
+    them). `link_targets` are the chunk's own (see `links_within`)."""
     folders = PurePosixPath(path).parent.parts
     meta: dict[str, Any] = {
         "path": path,
@@ -153,6 +153,18 @@ def chunk_metadata(
     }
     meta.update({k: v for k, v in lists.items() if v})
     return meta
+
+
+def links_within(
+    links: Iterable[tuple[str, int | None]], start_line: int, end_line: int
+) -> list[str]:
+    """Targets of the links written in these lines, and of the front matter's (line None).
+
+    A chunk carries its own links, not its note's: a hub note links hundreds of notes, and
+    Chroma stores a list value as one row per item for every record, so the note's links on
+    each of its chunks made most of the store's size and write time.
+    """
+    return [t for t, line in links if line is None or start_line <= line <= end_line]
 
 
 class Indexer:
@@ -669,7 +681,9 @@ class Indexer:
                 title=p.note.title,
                 tags=p.note.tags,
                 aliases=p.note.aliases,
-                link_targets=(link.target for link in p.note.links),
+                link_targets=links_within(
+                    ((link.target, link.line) for link in p.note.links), c.start_line, c.end_line
+                ),
                 section=c.section,
                 headings=c.headings,
                 index=c.index,
@@ -781,7 +795,11 @@ def _stored_metadata(chunk: StoredChunk, row: Mapping[str, Any], model_id: str) 
         title=chunk.title,
         tags=row.get("tags", ()),
         aliases=row.get("aliases", ()),
-        link_targets=(link["target"] for link in row.get("links", ())),
+        link_targets=links_within(
+            ((link["target"], link.get("line")) for link in row.get("links", ())),
+            chunk.start_line,
+            chunk.end_line,
+        ),
         section=chunk.section,
         headings=chunk.headings,
         index=chunk.index,

@@ -696,6 +696,7 @@ class Manifest:
                             "block": link.block,
                             "alias": link.alias,
                             "embed": link.embed,
+                            "line": link.line,
                         }
                         for link in note.links
                     ],

@@ -24,6 +24,9 @@ class Link:
     block: str | None = None
     alias: str | None = None
     embed: bool = False
+    #: The 1-based file line it is written on; None in front matter (it belongs to the note).
+    #: Where a link is written does not make it another link.
+    line: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ What is skipped and what is kept (documented in docs/parsing.md):
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import datetime as dt
 import re
 import unicodedata
@@ -180,7 +181,7 @@ def _parse_text(path: str, text: str, errors: list[str]) -> Note:
     blocks, masked = _blocks(body, body_start_line)
     title = _title(frontmatter, blocks, path)
     tags = _frontmatter_tags(frontmatter) | _inline_tags(masked)
-    links = _frontmatter_links(frontmatter) + _body_links(masked, path)
+    links = _frontmatter_links(frontmatter) + _body_links(masked, path, body_start_line)
     return Note(
         path=path,
         title=title,
@@ -481,7 +482,7 @@ def _frontmatter_links(frontmatter: Mapping[str, Any]) -> list[Link]:
     return links
 
 
-def _body_links(masked: str, path: str) -> list[Link]:
+def _body_links(masked: str, path: str, first_line: int) -> list[Link]:
     own = _own_name(path)
     found: list[tuple[int, Link]] = []
     for match in _WIKILINK.finditer(masked):
@@ -493,7 +494,12 @@ def _body_links(masked: str, path: str) -> list[Link]:
         if link is not None:
             found.append((match.start(), link))
     found.sort(key=lambda item: item[0])
-    return [link for _, link in found]
+    # Hidden regions are blanked in place, so offsets in `masked` are offsets in the body.
+    newlines = [m.start() for m in re.finditer("\n", masked)] if found else []
+    return [
+        dataclasses.replace(link, line=first_line + bisect.bisect_left(newlines, start))
+        for start, link in found
+    ]
 
 
 def _markdown_link(embed: bool, raw: str, own_name: str) -> Link | None:
