@@ -8,11 +8,12 @@ obsidian-hub a quarter of the vault (profile templates, mostly comments) holds h
 per byte of the rest, and the estimate raced through it and then fell 20-35% short; bytes of
 text hold 0.33-0.38 tokens each all through that vault. An exact copy of a note met before (a
 copied folder, a move) counts a tenth of its bytes: its texts are embedded already, and what is
-left (parsing, chunking, writing its records) costs about that; on a generated 50,000-note
-vault whose later four-fifths are copies, plain bytes of text put the time left at 2-3 times the
-real one until the copies began. A note counts as done once its batch is
-written, plus the share of its batch's embedding runs already done, so the figure moves every
-second or so, not once a batch.
+left (parsing, chunking, writing its records) costs about that. On a generated 50,000-note
+vault whose later four-fifths are copies, plain bytes of text put the time left at nearly three
+times the real one at 18% done, this at 1.7 times: copies whose bytes differ from their
+original still count in full. A note counts as done once its batch is written, plus the share
+of its batch's embedding runs already done, so the figure moves every second or so, not once a
+batch.
 
 The time left is the text left at the rate of the phase so far (not a recent window: batches
 of long and short notes alternate). The first seconds give no estimate, nor does a phase with
