@@ -223,3 +223,33 @@ def test_a_note_written_again_during_a_pass_is_recorded_with_the_stat_it_was_rea
         monkeypatch.undo()
         again = indexer.reconcile()
     assert (again.notes_read, again.notes_touched, again.notes_unchanged) == (0, 0, 6)
+
+
+def test_a_moved_note_written_again_before_it_is_indexed_is_indexed_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A move whose new file changes after it was hashed must not keep the old chunks."""
+    vault = make_vault(tmp_path)
+    config = load_config(config_for(tmp_path, vault), env={})
+    with open_index(config, env={}) as index:
+        indexer = index.indexer
+        indexer.reconcile()
+        moved = vault / "sub" / "moved.md"
+        (vault / "sub" / "good2.md").rename(moved)
+        real_read = indexer._read
+
+        def read(path: str) -> Any:
+            out = real_read(path)
+            if path == "sub/moved.md":  # the hash read: edited before the parse reads it
+                moved.write_text("# Moved\n\nRewritten about a kingfisher.\n")
+                monkeypatch.setattr(indexer, "_read", real_read)
+            return out
+
+        monkeypatch.setattr(indexer, "_read", read)
+        summary = indexer.reconcile()
+        assert summary.notes_failed == 0
+        paths = {r["metadata"]["path"]: r["document"] for r in export_records(index.store)}
+        assert "sub/good2.md" not in paths
+        assert "kingfisher" in paths["sub/moved.md"]
+        hits = index.searcher.search("kingfisher", k=1, mode="keyword")
+        assert [h.path for h in hits] == ["sub/moved.md"]

@@ -500,13 +500,10 @@ class Indexer:
             # Written since it was hashed (perhaps with the same bytes): record what was read
             # now with the stat it was read under. The scan's is older than what a pass in
             # between may have recorded, and would cost a read on every later start.
-            moved_away = change.kind == "moved" and sha256 != change.sha256
-            change = Change(change.kind, change.path, change.old_path, size, mtime_ns, sha256)
-            if moved_away:
-                # Still a move away from the old path, whose chunks must go.
-                change = Change(
-                    "created", change.path, change.old_path, change.size, mtime_ns, sha256
-                )
+            # New content at a moved note's path is no plain move, but still a move away from
+            # the old path, whose chunks must go.
+            kind = "created" if change.kind == "moved" and sha256 != change.sha256 else change.kind
+            change = Change(kind, change.path, change.old_path, size, mtime_ns, sha256)
         if change.kind == "moved" and change.old_path:
             chunks = self._rekeyed(change.old_path, note.path) or chunks
         old_ids = self.manifest.chunk_ids(change.path)
