@@ -6,7 +6,10 @@
 2. First index: `vaultd run` on the empty data directory, timed from spawn until the daemon
    is idle with every note indexed. Meanwhile, after a warm-up, `--edits` edits to one note,
    each timed from the write until a keyword search returns it (bench/latency.py's method).
-3. Peak RSS (VmHWM) over the first index, and RSS at rest 30 s after it.
+3. Peak RSS (VmHWM) over the first index, and RSS at rest 30 s after it. With
+   `--wait-unload`, also once the daemon has closed its vector index and model for being
+   unused (`[schedule] unload`, 10 min by default), and the time of the first search after
+   that (which opens them again) and of the next one.
 4. Restart: SIGTERM, then a new `vaultd run` on the unchanged vault, timed from spawn until
    it is ready and reconciled; its status must show zero embeddings and zero note reads.
 5. The bare floor: the vault's unique embedded texts (parsed and chunked with vaultd's own
@@ -124,7 +127,30 @@ def bare_estimate(config_file: Path, sample: int, seed: int) -> dict[str, Any]:
     }
 
 
-def restart(config: Path, socket: Path, log: Path) -> dict[str, Any]:
+def unloaded(daemon: Any, prefix: str) -> dict[str, Any]:
+    """Wait until the idle daemon has closed its vector index and model; RSS then, and the
+    first search after it (which opens both again) against the next."""
+    started = time.monotonic()
+    while True:
+        status = daemon.request("GET", "/v1/status")
+        if not status["store"]["loaded"] and not status["model_loaded"]:
+            break
+        if time.monotonic() - started > 3600:
+            raise RuntimeError("the daemon did not unload within an hour")
+        time.sleep(5)
+    out: dict[str, Any] = {
+        f"{prefix}_unloaded_after_s": round(time.monotonic() - started),
+        f"{prefix}_unloaded_rss_mb": round(rss_mb(daemon.process.pid), 1),
+    }
+    for key in ("first_search_after_unload_s", "next_search_s"):
+        began = time.monotonic()
+        daemon.search("how do I keep my notes in sync between devices", mode="vector", k=10)
+        out[f"{prefix}_{key}"] = round(time.monotonic() - began, 3)
+    out[f"{prefix}_reopened_rss_mb"] = round(rss_mb(daemon.process.pid), 1)
+    return out
+
+
+def restart(config: Path, socket: Path, log: Path, *, wait_unload: bool = False) -> dict[str, Any]:
     """Start on the indexed, unchanged vault: time to ready and reconciled, reads, RSS."""
     out: dict[str, Any] = {}
     spawned = time.monotonic()
@@ -137,6 +163,8 @@ def restart(config: Path, socket: Path, log: Path) -> dict[str, Any]:
         }
         time.sleep(10)
         out["restart_idle_rss_mb"] = round(rss_mb(daemon.process.pid), 1)
+        if wait_unload:
+            out.update(unloaded(daemon, "restart"))
     finally:
         daemon.stop(signal.SIGTERM, timeout=60)
     return out
@@ -163,6 +191,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--skip-bare", action="store_true")
     parser.add_argument(
+        "--wait-unload",
+        action="store_true",
+        help="also measure RSS once the idle daemon has closed its index and model",
+    )
+    parser.add_argument(
         "--restart-only",
         action="store_true",
         help="only step 4, on WORK's vault and data from an earlier run",
@@ -181,7 +214,7 @@ def main() -> int:
     config = write_config(work / "vaultd.toml", vault, data, socket, debounce="300ms")
     log = work / "vaultd.log"
     if args.restart_only:
-        result.update(restart(config, socket, log))
+        result.update(restart(config, socket, log, wait_unload=args.wait_unload))
         print(json.dumps(result, indent=2))
         return 0
     if data.exists():
@@ -205,6 +238,8 @@ def main() -> int:
         result["peak_rss_mb"] = round(rss_mb(daemon.process.pid, "VmHWM"), 1)
         time.sleep(30)
         result["idle_rss_mb"] = round(rss_mb(daemon.process.pid), 1)
+        if args.wait_unload:
+            result.update(unloaded(daemon, "idle"))
     finally:
         sampler.stop.set()
         daemon.stop(signal.SIGTERM, timeout=60)
@@ -212,7 +247,7 @@ def main() -> int:
         (round(t), round(r)) for t, r in sampler.samples[:: max(1, len(sampler.samples) // 40)]
     ]
 
-    result.update(restart(config, socket, log))
+    result.update(restart(config, socket, log, wait_unload=args.wait_unload))
 
     if not args.skip_bare:
         result["bare"] = bare_estimate(config, args.sample, args.seed)

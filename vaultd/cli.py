@@ -449,6 +449,17 @@ def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
             if lag["samples"]:
                 click.echo(f"lag:      p50 {lag['p50']:.2f} s, p95 {lag['p95']:.2f} s")
             click.echo(f"watching: {report['watch']['mode']}")
+            closed = [
+                what
+                for what, loaded in (
+                    ("vector index", report["store"].get("loaded", True)),
+                    ("model", report.get("model_loaded", True)),
+                )
+                if not loaded
+            ]
+            unused = f" ({' and '.join(closed)} closed while unused)" if closed else ""
+            if report.get("rss_mb") is not None:
+                click.echo(f"memory:   {report['rss_mb']} MB{unused}")
         click.echo(f"model:    {report['model']}")
         click.echo(f"data:     {report['store']['data_dir']}")
         for failure in report["failed"]:

@@ -248,6 +248,9 @@ class ScheduleSection:
 
     rescan: str = field(default="1h", metadata={"parse": _duration})
     health: str = field(default="5m", metadata={"parse": _duration})
+    #: The daemon closes the vector index and the model after this long unused (see
+    #: `Worker._unload_idle`).
+    unload: str = field(default="10m", metadata={"parse": _duration})
 
     @property
     def rescan_seconds(self) -> float:
@@ -256,6 +259,10 @@ class ScheduleSection:
     @property
     def health_seconds(self) -> float:
         return parse_duration(self.health)
+
+    @property
+    def unload_seconds(self) -> float:
+        return parse_duration(self.unload)
 
 
 @dataclass(frozen=True, slots=True)

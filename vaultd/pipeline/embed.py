@@ -13,6 +13,8 @@ vectors are L2-normalised so cosine similarity is a dot product.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -70,8 +72,10 @@ class Embedder:
         #: the longest a fresh edit waits for, takes about the same time whatever the texts.
         self.max_batch_tokens = 0
         self._tokenizer = load_tokenizer(spec)
-        self._session = open_session(spec)
+        self._session: ort.InferenceSession | None = open_session(spec)
         self._inputs = {i.name for i in self._session.get_inputs()}
+        self._opening = threading.Lock()
+        self._last_used = time.monotonic()
         #: Documents (not queries) embedded since start; `index --json` and status report it.
         self.embedded = 0
 
@@ -173,6 +177,31 @@ class Embedder:
         if batch:
             yield batch
 
+    @property
+    def loaded(self) -> bool:
+        return self._session is not None
+
+    def unload(self, unused_for: float) -> bool:
+        """Close the session once no run has ended for `unused_for` seconds (about 100 MB at
+        rest); the next run opens it again (0.2 s). True when it closed it.
+
+        A run in flight holds its own reference to the session, which outlives this.
+        """
+        with self._opening:
+            if self._session is None or time.monotonic() - self._last_used < unused_for:
+                return False
+            self._session = None
+        return True
+
+    def _live(self) -> ort.InferenceSession:
+        session = self._session
+        if session is None:
+            with self._opening:
+                if self._session is None:
+                    self._session = open_session(self.spec)
+                session = self._session
+        return session
+
     def release_memory(self) -> None:
         """Hand the memory ONNX Runtime's arena grew to for big batches back to the system.
 
@@ -187,8 +216,11 @@ class Embedder:
         feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
+        session = self._session
+        if session is None:
+            return
         try:
-            self._session.run(None, feed, options)
+            session.run(None, feed, options)
         except Exception as exc:  # onnxruntime raises its own untyped errors
             raise EmbedError(f"the ONNX session failed to release its memory: {exc}") from exc
 
@@ -209,10 +241,15 @@ class Embedder:
         feed = {"input_ids": input_ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(input_ids)
+        # Marked used from its start: `unload` must not take a session just opened for it.
+        self._last_used = time.monotonic()
+        session = self._live()
         try:
-            hidden = self._session.run(None, feed)[0]
+            hidden = session.run(None, feed)[0]
         except Exception as exc:
             raise EmbedError(f"the ONNX session failed on a batch of {len(batch)}: {exc}") from exc
+        finally:
+            self._last_used = time.monotonic()
         return pool(np.asarray(hidden, dtype=np.float32), mask, self.spec.pooling)
 
 

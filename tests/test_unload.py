@@ -1,0 +1,112 @@
+"""Memory at rest: the vector index and the model are closed when unused, and reopened on use."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.daemon import running, wait_until
+from vaultd.models import default_spec
+from vaultd.pipeline.embed import Embedder
+from vaultd.pipeline.store import VectorStore
+
+
+def _vectors(count: int) -> np.ndarray:
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(count, 384)).astype(np.float32)
+    normalised: np.ndarray = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    return normalised
+
+
+def test_an_unused_store_is_closed_and_reopened_by_its_next_use(tmp_path: Path) -> None:
+    store = VectorStore(collection="notes", vault_id="/v", model_id="m", path=tmp_path / "chroma")
+    try:
+        vectors = _vectors(50)
+        ids = [f"id{i:02d}" for i in range(50)]
+        store.upsert(ids, vectors, [f"text {i}" for i in ids], [{"path": f"{i}.md"} for i in ids])
+        before = store.query(vectors[3], 5)
+        assert before[0][0] == "id03"
+
+        assert not store.release(3600), "just used: kept open"
+        with store._in_use():  # an operation in flight on another thread
+            assert not store.release(0)
+        assert store.loaded
+        assert store.release(0)
+        assert not store.loaded
+        assert not store.release(0), "already closed"
+
+        # The next use opens it again, with everything it held.
+        assert store.query(vectors[3], 5) == before
+        assert store.loaded and store.count() == 50
+        store.upsert(["new"], vectors[:1], ["new"], [{"path": "new.md"}])
+        assert store.release(0)
+        assert store.count() == 51
+    finally:
+        store.close()
+
+
+def test_an_unused_model_is_closed_and_reopened_by_its_next_run() -> None:
+    embedder = Embedder(default_spec(), threads=1)
+    before = embedder.embed_query("otters hold hands while asleep")
+    assert not embedder.unload(3600), "just used: kept open"
+    assert embedder.unload(0)
+    assert not embedder.loaded
+    embedder.release_memory()  # idle housekeeping does not reopen it
+    assert not embedder.loaded
+    assert np.array_equal(embedder.embed_query("otters hold hands while asleep"), before)
+    assert embedder.loaded
+
+
+@pytest.mark.slow
+def test_an_idle_daemon_frees_its_index_and_model_and_serves_the_next_use(
+    tmp_path: Path,
+) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "Otter.md").write_text("# Otter\n\nOtters hold hands while asleep.\n")
+    extra = '\n[schedule]\nunload = "1s"\n'
+    with running(vault, tmp_path, extra=extra) as daemon:
+
+        def unloads() -> int:
+            """Times both were closed together: each after a use that had opened both."""
+            events = [json.loads(line) for line in daemon.log_text().splitlines() if "{" in line]
+            return sum(
+                1
+                for e in events
+                if e.get("event", "").startswith("unused for a while")
+                and e["vector_index"]
+                and e["model"]
+            )
+
+        wait_until(lambda: unloads() == 1, "the idle daemon closed its index and model", 30)
+        status = daemon.request("GET", "/v1/status")
+        assert not status["store"]["loaded"] and not status["model_loaded"]
+        shown = subprocess.run(
+            [sys.executable, "-m", "vaultd", "status", "--config", str(daemon.config)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert "(vector index and model closed while unused)" in shown
+
+        # A search reopens both (they are closed again a second later) and finds the note.
+        hits = daemon.search("sleeping otters", mode="vector", k=3)
+        assert [h["path"] for h in hits] == ["Otter.md"]
+        wait_until(lambda: unloads() == 2, "the search reopened both", 30)
+
+        # An edit: the write path reopens them, and the edit is searchable.
+        (vault / "Heron.md").write_text("# Heron\n\nHerons stand still in shallow water.\n")
+        wait_until(
+            lambda: (
+                [h["path"] for h in daemon.search("heron in the shallows", k=1)] == ["Heron.md"]
+            ),
+            "the edit made after the unload is searchable",
+            timeout=30,
+        )
+        events = [json.loads(line) for line in daemon.log_text().splitlines() if "{" in line]
+        assert not [e for e in events if e.get("level") in ("error", "critical")]
