@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -110,3 +112,24 @@ def test_an_idle_daemon_frees_its_index_and_model_and_serves_the_next_use(
         )
         events = [json.loads(line) for line in daemon.log_text().splitlines() if "{" in line]
         assert not [e for e in events if e.get("level") in ("error", "critical")]
+
+
+@pytest.mark.slow
+def test_unload_0_keeps_them_open_and_a_reload_applies_a_new_setting(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "Otter.md").write_text("# Otter\n\nOtters hold hands while asleep.\n")
+    with running(vault, tmp_path, extra='\n[schedule]\nunload = "0"\n') as daemon:
+        time.sleep(2)
+        status = daemon.request("GET", "/v1/status")
+        assert status["store"]["loaded"] and status["model_loaded"]
+
+        text = daemon.config.read_text().replace('unload = "0"', 'unload = "1s"')
+        daemon.config.write_text(text)
+        daemon.process.send_signal(signal.SIGHUP)
+
+        def unloaded() -> bool:
+            status = daemon.request("GET", "/v1/status")
+            return not status["store"]["loaded"] and not status["model_loaded"]
+
+        wait_until(unloaded, "the reloaded setting closed both", timeout=30)
