@@ -249,7 +249,7 @@ class ScheduleSection:
     rescan: str = field(default="1h", metadata={"parse": _duration})
     health: str = field(default="5m", metadata={"parse": _duration})
     #: The daemon closes the vector index and the model after this long unused (see
-    #: `Worker._unload_idle`).
+    #: `Worker._unload_unused`).
     unload: str = field(default="10m", metadata={"parse": _duration})
 
     @property
