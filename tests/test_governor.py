@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import FakeClock, shared_path
 from tests.daemon import running, wait_until
-from vaultd.governor import YIELD_FIRST, YIELD_MAX, CpuMeter, Governor
+from vaultd.governor import MIN_WINDOW, YIELD_FIRST, YIELD_MAX, CpuMeter, Governor
 
 
 class Meter(CpuMeter):
@@ -49,6 +49,59 @@ def test_yielding_waits_longer_while_the_machine_stays_busy() -> None:
     assert governor.rest() == YIELD_FIRST
     governor = Governor(1.0, 0.5, meter=Meter([0.9] * 12), clock=clock)
     assert [governor.rest() for _ in range(12)][-1] == YIELD_MAX
+
+
+class ProcStat:
+    """A /proc/stat whose busy ticks, clock and own CPU time the test moves by hand."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.busy_ticks = 0
+        self.own = 0.0
+        self.clock = FakeClock()
+        self.write()
+
+    def write(self) -> None:
+        # user nice system idle iowait irq softirq steal: all busy time as "user"
+        self.path.write_text(f"cpu  {self.busy_ticks} 0 0 500 0 0 0 0 0 0\ncpu0 0 0 0 0\n")
+
+    def advance(self, seconds: float, busy_cores: float, own_cores: float) -> None:
+        ticks = os.sysconf("SC_CLK_TCK")
+        self.clock.now += seconds
+        self.busy_ticks += round(seconds * busy_cores * ticks)
+        self.own += seconds * own_cores
+        self.write()
+
+    def meter(self) -> CpuMeter:
+        return CpuMeter(self.path, clock=self.clock, own_cpu=lambda: self.own)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/stat")
+def test_meter_reads_over_a_window_of_at_least_a_second(tmp_path: Path) -> None:
+    cores = os.cpu_count() or 1
+    stat = ProcStat(tmp_path / "stat")
+    meter = stat.meter()
+    # Others busy on every core for a short while: too soon to tell, and the window runs on.
+    stat.advance(MIN_WINDOW / 4, busy_cores=cores, own_cores=0)
+    assert meter.others() is None
+    stat.advance(MIN_WINDOW, busy_cores=0, own_cores=0)
+    assert meter.others() == pytest.approx(0.2, abs=0.02)  # the whole 1.25 s, a fifth busy
+    stat.advance(MIN_WINDOW, busy_cores=cores, own_cores=cores / 2)
+    assert meter.others() == pytest.approx(0.5, abs=0.02)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/stat")
+def test_ticks_charged_at_once_are_not_taken_for_other_programs(tmp_path: Path) -> None:
+    # A virtual machine's kernel charges the ticks a virtual CPU missed while the host held it
+    # all at once: more busy time than the cores could give in the window. With this process
+    # using every core, that is not other programs at work.
+    cores = os.cpu_count() or 1
+    stat = ProcStat(tmp_path / "stat")
+    meter = stat.meter()
+    governor = Governor(1.0, 0.5, meter=meter, clock=stat.clock)
+    stat.advance(MIN_WINDOW, busy_cores=2.2 * cores, own_cores=0.98 * cores)
+    assert governor.rest() == 0.0 and not governor.yielding
+    assert governor.others is not None and governor.others < 0.05, governor.others
 
 
 @contextmanager

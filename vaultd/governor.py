@@ -29,9 +29,16 @@ log = structlog.get_logger(__name__)
 
 YIELD_FIRST = 1.0
 YIELD_MAX = 30.0
+#: The shortest span a CPU reading is taken over (see `CpuMeter`).
+MIN_WINDOW = 1.0
 
 #: /proc/stat's cpu line: user nice system idle iowait irq softirq steal ...
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
+
+
+def _own_cpu() -> float:
+    times = os.times()
+    return times.user + times.system
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,17 +53,31 @@ class CpuMeter:
 
     On Linux from /proc/stat (all busy time) less this process's own CPU time; elsewhere from
     the one-minute load average less this process's share, which is coarser but needs nothing.
+
+    A reading spans at least `MIN_WINDOW`: /proc/stat advances in clock ticks, and in a virtual
+    machine the guest's kernel charges the ticks it missed while the host held a virtual CPU
+    all at once, so over a few tenths of a second it can count more busy time than the cores
+    have. Such a window once read as "others keep every core busy" with nothing else running,
+    and bulk work waited for nobody. For the same reason busy time is capped at what the cores
+    can give in the window.
     """
 
-    def __init__(self, stat: Path = Path("/proc/stat")) -> None:
+    def __init__(
+        self,
+        stat: Path = Path("/proc/stat"),
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        own_cpu: Callable[[], float] = _own_cpu,
+    ) -> None:
         self._stat = stat
+        self._clock = clock
+        self._own_cpu = own_cpu
         self._cores = os.cpu_count() or 1
         self._ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self._last = self._read()
 
     def _read(self) -> Reading:
-        times = os.times()
-        return Reading(time.monotonic(), self._machine_busy(), times.user + times.system)
+        return Reading(self._clock(), self._machine_busy(), self._own_cpu())
 
     def _machine_busy(self) -> float | None:
         if not sys.platform.startswith("linux"):
@@ -69,15 +90,16 @@ class CpuMeter:
             return None
 
     def others(self) -> float | None:
-        """Others' share of all cores since the last call, or None when it cannot tell."""
+        """Others' share of all cores since the last reading, or None when it is too soon to
+        tell (the window then runs on to the next call) or it cannot tell."""
+        if self._clock() - self._last.at < MIN_WINDOW:
+            return None
         now = self._read()
         last, self._last = self._last, now
         wall = now.at - last.at
-        if wall <= 0.05:
-            return None
         own = (now.own - last.own) / (wall * self._cores)
         if now.machine_busy is not None and last.machine_busy is not None:
-            busy = (now.machine_busy - last.machine_busy) / (wall * self._cores)
+            busy = min(1.0, (now.machine_busy - last.machine_busy) / (wall * self._cores))
             return min(1.0, max(0.0, busy - own))
         try:
             load = os.getloadavg()[0] / self._cores
@@ -117,7 +139,7 @@ class Governor:
         if self.yield_above < 1:
             others = self._meter.others()
             if others is None:
-                # Too soon to tell (two checks close together): carry on as before.
+                # Too soon to tell (under MIN_WINDOW since the last reading): carry on as before.
                 return max(delay, self._backoff)
             self.others = others
             if others > self.yield_above:
