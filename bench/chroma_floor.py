@@ -9,8 +9,8 @@ vaultd creates it), twice:
 
 - `ids_and_vectors`: each record with its id and vector only: no document, no metadata. No
   store of one record per chunk can cost less than this.
-- `as_vaultd_writes`: with the chunk's text as the document and metadata like vaultd's (path,
-  title, section, lines, tags).
+- `as_vaultd_writes`: with the chunk's text as the document and part of vaultd's metadata
+  (path, title, section, lines, one tag); vaultd's own records carry more, so cost more.
 
 No model runs, nothing else runs in the process, and the CPU time is the process's own (all
 of Chroma's threads). With `--bare-seconds` (the bare estimate of bench/big_vault.py's same
