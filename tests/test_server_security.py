@@ -38,15 +38,14 @@ from tests.test_server import (
     vaultd,
     write_vault,
 )
+from vaultd.errors import StartupError
+from vaultd.locate import MAX_SOCKET_PATH, socket_path
 from vaultd.server import (
     HEADER_TIMEOUT,
     IDLE_TIMEOUT,
     MAX_CONNECTIONS,
-    MAX_SOCKET_PATH,
-    StartupError,
     _clear_stale,
     _safe_directory,
-    socket_path,
 )
 
 NOBODY = 65534

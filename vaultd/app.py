@@ -37,6 +37,7 @@ from packaging.version import InvalidVersion, Version
 from vaultd.config import Config
 from vaultd.errors import StoreError, StoreMismatchError
 from vaultd.indexer import Indexer, Progress, Summary
+from vaultd.layout import CHROMA, tighten
 from vaultd.lock import DataDirLock
 from vaultd.manifest import Manifest
 from vaultd.models import ModelSpec, load_spec
@@ -47,7 +48,7 @@ from vaultd.probe import check_store, mark_closed, mark_open
 from vaultd.search import Searcher
 from vaultd.tokens import TokenCounter
 
-CHROMA_DIR = "chroma"
+CHROMA_DIR = CHROMA
 #: Manifest meta keys (see the module's docstring).
 CHROMADB_META = "chromadb_version"
 MODEL_META = "model"
@@ -104,6 +105,16 @@ def _check_model(manifest: Manifest, spec: ModelSpec) -> None:
         manifest.set_meta(MODEL_META, spec.id)
     if dimensions != str(spec.dimensions):
         manifest.set_meta(DIMENSIONS_META, str(spec.dimensions))
+
+
+def _make_private(data_dir: Path) -> None:
+    fixed = tighten(data_dir)
+    if fixed:
+        log.warning(
+            "made the data directory owner-only: other users could read or write these",
+            count=len(fixed),
+            paths=[entry.describe() for entry in fixed[:10]],
+        )
 
 
 def installed_chromadb() -> str:
@@ -236,6 +247,9 @@ def open_index(config: Config, env: Mapping[str, str] | None = None) -> Iterator
         embedder = loading.result()
         if embedded:
             _record_chromadb(manifest, chromadb_version)
+        # Everything in it is the vault's text in one form or another. The CLI runs with umask
+        # 077; this catches what an older version, a library caller or a restore left open.
+        _make_private(data_dir)
         counter = TokenCounter.for_spec(spec)
         discovery = Discovery(vault, IgnoreRules.from_config(config.vault))
         indexer = _Indexer(

@@ -69,6 +69,11 @@ def main() -> None:
       vaultd search "how do I sync" --vault ~/Notes
       vaultd inspect ~/Notes/Ideas.md       what would be indexed for one note
     """
+    from vaultd.layout import private_umask
+
+    # The index, the log and the socket hold the vault's text: owner-only whatever the shell's
+    # umask, as the unit files' UMask=0077 makes them for a service.
+    private_umask()
 
 
 @main.command()
@@ -94,15 +99,18 @@ def inspect(file: Path, as_json: bool, config_file: Path | None, vault: Path | N
 
 
 def _daemon(config: Any) -> Any:
-    """A client for the running daemon of this vault, or None when none answers."""
-    from vaultd.client import Client
-    from vaultd.server import socket_path
+    """A client for the running daemon of this vault, or None when none answers.
+
+    Only that vault's daemon: see vaultd.locate. A configured socket served by another vault's
+    daemon raises VaultMismatchError.
+    """
+    from vaultd.locate import find_daemon
 
     if config.vault.path is None:
         return None
-    path = socket_path(config.server.socket, os.environ, config.require_store())
-    client = Client(path)
-    return client if client.reachable() else None
+    return find_daemon(
+        config.server.socket, config.require_vault(), config.require_store(), os.environ
+    )
 
 
 def _load(config_file: Path | None, vault: Path | None) -> Any:
@@ -367,11 +375,21 @@ def search(
 @_vault_option
 @_handle_errors
 def export(with_vectors: bool, config_file: Path | None, vault: Path | None) -> None:
-    """Print every chunk record in the store as JSON lines, sorted by id."""
+    """Print every chunk record in the store as JSON lines, sorted by id.
+
+    With a daemon running, it exports (it owns the data directory); otherwise this opens it.
+    """
     from vaultd.app import open_index
     from vaultd.export import export_records
 
     config = _load(config_file, vault)
+    client = _daemon(config)
+    if client is not None:
+        # The daemon owns the data directory while it runs: it exports.
+        target = "/v1/export" + ("?vectors=1" if with_vectors else "")
+        for line in client.lines(target):
+            click.echo(json.dumps(line, ensure_ascii=False, sort_keys=True))
+        return
     with open_index(config) as idx:
         for line in export_records(idx.store, with_vectors=with_vectors):
             click.echo(json.dumps(line, ensure_ascii=False, sort_keys=True))
@@ -416,6 +434,7 @@ def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
     if client is not None:
         report = client.request("GET", "/v1/status")
         report["daemon"] = True
+        report["socket"] = str(client.path)
     else:
         with open_index(config) as idx:
             counts = idx.manifest.counts()
@@ -462,6 +481,7 @@ def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
                 click.echo(f"memory:   {report['rss_mb']} MB{unused}")
         click.echo(f"model:    {report['model']}")
         click.echo(f"data:     {report['store']['data_dir']}")
+        click.echo(f"socket:   {report.get('socket') or _no_socket(config)}")
         for failure in report["failed"]:
             click.echo(f"failed:   {failure['path']}: {failure['reason']}")
         for held in report.get("quarantined", []):
@@ -654,13 +674,11 @@ _RRF_K = 60
 
 def _socket_dir(config: Any) -> Path:
     """Where the daemons' sockets live: beside the configured socket, else the default one."""
-    from vaultd.server import default_socket_path
+    from vaultd.locate import sockets_dir
 
-    if config.server.socket:
-        return Path(config.server.socket).expanduser().parent
-    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
-    if runtime and Path(runtime).is_dir():
-        return default_socket_path(os.environ, Path()).parent
+    found = sockets_dir(config.server.socket, os.environ)
+    if found is not None:
+        return found
     if config.vault.path is not None:
         data_dir: Path = config.require_store()
         return data_dir  # no shared directory: only this vault's own daemon is found
@@ -675,9 +693,13 @@ def _ask_daemon(sock: Path, body: dict[str, Any]) -> tuple[str, list[dict[str, A
     from vaultd.client import Client
 
     client = Client(sock, timeout=30)
+    health = client.health()
+    if health is None:
+        raise VaultdError("no daemon answers")
+    # The daemon's own id from now on: an answer from another daemon on this socket is refused.
+    client.vault_id = str(health.get("vault_id", "")) or None
     hits: list[dict[str, Any]] = client.request("POST", "/v1/search", body)["hits"]
-    vault = str(client.request("GET", "/v1/status")["vault"])
-    return vault, hits
+    return str(health.get("vault", sock)), hits
 
 
 def search_all_daemons(
@@ -793,8 +815,9 @@ _with_all_option(search)
     "--socket",
     "socket_file",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="The daemon's socket. Default: the one the config names ([server] socket, else "
-    "$XDG_RUNTIME_DIR/vaultd/vaultd.sock).",
+    help="The daemon's socket. Default: the vault's daemon, found as `vaultd status` finds it "
+    "([server] socket, else the socket the daemon recorded in its data directory, else "
+    "the vault's default socket).",
 )
 @_config_option
 @_vault_option
@@ -805,13 +828,44 @@ def mcp(socket_file: Path | None, config_file: Path | None, vault: Path | None) 
     Forwards to the running daemon (`vaultd run`) of this vault, which must be up. Tools:
     search, read_note (a note, or a line range of it) and links (links and backlinks).
     """
-    from vaultd.mcp_bridge import serve
-    from vaultd.server import socket_path
+    from vaultd.client import Client
+    from vaultd.layout import vault_id
+    from vaultd.mcp_bridge import NoDaemonError, serve
 
     config = _load(config_file, vault)
-    if socket_file is None:
-        if config.server.socket:
-            socket_file = socket_path(config.server.socket, os.environ, Path())
-        else:
-            socket_file = socket_path("", os.environ, config.require_store())
-    serve(socket_file)
+    if socket_file is not None:
+        # Named outright: that daemon, checked against the vault when one is configured.
+        expected = vault_id(config.require_vault()) if config.vault.path is not None else None
+        serve(Client(socket_file, vault_id=expected))
+        return
+    if config.vault.path is None:
+        raise NoDaemonError(
+            "no vault configured: pass --vault DIR or --config FILE (the vault's config), "
+            "or --socket PATH"
+        )
+    client = _daemon(config)
+    if client is None:
+        raise NoDaemonError(_no_daemon_message(config))
+    serve(client)
+
+
+def _no_socket(config: Any) -> str:
+    from vaultd.locate import looked_at
+
+    sockets = looked_at(
+        config.server.socket, config.require_vault(), config.require_store(), os.environ
+    )
+    return f"no daemon answers on {', '.join(sockets)}"
+
+
+def _no_daemon_message(config: Any) -> str:
+    from vaultd.locate import looked_at
+
+    where = ", ".join(
+        looked_at(config.server.socket, config.require_vault(), config.require_store(), os.environ)
+    )
+    return (
+        f"no vaultd daemon answers on {where} for {config.require_vault()}: start it first "
+        "(`vaultd run`, or `systemctl --user start vaultd`), or point --config at the "
+        "vault's config"
+    )

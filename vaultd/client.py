@@ -5,10 +5,17 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
-from vaultd.errors import VaultdError
+from vaultd.errors import VaultdError, VaultMismatchError
+
+#: Every answer names the vault its daemon serves (its id, see vaultd.layout.vault_id).
+VAULT_HEADER = "Vaultd-Vault"
+#: And its path, percent-encoded (headers are Latin-1; paths are not), for error messages.
+VAULT_PATH_HEADER = "Vaultd-Vault-Path"
 
 
 class DaemonError(VaultdError):
@@ -37,19 +44,37 @@ class _UnixConnection(http.client.HTTPConnection):
 
 
 class Client:
-    def __init__(self, path: Path, timeout: float = 70.0) -> None:
+    """Requests to one daemon. With `vault_id`, every answer must come from that vault's
+    daemon: one from another raises VaultMismatchError, whatever the request."""
+
+    def __init__(self, path: Path, timeout: float = 70.0, vault_id: str | None = None) -> None:
         self.path = path
         self.timeout = timeout
+        self.vault_id = vault_id
 
     def reachable(self) -> bool:
         """Whether a daemon answers on the socket (a stale socket file does not count)."""
-        if not self.path.exists():
-            return False
         try:
-            self.request("GET", "/v1/health", timeout=5.0)
-        except (OSError, VaultdError):
+            return self.health() is not None
+        except VaultMismatchError:
             return False
-        return True
+        except VaultdError:
+            return False
+
+    def health(self, timeout: float = 5.0) -> dict[str, Any] | None:
+        """The daemon's `/v1/health`, or None when nothing answers on the socket.
+
+        Raises VaultMismatchError when it serves another vault than `vault_id`.
+        """
+        if not self.path.exists():
+            return None
+        try:
+            found = self.request("GET", "/v1/health", timeout=timeout)
+        except VaultMismatchError:
+            raise
+        except VaultdError:
+            return None
+        return found if isinstance(found, dict) else None
 
     def request(
         self, method: str, target: str, body: Any = None, *, timeout: float | None = None
@@ -61,19 +86,66 @@ class Client:
             connection.request(method, target, body=payload, headers=headers)
             response = connection.getresponse()
             data = response.read()
-        except OSError as exc:
+        except (OSError, http.client.HTTPException) as exc:
             raise VaultdError(f"cannot talk to the daemon at {self.path}: {exc}") from exc
         finally:
             connection.close()
+        served = response.getheader(VAULT_HEADER)
+        if self.vault_id is not None and served != self.vault_id:
+            raise VaultMismatchError(self._mismatch(served, response.getheader(VAULT_PATH_HEADER)))
         try:
             decoded = json.loads(data) if data else {}
         except ValueError as exc:
             raise VaultdError(f"the daemon sent something that is not JSON: {exc}") from exc
         if response.status >= 400:
-            error = decoded.get("error") if isinstance(decoded, dict) else None
-            if not isinstance(error, dict):
-                error = {}
-            raise DaemonError(
-                response.status, str(error.get("code", "error")), str(error.get("message", ""))
-            )
+            self._raise_for(response.status, data)
         return decoded
+
+    def lines(self, target: str, *, timeout: float | None = None) -> Iterator[Any]:
+        """A GET answered with JSON lines (`/v1/export`), one decoded item at a time."""
+        connection = _UnixConnection(self.path, timeout or self.timeout)
+        try:
+            try:
+                connection.request("GET", target)
+                response = connection.getresponse()
+            except (OSError, http.client.HTTPException) as exc:
+                raise VaultdError(f"cannot talk to the daemon at {self.path}: {exc}") from exc
+            served = response.getheader(VAULT_HEADER)
+            if self.vault_id is not None and served != self.vault_id:
+                raise VaultMismatchError(
+                    self._mismatch(served, response.getheader(VAULT_PATH_HEADER))
+                )
+            if response.status >= 400:
+                self._raise_for(response.status, response.read())
+            while True:
+                try:
+                    line = response.readline()
+                except (OSError, http.client.HTTPException) as exc:
+                    raise VaultdError(f"the daemon's answer broke off: {exc}") from exc
+                if not line:
+                    return
+                yield json.loads(line)
+        finally:
+            connection.close()
+
+    def _raise_for(self, status: int, data: bytes) -> None:
+        try:
+            decoded = json.loads(data) if data else {}
+        except ValueError:
+            decoded = {}
+        error = decoded.get("error") if isinstance(decoded, dict) else None
+        if not isinstance(error, dict):
+            error = {}
+        raise DaemonError(status, str(error.get("code", "error")), str(error.get("message", "")))
+
+    def _mismatch(self, served: str | None, quoted_path: str | None) -> str:
+        if served is None:
+            return (
+                f"the daemon on {self.path} does not say which vault it serves (an older "
+                "vaultd, or not vaultd at all); restart it with this vaultd"
+            )
+        vault = unquote(quoted_path) if quoted_path else "another vault"
+        return (
+            f"the daemon on {self.path} serves {vault}, not this vault; give each vault its own "
+            "[server] socket (or leave it unset: the default socket is per vault)"
+        )

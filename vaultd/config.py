@@ -238,7 +238,7 @@ class ChunkingSection:
 class ServerSection:
     """`[server]`: the local socket API."""
 
-    #: Empty means $XDG_RUNTIME_DIR/vaultd/vaultd.sock, resolved when the server starts.
+    #: Empty means one socket per vault in the runtime directory (see vaultd.locate).
     socket: str = field(default="", metadata={"parse": _string})
 
 

@@ -58,7 +58,18 @@ SHOW = 3
 #: How long to wait for a daemon's answer before calling it unresponsive.
 DAEMON_TIMEOUT = 10.0
 
-ORDER = ("config", "model", "vault", "store", "lock", "socket", "manifest", "chroma", "inotify")
+ORDER = (
+    "config",
+    "model",
+    "vault",
+    "store",
+    "privacy",
+    "lock",
+    "socket",
+    "manifest",
+    "chroma",
+    "inotify",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,6 +373,32 @@ def check_free_space(where: Path, free: int, total: int) -> Check:
     return Check("store", "ok", found)
 
 
+def check_privacy(data_dir: Path, log_file: str) -> Check:
+    """The data directory and the log hold the vault's text: nobody else may read or write
+    them. vaultd creates them owner-only and tightens what it finds open when it opens the
+    index; doctor only reports."""
+    from vaultd.layout import loose
+
+    roots = [data_dir] + ([Path(os.path.expanduser(log_file))] if log_file else [])
+    found = loose(*roots)
+    if not found:
+        checked = " and the log" if log_file else ""
+        return Check("privacy", "ok", f"the data directory{checked}: owner-only")
+    named = ", ".join(entry.describe() for entry in found[:SHOW])
+    more = f" and {len(found) - SHOW} more" if len(found) > SHOW else ""
+    fixes = [
+        _q(root)
+        for root in roots
+        if any(e.path == root or e.path.is_relative_to(root) for e in found)
+    ]
+    return Check(
+        "privacy",
+        "fail",
+        f"other users can read or write the index of your notes: {named}{more}",
+        f"chmod -R go-rwx {' '.join(fixes)} (vaultd also does this when it next opens the index)",
+    )
+
+
 def check_store_location(data_dir: Path, vault: Path) -> Check:
     # The config refuses this too, but only as written: a symlink can still lead inside.
     if Path(os.path.realpath(data_dir)).is_relative_to(os.path.realpath(vault)):
@@ -471,7 +508,7 @@ def _dir_problem(directory: Path, data_dir: Path) -> tuple[Status, str, str] | N
 
 
 def check_socket(path: Path, answer: Answer, vault: Path | None, data_dir: Path) -> Check:
-    from vaultd.server import MAX_SOCKET_PATH
+    from vaultd.locate import MAX_SOCKET_PATH
 
     size = len(os.fsencode(path))
     problem = _dir_problem(path.parent, data_dir)
@@ -977,10 +1014,11 @@ def diagnose(config_file: Path | None, vault: Path | None, env: Mapping[str, str
     data_dir = config.store.path
     watch: Mapping[str, Any] | None = None
     if vault_path is None or data_dir is None:
-        for name in ("store", "lock", "socket", "manifest", "chroma"):
+        for name in ("store", "privacy", "lock", "socket", "manifest", "chroma"):
             found[name] = _not_checked(name, "no vault configured", "vault")
     else:
         found["store"] = check_store_location(data_dir, vault_path)
+        found["privacy"] = check_privacy(data_dir, config.log.file)
         watch = _index_checks(config, env, vault_path, data_dir, model_id, found)
     found["inotify"] = check_inotify(
         read_inotify_limits(),
@@ -1004,16 +1042,26 @@ def _index_checks(
 
     Returns the daemon's watch status when a daemon of this vault answered.
     """
-    from vaultd.server import socket_path
+    from vaultd.locate import candidates
 
     sock: Path | None = None
     try:
-        sock = socket_path(config.server.socket, env, data_dir)
+        tried = candidates(config.server.socket, vault, data_dir, env)
     except VaultdError as exc:
         found["socket"] = Check("socket", "fail", str(exc), "set [server] socket to a shorter path")
         answer = Answer("absent")
     else:
-        answer = ask_daemon(sock)
+        # The socket a client would use: the first that answers; else where the daemon will
+        # listen (the configured or default one, not a stale record).
+        sock = next((c.path for c in tried if c.source != "recorded"), tried[0].path)
+        answer = Answer("absent")
+        for candidate in tried:
+            heard = ask_daemon(candidate.path)
+            if heard.kind == "daemon":
+                sock, answer = candidate.path, heard
+                break
+            if candidate.path == sock:
+                answer = heard
         found["socket"] = check_socket(sock, answer, vault, data_dir)
     if sock is not None and answer.kind == "daemon" and answer.status.get("vault") == str(vault):
         found["lock"], found["manifest"], found["chroma"] = daemon_checks(

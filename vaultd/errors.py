@@ -55,3 +55,57 @@ class StoreMismatchError(StoreError):
     """Raised when a store was written for another vault or model than the one configured."""
 
     exit_code = 78
+
+
+class DataDirError(StoreError):
+    """Raised when the data directory cannot be created or used (permissions, a read-only disk).
+
+    Retrying cannot help, so a service manager must not restart on it: exit 78, which the unit
+    files' RestartPreventExitStatus lists.
+    """
+
+    exit_code = 78
+
+    def __init__(self, message: str, *, remedy: str = "") -> None:
+        super().__init__(f"{message}; {remedy}" if remedy else message)
+        self.remedy = remedy
+
+    @classmethod
+    def from_os(cls, path: object, exc: OSError) -> DataDirError:
+        import errno
+
+        reason = exc.strerror or str(exc)
+        if exc.errno == errno.EROFS:
+            remedy = "the disk is mounted read-only: set [store] path to a folder on another disk"
+        elif exc.errno in (errno.EACCES, errno.EPERM):
+            remedy = (
+                "make it yours and writable (ls -ld it, and its parent), or set [store] path to "
+                "a folder of your own"
+            )
+        elif exc.errno == errno.ENOSPC:
+            remedy = "free some space on that disk, or set [store] path to another disk"
+        else:
+            remedy = "set [store] path to a folder of your own on a local disk"
+        return cls(f"cannot use the data directory {path}: {reason}", remedy=remedy)
+
+
+class VaultMismatchError(VaultdError):
+    """Raised when the daemon on a socket serves another vault than the one asked about."""
+
+    exit_code = 78  # the configuration points at another vault's socket: retrying cannot help
+
+
+class StartupError(VaultdError):
+    """Raised when the daemon's socket cannot be set up safely."""
+
+    exit_code = 78
+
+
+class NoteUnavailableError(NoteError):
+    """Raised when a vault path names no note that may be read now: none there, one the rules
+    leave out, or a symlink put in its place or its folder's."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason

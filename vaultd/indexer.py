@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -341,12 +340,11 @@ class Indexer:
         """
         self.reads += 1
         try:
-            # The name on disk may be decomposed (NFD) where the vault path is NFC.
-            with open(self.discovery.locate(path) or self.root / path, "rb") as file:
-                st = os.fstat(file.fileno())
-                return file.read(), st.st_size, st.st_mtime_ns
+            # Never through a symlink swapped in since the walk (see Discovery.open_note).
+            data, st = self.discovery.read_note(path)
         except OSError as exc:
             raise NoteError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+        return data, st.st_size, st.st_mtime_ns
 
     # -- applying changes ----------------------------------------------------------------------
 

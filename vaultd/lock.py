@@ -11,9 +11,10 @@ import os
 from pathlib import Path
 from types import TracebackType
 
-from vaultd.errors import LockedError, StoreError
+from vaultd.errors import DataDirError, LockedError
+from vaultd.layout import LOCK, private_dir
 
-LOCK_NAME = "vaultd.lock"
+LOCK_NAME = LOCK
 
 
 class DataDirLock:
@@ -22,11 +23,11 @@ class DataDirLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
+        private_dir(self.path.parent)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
-            raise StoreError(f"cannot create the lock file {self.path}: {exc}") from exc
+            raise DataDirError.from_os(self.path, exc) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -29,7 +29,7 @@ class RotatingFile:
         self.max_bytes = max_bytes
         self.keep = keep
         self._lock = threading.Lock()
-        self._handle = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+        self._handle = _open_private(path)
 
     def write(self, text: str) -> int:
         with self._lock:
@@ -56,7 +56,19 @@ class RotatingFile:
             if os.path.exists(older):
                 os.replace(older, f"{self.path}.{n + 1}")
         os.replace(self.path, f"{self.path}.1")
-        self._handle = open(self.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+        self._handle = _open_private(self.path)
+
+
+def _open_private(path: str) -> TextIO:
+    """The log for appending, owner-only whatever the umask: it quotes note paths and errors."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)  # an older or hand-made file: take it back
+        return open(fd, "a", encoding="utf-8", buffering=1)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 _current_file: RotatingFile | None = None

@@ -458,6 +458,10 @@ class Manifest:
             "error": r[9],
         }
 
+    def note_paths(self) -> list[str]:
+        """Every note the index holds (a link resolves to any of them)."""
+        return [r[0] for r in self._query("SELECT path FROM notes")]
+
     def backlinks(self, path: str, aliases: Iterable[str] = ()) -> list[str]:
         """Notes linking to `path` by its name, its path or one of its aliases."""
         stem = path[:-3] if path.lower().endswith(".md") else path

@@ -2,21 +2,21 @@
 
 The bridge holds no index of its own: every tool call is one request to the daemon (the same
 API as `vaultd search`), so it starts in well under a second and never takes the data
-directory's lock. Only `read_note` touches the vault, and only for notes the daemon has
-indexed, so ignore rules (a private folder left out of the index) hold for the assistant too.
+directory's lock. It never reads the vault itself: the daemon reads a note for `read_note`,
+and only a note it has indexed and its rules still admit, so ignore rules (a private folder
+left out of the index) hold for the assistant too.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from pydantic import Field
 
 from vaultd import __version__
 from vaultd.client import Client, DaemonError
-from vaultd.errors import NoteError, VaultdError
+from vaultd.errors import VaultdError
 
 INSTRUCTIONS = (
     "Tools over the user's Obsidian vault, kept indexed by the vaultd daemon. Use `search` to "
@@ -43,7 +43,6 @@ class Bridge:
 
     def __init__(self, client: Client) -> None:
         self.client = client
-        self._vault: Path | None = None
 
     def _request(self, method: str, target: str, body: Any = None) -> Any:
         try:
@@ -56,15 +55,12 @@ class Bridge:
                 f"start it with `vaultd run` or `systemctl --user start vaultd` ({exc})"
             ) from exc
 
-    def vault(self) -> Path:
-        if self._vault is None:
-            self._vault = Path(self._request("GET", "/v1/status")["vault"])
-        return self._vault
-
-    def note(self, path: str) -> dict[str, Any]:
+    def note(self, path: str, **query: int | str | None) -> dict[str, Any]:
         if not path or path.startswith("/") or "\0" in path or ".." in path.split("/"):
             raise _tool_error(f"not a note path inside the vault: {path!r}")
-        found: dict[str, Any] = self._request("GET", "/v1/notes/" + quote(path))
+        params = urlencode({k: v for k, v in query.items() if v is not None})
+        target = "/v1/notes/" + quote(path) + (f"?{params}" if params else "")
+        found: dict[str, Any] = self._request("GET", target)
         return found
 
     def search(
@@ -75,28 +71,16 @@ class Bridge:
         return {"hits": [{key: hit[key] for key in HIT_FIELDS} for hit in hits]}
 
     def read_note(self, path: str, start_line: int | None, end_line: int | None) -> dict[str, Any]:
-        note = self.note(path)  # only indexed notes: the daemon's ignore rules apply
-        try:
-            from vaultd.pipeline.parse import decode
-
-            text, _ = decode((self.vault() / path).read_bytes(), path)
-        except (OSError, NoteError) as exc:
-            raise _tool_error(f"cannot read {path}: {exc}") from exc
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()  # the final newline ends the last line; it does not start another
-        first = start_line or 1
-        last = min(end_line or len(lines), len(lines))
-        if first < 1 or (end_line is not None and end_line < first) or first > max(len(lines), 1):
-            wanted = f"{first}..{end_line or 'the end'}"
-            raise _tool_error(f"{path} has {len(lines)} lines; {wanted} is not a range of them")
+        # The daemon reads the file: only indexed notes, the rules as they are now, and never
+        # through a symlink swapped in for the note (see Discovery.open_note).
+        note = self.note(path, text="1", start_line=start_line, end_line=end_line)
         return {
             "path": path,
             "title": note.get("title", ""),
-            "start_line": first,
-            "end_line": last,
-            "total_lines": len(lines),
-            "text": "\n".join(lines[first - 1 : last]),
+            "start_line": note["start_line"],
+            "end_line": note["end_line"],
+            "total_lines": note["total_lines"],
+            "text": note["text"],
         }
 
     def links(self, path: str) -> dict[str, Any]:
@@ -160,12 +144,11 @@ def build_server(client: Client) -> Any:
     return server
 
 
-def serve(socket: Path) -> None:
-    """Check that a daemon answers on `socket`, then serve MCP on stdin/stdout until EOF."""
-    client = Client(socket)
-    if not client.reachable():
+def serve(client: Client) -> None:
+    """Check that the daemon answers, then serve MCP on stdin/stdout until EOF."""
+    if client.health() is None:
         raise NoDaemonError(
-            f"no vaultd daemon answers on {socket}: start it first (`vaultd run`, or "
+            f"no vaultd daemon answers on {client.path}: start it first (`vaultd run`, or "
             "`systemctl --user start vaultd`), or point --config at the vault's config"
         )
     build_server(client).run("stdio")

@@ -20,17 +20,22 @@ import stat
 import struct
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import structlog
 
 from vaultd import __version__
-from vaultd.errors import VaultdError
+from vaultd.client import VAULT_HEADER, VAULT_PATH_HEADER
+from vaultd.errors import NoteError, NoteUnavailableError, StartupError, VaultdError
+from vaultd.layout import vault_id
+from vaultd.links import LinkResolver
+from vaultd.locate import remove_record, socket_path, write_record
 from vaultd.model import chunk_json
 from vaultd.search import MAX_K, MAX_PER_NOTE, MODES, Filters, QueryError
 
@@ -45,17 +50,9 @@ HEADER_TIMEOUT = 10.0
 #: An idle keep-alive connection is closed after this many seconds.
 IDLE_TIMEOUT = 10.0
 MAX_CONNECTIONS = 64
-#: macOS's sun_path holds 104 bytes; Linux's 108. Stay portable.
-MAX_SOCKET_PATH = 104
 MAX_WAIT = 60.0
 #: Tag filters per search; each one is a sub-query, and SQLite's expression depth is finite.
 MAX_TAGS = 64
-
-
-class StartupError(VaultdError):
-    """Raised when the socket cannot be set up safely."""
-
-    exit_code = 78
 
 
 class ApiError(Exception):
@@ -64,23 +61,6 @@ class ApiError(Exception):
         self.status = status
         self.code = code
         self.message = message
-
-
-def default_socket_path(env: Mapping[str, str], data_dir: Path) -> Path:
-    runtime = env.get("XDG_RUNTIME_DIR", "")
-    if runtime and Path(runtime).is_dir():
-        return Path(runtime) / "vaultd" / "vaultd.sock"
-    return data_dir / "vaultd.sock"
-
-
-def socket_path(setting: str, env: Mapping[str, str], data_dir: Path) -> Path:
-    path = Path(setting).expanduser() if setting else default_socket_path(env, data_dir)
-    if len(os.fsencode(path)) >= MAX_SOCKET_PATH:
-        raise StartupError(
-            f"the socket path {path} is {len(os.fsencode(path))} bytes; Unix sockets allow fewer "
-            f"than {MAX_SOCKET_PATH} on every platform. Set [server] socket to a shorter path."
-        )
-    return path
 
 
 def _safe_directory(directory: Path) -> None:
@@ -287,16 +267,58 @@ class Handler(BaseHTTPRequestHandler):
         return data
 
     def _send(self, status: HTTPStatus, payload: Any) -> None:
+        if isinstance(payload, Lines):
+            self._stream(status, payload)
+            return
         data = json.dumps(payload, ensure_ascii=False).encode()
         # Reads armed the socket with what was left of their deadline; writing gets its own.
         self.connection.settimeout(IDLE_TIMEOUT)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        # Which vault answered: clients refuse an answer from another vault's daemon.
+        self.send_header(VAULT_HEADER, self.server.vault_id)
+        self.send_header(VAULT_PATH_HEADER, self.server.vault_path)
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
+
+    def _stream(self, status: HTTPStatus, payload: Lines) -> None:
+        """JSON lines in chunks as they are made: an export of a big vault is never held whole."""
+        self.connection.settimeout(IDLE_TIMEOUT)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header(VAULT_HEADER, self.server.vault_id)
+        self.send_header(VAULT_PATH_HEADER, self.server.vault_path)
+        self.end_headers()
+        try:
+            batch: list[bytes] = []
+            for item in payload.items:
+                batch.append(json.dumps(item, ensure_ascii=False, sort_keys=True).encode() + b"\n")
+                if len(batch) >= 256:
+                    self._chunk(b"".join(batch))
+                    batch = []
+            if batch:
+                self._chunk(b"".join(batch))
+        except VaultdError as exc:
+            # The status line is gone: end the body early, so the client sees a truncated
+            # stream (no final empty chunk) rather than a complete one.
+            log.error("export failed", error=str(exc))
+            self.close_connection = True
+            return
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+
+@dataclass(frozen=True, slots=True)
+class Lines:
+    """An answer sent as JSON lines, one item each, streamed."""
+
+    items: Iterator[Any]
 
 
 def _error_body(code: str, message: str) -> dict[str, Any]:
@@ -308,9 +330,13 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     allow_reuse_address = False
     request_queue_size = 128
 
-    def __init__(self, path: Path, api: Api) -> None:
+    def __init__(self, path: Path, api: Api, vault: Path) -> None:
         self.path = path
         self.api = api
+        self.vault_id = vault_id(vault)
+        self.vault_path = quote(str(vault), safe="/")
+        #: The data directory holding this server's record (see vaultd.locate), once written.
+        self.record_dir: Path | None = None
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._uid = os.getuid()
         old_umask = os.umask(0o177)  # the socket is born 0600 whatever the caller's umask
@@ -343,6 +369,8 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             self._slots.release()
 
     def close(self) -> None:
+        if self.record_dir is not None:
+            remove_record(self.record_dir)
         self.shutdown()
         self.server_close()
         with contextlib.suppress(OSError):
@@ -363,16 +391,20 @@ class Api:
             ("GET", "/v1/status"): self.status,
             ("POST", "/v1/search"): self.search,
             ("POST", "/v1/reindex"): self.reindex,
+            ("GET", "/v1/export"): self.export,
             ("GET", "/openapi.json"): self.openapi,
         }
         handler = routes.get((method, path))
         if handler is not None:
-            result: tuple[HTTPStatus, Any] = (
-                handler(_json_body(body)) if method == "POST" else handler()
-            )
+            if method == "POST":
+                result: tuple[HTTPStatus, Any] = handler(_json_body(body))
+            elif handler == self.export:
+                result = handler(parse_qs(url.query))
+            else:
+                result = handler()
             return result
         if path.startswith("/v1/notes/") and method == "GET":
-            return self.note(unquote(path[len("/v1/notes/") :]))
+            return self.note(unquote(path[len("/v1/notes/") :]), parse_qs(url.query))
         if any(p == path for _, p in routes) or path.startswith("/v1/notes/"):
             raise ApiError(
                 HTTPStatus.METHOD_NOT_ALLOWED,
@@ -385,7 +417,15 @@ class Api:
 
     def health(self) -> tuple[HTTPStatus, Any]:
         snap = self.daemon.state.snapshot()
-        body = {"status": snap["status"], "version": __version__}
+        index = self._index()
+        body = {
+            "status": snap["status"],
+            "version": __version__,
+            "vault": str(index.vault),
+            "vault_id": vault_id(index.vault),
+            "pid": os.getpid(),
+            "data_dir": str(index.data_dir),
+        }
         if snap["reasons"]:
             body["reason"] = "; ".join(snap["reasons"].values())
         return HTTPStatus.OK, body
@@ -438,18 +478,26 @@ class Api:
         )
         return HTTPStatus.OK, {"hits": [h.as_json(explain) for h in hits]}
 
-    def note(self, path: str) -> tuple[HTTPStatus, Any]:
+    def note(self, path: str, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
         index = self._index()
         row = index.manifest.note_row(path)
         if row is None:
             raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no indexed note {path!r}")
         chunks = index.manifest.chunks_of(path)
         row.pop("mtime_ns", None)
-        return HTTPStatus.OK, {
+        resolver = LinkResolver(index.manifest.note_paths())
+        row["links"] = [
+            {**link, "path": resolver.resolve(str(link.get("target", "")), path)}
+            for link in row.get("links", [])
+        ]
+        body = {
             **row,
             "backlinks": index.manifest.backlinks(path, row.get("aliases", [])),
             "chunks": [chunk_json(c) for c in chunks],
         }
+        if _flag(query, "text"):
+            body.update(_note_text(index, path, query))
+        return HTTPStatus.OK, body
 
     def reindex(self, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
         paths = _field(body, "paths", list, default=[])
@@ -465,6 +513,15 @@ class Api:
         else:
             worker.request_full()
         return HTTPStatus.ACCEPTED, {"accepted": True, "paths": paths or "all"}
+
+    def export(self, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
+        """Every chunk record in the store, as `vaultd export` prints it (JSON lines)."""
+        from vaultd.export import export_records
+
+        index = self._index()
+        return HTTPStatus.OK, Lines(
+            export_records(index.store, with_vectors=_flag(query, "vectors"))
+        )
 
     def openapi(self) -> tuple[HTTPStatus, Any]:
         from vaultd.openapi import schema
@@ -533,10 +590,67 @@ def _indexed(index: Any, path: str) -> bool:
     if known.size == state.size and known.mtime_ns == state.mtime_ns:
         return True
     try:
-        data = Path(index.indexer.discovery.locate(path) or index.vault / path).read_bytes()
+        data, _ = index.indexer.discovery.read_note(path)
     except OSError:
         return False
     return bool(hashlib.sha256(data).hexdigest() == known.sha256)
+
+
+def _flag(query: Mapping[str, list[str]], name: str) -> bool:
+    values = query.get(name)
+    return values is not None and values[-1].lower() in ("1", "true", "yes")
+
+
+def _line_number(query: Mapping[str, list[str]], name: str) -> int | None:
+    values = query.get(name)
+    if not values:
+        return None
+    try:
+        number = int(values[-1])
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"{name} must be a line number (1-)")
+    return number
+
+
+def _note_text(index: Any, path: str, query: Mapping[str, list[str]]) -> dict[str, Any]:
+    """The note's text as it is on disk now, or the lines asked for.
+
+    Read as the indexer reads (Discovery.read_note): never through a symlink swapped in for the
+    note or a folder above it, and only while the rules still admit it; otherwise 404.
+    """
+    from vaultd.pipeline.parse import decode
+
+    start = _line_number(query, "start_line")
+    end = _line_number(query, "end_line")
+    try:
+        data, _ = index.indexer.discovery.read_note(path)
+        text, _ = decode(data, path)
+    except NoteUnavailableError as exc:
+        raise ApiError(HTTPStatus.NOT_FOUND, "not_found", str(exc)) from None
+    except OSError as exc:
+        raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"{path}: cannot read ({exc})") from None
+    except NoteError as exc:
+        raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, "unreadable", str(exc)) from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline ends the last line; it does not start another
+    first = start or 1
+    last = min(end or len(lines), len(lines))
+    if (end is not None and end < first) or first > max(len(lines), 1):
+        wanted = f"{first}..{end or 'the end'}"
+        raise ApiError(
+            HTTPStatus.BAD_REQUEST,
+            "bad_range",
+            f"{path} has {len(lines)} lines; {wanted} is not a range of them",
+        )
+    return {
+        "text": "\n".join(lines[first - 1 : last]),
+        "start_line": first,
+        "end_line": last,
+        "total_lines": len(lines),
+    }
 
 
 def _json_body(body: bytes) -> dict[str, Any]:
@@ -578,19 +692,28 @@ def _field(
     return value
 
 
+def daemon_socket_path(config: Any, env: Mapping[str, str]) -> Path:
+    """The socket the daemon for `config`'s vault listens on."""
+    return socket_path(config.server.socket, env, config.require_store(), config.require_vault())
+
+
 def check_socket_path(config: Any, env: Mapping[str, str]) -> Path:
     """Validate the socket's path and directory (StartupError when unusable)."""
-    path = socket_path(config.server.socket, env, config.require_store())
+    path = daemon_socket_path(config, env)
     _safe_directory(path.parent)
     return path
 
 
 def start_server(daemon: Daemon) -> SocketServer:
-    assert daemon.index is not None
-    path = socket_path(daemon.config.server.socket, daemon.env, daemon.index.data_dir)
+    index = daemon.index
+    assert index is not None
+    path = daemon_socket_path(daemon.config, daemon.env)
     _safe_directory(path.parent)
     _clear_stale(path)
-    server = SocketServer(path, Api(daemon))
+    server = SocketServer(path, Api(daemon), index.vault)
     thread = threading.Thread(target=server.serve_forever, name="vaultd-server", daemon=True)
     thread.start()
+    # Once it answers: a client that cannot compute the path (another environment) reads it.
+    write_record(index.data_dir, path, index.vault)
+    server.record_dir = index.data_dir
     return server

@@ -37,7 +37,7 @@ import pathspec
 import structlog
 
 from vaultd.config import VaultSection
-from vaultd.errors import VaultdError
+from vaultd.errors import NoteUnavailableError, VaultdError
 from vaultd.model import FileState
 
 log = structlog.get_logger("vaultd.discover")
@@ -416,6 +416,77 @@ class Discovery:
             if os.path.commonpath([real, self._real_root]) != self._real_root:
                 return False
         return True
+
+    def open_note(self, rel_path: str) -> int:
+        """A descriptor open for reading on the note `rel_path`, as the rules admit it now.
+
+        The file opened is the one the walk would reach by that name, whatever was swapped in
+        since it was indexed: each component is opened relative to the one before without
+        following a symlink (`O_NOFOLLOW`), so a note or a folder replaced by a link out of
+        the vault fails to open instead of being read, with no window between a check and
+        the read. With `follow_symlinks`, links on the way are resolved first, checked as the
+        walk checks them, and the resolved path is then opened the same way. Raises
+        NoteUnavailableError (a FileNotFoundError) when there is no such note.
+        """
+        rel = "/".join(_nfc(p) for p in rel_path.split("/") if p not in ("", "."))
+        if not rel or self.is_ignored(rel):
+            raise NoteUnavailableError(rel_path, "not a note the vault's rules admit")
+        try:
+            path = self.locate(rel)
+        except PermissionError as exc:
+            raise NoteUnavailableError(rel_path, "a folder on the way cannot be read") from exc
+        if path is None:
+            raise NoteUnavailableError(rel_path, "no such note")
+        if self.rules.follow_symlinks:
+            if not self._reachable(path):
+                raise NoteUnavailableError(rel_path, "it leads out of the vault")
+            path = os.path.realpath(path)
+            base = self._real_root
+        else:
+            base = os.fspath(self.root)
+        parts = os.path.relpath(path, base).split(os.sep)
+        if ".." in parts:
+            raise NoteUnavailableError(rel_path, "it leads out of the vault")
+        fd = self._open_below(base, parts, rel_path)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise NoteUnavailableError(rel_path, "not a regular file")
+            if info.st_size > self._max_bytes:
+                raise NoteUnavailableError(rel_path, f"over max_file_mb ({self.rules.max_file_mb})")
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _open_below(self, base: str, parts: Sequence[str], rel_path: str) -> int:
+        nofollow = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        try:
+            here = os.open(base, os.O_RDONLY | os.O_DIRECTORY | nofollow)
+        except OSError as exc:
+            raise NoteUnavailableError(rel_path, f"the vault cannot be opened ({exc})") from exc
+        try:
+            for part in parts[:-1]:
+                below = os.open(part, os.O_RDONLY | os.O_DIRECTORY | nofollow, dir_fd=here)
+                os.close(here)
+                here = below
+            # O_NONBLOCK: a FIFO swapped in for the note must not hang the reader.
+            return os.open(parts[-1], os.O_RDONLY | os.O_NONBLOCK | nofollow, dir_fd=here)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                raise NoteUnavailableError(rel_path, "a symlink was put in its place") from exc
+            if exc.errno == errno.ENOENT:
+                raise NoteUnavailableError(rel_path, "no such note") from exc
+            raise NoteUnavailableError(rel_path, exc.strerror or str(exc)) from exc
+        finally:
+            os.close(here)
+
+    def read_note(self, rel_path: str) -> tuple[bytes, os.stat_result]:
+        """The note's bytes and the stat they were read under (see `open_note`)."""
+        fd = self.open_note(rel_path)
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            return handle.read(), info
 
     def _skip(self, rel: str, reason: str) -> None:
         self._skip_printable(_printable(rel), reason)

@@ -1,0 +1,130 @@
+"""The data directory's layout, and keeping it private.
+
+A data directory holds one vault's index: `vaultd.db` (every note's text), `vaultd.lock`,
+`chroma/`, the daemon's record of where it listens and a few marker files. Nothing in it is
+meant for another local user, so directories are 0700 and files 0600 whatever the umask a
+command was started with. The CLI sets the process umask to 077 (the unit files' `UMask=0077`
+for a shell), `private_dir` creates directories owner-only, and `tighten` takes back whatever
+an older version or a library caller left open. `loose` is what `doctor` reports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from vaultd.errors import DataDirError
+
+MANIFEST = "vaultd.db"
+LOCK = "vaultd.lock"
+CHROMA = "chroma"
+#: Where a running daemon says it listens (see vaultd.locate).
+DAEMON_RECORD = "daemon.json"
+
+#: The process umask for everything vaultd creates.
+PRIVATE_UMASK = 0o077
+
+
+def vault_id(vault: Path) -> str:
+    """A vault's identity: the SHA-256 of its resolved path, shortened.
+
+    The data directory's name and the default socket's carry its first 8 digits; answers
+    from the daemon carry 16, which a client compares with its own vault's.
+    """
+    return hashlib.sha256(str(vault).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def vault_slug(vault: Path, *, name_bytes: int = 255) -> str:
+    """`<vault name>-<8 digits of its id>`: readable, and distinct for two vaults named alike."""
+    name = os.fsencode(vault.name)[:name_bytes].decode("utf-8", "ignore") or "vault"
+    return f"{name}-{vault_id(vault)[:8]}"
+
+
+def private_umask() -> None:
+    """Make everything this process creates from now on owner-only."""
+    os.umask(PRIVATE_UMASK)
+
+
+def private_dir(path: Path) -> None:
+    """Create `path` (and missing parents) 0700; tighten it if it exists open to others.
+
+    Raises DataDirError when it cannot be created or is not a directory of this user's.
+    """
+    old = os.umask(PRIVATE_UMASK)  # missing parents too: mkdir's mode covers only the last one
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = path.lstat()
+    except OSError as exc:
+        raise DataDirError.from_os(path, exc) from exc
+    finally:
+        os.umask(old)
+    if not stat.S_ISDIR(info.st_mode):
+        raise DataDirError(f"{path} is not a directory", remedy="set [store] path elsewhere")
+    if info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) & 0o077:
+        try:
+            os.chmod(path, 0o700)
+        except OSError as exc:
+            raise DataDirError.from_os(path, exc) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Loose:
+    """A file or directory that others may read or write."""
+
+    path: Path
+    mode: int
+    is_dir: bool
+
+    @property
+    def wanted(self) -> int:
+        return 0o700 if self.is_dir else stat.S_IMODE(self.mode) & ~0o077
+
+    def describe(self) -> str:
+        return f"{self.path} (mode {stat.S_IMODE(self.mode):03o})"
+
+
+def loose(*roots: Path) -> list[Loose]:
+    """Everything under `roots` (each a directory or a file) that is open to others."""
+    return [entry for root in roots for entry in _walk_loose(root)]
+
+
+def _walk_loose(root: Path) -> Iterator[Loose]:
+    try:
+        info = root.lstat()
+    except OSError:
+        return
+    if stat.S_ISLNK(info.st_mode) or stat.S_ISSOCK(info.st_mode):
+        return  # a link's mode means nothing; the socket is checked where it is served
+    is_dir = stat.S_ISDIR(info.st_mode)
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        yield Loose(root, info.st_mode, is_dir)
+    if is_dir:
+        try:
+            children = sorted(root.iterdir())
+        except OSError:
+            return
+        for child in children:
+            yield from _walk_loose(child)
+
+
+def tighten(*roots: Path) -> list[Loose]:
+    """Make everything under `roots` owner-only; returns what was open (and is no longer).
+
+    Entries this user does not own are left as they are (chmod would fail) and still
+    returned by `loose`, so doctor names them.
+    """
+    fixed: list[Loose] = []
+    uid = os.getuid()
+    for entry in loose(*roots):
+        try:
+            if entry.path.lstat().st_uid != uid:
+                continue
+            os.chmod(entry.path, entry.wanted)
+        except OSError:
+            continue
+        fixed.append(entry)
+    return fixed

@@ -1,0 +1,61 @@
+"""Which note a link points to, resolved as Obsidian resolves it.
+
+A link's target is what was written (`[[Core plugins]]`, `[[Plugins/Core plugins#Sync]]`,
+`[text](../Ideas.md)`); clients want the vault path they can read (`Plugins/Core plugins.md`).
+Obsidian compares names case-insensitively, with or without `.md`, and tries, in order:
+
+1. the target as a path from the vault's root;
+2. the target as a path from the linking note's folder (Markdown links are often relative);
+3. any note whose path ends with the target (its name, or its last folders and its name),
+   preferring one in the linking note's folder, then the one with the shortest path.
+
+A target no note answers to is unresolved (`None`): a note not written yet, an attachment
+(`![[diagram.png]]`) or a note the rules leave out.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import defaultdict
+from collections.abc import Iterable
+
+
+def _key(path: str) -> str:
+    key = path.strip().lower()
+    return key[:-3] if key.endswith(".md") else key
+
+
+class LinkResolver:
+    """Resolves link targets against one snapshot of the vault's note paths."""
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        self._by_key: dict[str, str] = {}
+        self._by_name: dict[str, list[str]] = defaultdict(list)
+        for path in sorted(paths):
+            key = _key(path)
+            self._by_key.setdefault(key, path)
+            self._by_name[key.rsplit("/", 1)[-1]].append(path)
+
+    def resolve(self, target: str, source: str) -> str | None:
+        """The vault path of the note `target` (as written in `source`) points to, or None."""
+        wanted = _key(target.split("#", 1)[0].split("|", 1)[0]).lstrip("/")
+        if not wanted:
+            return None
+        exact = self._by_key.get(wanted)
+        if exact is not None:
+            return exact
+        folder = posixpath.dirname(source)
+        relative = posixpath.normpath(posixpath.join(folder.lower(), wanted))
+        if not relative.startswith("../"):
+            found = self._by_key.get(relative)
+            if found is not None:
+                return found
+        name = wanted.rsplit("/", 1)[-1]
+        suffix = "/" + wanted
+        matches = [p for p in self._by_name.get(name, []) if ("/" + _key(p)).endswith(suffix)]
+        if not matches:
+            return None
+        return min(
+            matches,
+            key=lambda p: (posixpath.dirname(p) != folder, p.count("/"), len(p), p),
+        )
