@@ -130,6 +130,12 @@ def test_every_command_answers_from_the_asked_vault_only(
     human = cli(desk, "status", how, where)
     assert f"socket:   {desk['daemons'][name].socket}" in human.stdout
 
+    doctor = cli(desk, "doctor", how, where, "--json")
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+    assert checks["socket"]["status"] == "ok", checks["socket"]
+    assert str(desk["daemons"][name].socket) in checks["socket"]["message"]
+    assert checks["lock"]["status"] == "ok", checks["lock"]
+
     reindex = cli(desk, "reindex", "Shared.md", how, where)
     assert reindex.returncode == 0, reindex.stderr
     assert "queued" in reindex.stdout
