@@ -55,3 +55,16 @@ class StoreMismatchError(StoreError):
     """Raised when a store was written for another vault or model than the one configured."""
 
     exit_code = 78
+
+
+class DataDirError(StoreError):
+    """Raised when the data directory cannot be created or written (permissions, a read-only
+    mount, a file in the way); restarting cannot fix that, so the service manager must not."""
+
+    exit_code = 78  # EX_CONFIG: in the units' RestartPreventExitStatus
+
+    def __init__(self, message: str, path: str, *, read_only: bool = False) -> None:
+        super().__init__(message)
+        self.path = path
+        self.read_only = read_only
+
