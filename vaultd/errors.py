@@ -68,3 +68,14 @@ class DataDirError(StoreError):
         self.path = path
         self.read_only = read_only
 
+
+class VaultPathError(VaultdError):
+    """Raised when a path given as a note or folder of the vault is not one (absolute, `..`,
+    NUL, ...); the rule is `vaultd.vaultpath`."""
+
+    exit_code = 2  # a usage error, like a malformed query
+
+    def __init__(self, value: str, why: str) -> None:
+        super().__init__(f"not a path inside the vault: {value!r}: {why}")
+        self.value = value
+        self.why = why

@@ -16,7 +16,8 @@ from pydantic import Field
 
 from vaultd import __version__
 from vaultd.client import Client, DaemonError
-from vaultd.errors import NoteError, VaultdError
+from vaultd.errors import NoteError, VaultdError, VaultPathError
+from vaultd.vaultpath import vault_path
 
 INSTRUCTIONS = (
     "Tools over the user's Obsidian vault, kept indexed by the vaultd daemon. Use `search` to "
@@ -62,9 +63,11 @@ class Bridge:
         return self._vault
 
     def note(self, path: str) -> dict[str, Any]:
-        if not path or path.startswith("/") or "\0" in path or ".." in path.split("/"):
-            raise _tool_error(f"not a note path inside the vault: {path!r}")
-        found: dict[str, Any] = self._request("GET", "/v1/notes/" + quote(path))
+        try:
+            name = vault_path(path)  # the daemon's own rule, said here before any request
+        except VaultPathError as exc:
+            raise _tool_error(str(exc)) from exc
+        found: dict[str, Any] = self._request("GET", "/v1/notes/" + quote(name))
         return found
 
     def search(
