@@ -596,3 +596,153 @@ def test_cli_without_a_daemon_works_on_the_store(tmp_path: Path) -> None:
         assert not sock.exists()
     finally:
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+# -- one rule for vault paths, in the API, the CLI and the MCP bridge ----------------------------
+
+OUTSIDE = ["/etc/passwd", "../outside.md", "Garden/../../outside.md", "a\x00b.md", "..\\up.md"]
+OUTSIDE += ["\\\\server\\share\\x.md", "C:\\x.md", "C:x.md"]
+
+
+@pytest.mark.parametrize("path", OUTSIDE)
+def test_a_path_out_of_the_vault_is_400_wherever_a_path_is_taken(setup: Setup, path: str) -> None:
+    reindexed = post(setup.sock, "/v1/reindex", {"paths": ["Garden/Compost.md", path]})
+    assert_error(reindexed, 400, "bad_request")
+    assert "paths:" in reindexed.body["error"]["message"]
+    waited = post(setup.sock, "/v1/search", {"query": "garden", "wait_for": path, "timeout": 5})
+    assert_error(waited, 400, "bad_request")
+    assert "wait_for:" in waited.body["error"]["message"]
+    filtered = post(setup.sock, "/v1/search", {"query": "garden", "path_prefix": path})
+    assert_error(filtered, 400, "bad_request")
+    assert "path_prefix:" in filtered.body["error"]["message"]
+    if "\x00" not in path:  # a NUL byte cannot be part of a URL's path
+        note = call(setup.sock, "GET", "/v1/notes/" + quote(path, safe=""))
+        assert_error(note, 400, "bad_request")
+
+
+def test_a_note_path_written_as_url_path_segments_is_judged_the_same(setup: Setup) -> None:
+    assert_error(call(setup.sock, "GET", "/v1/notes//etc/passwd"), 400, "bad_request")
+    assert_error(call(setup.sock, "GET", "/v1/notes/Garden/../../x.md"), 400, "bad_request")
+
+
+def test_empty_components_and_nfd_are_normalised_not_refused(setup: Setup) -> None:
+    note = call(setup.sock, "GET", "/v1/notes/" + quote("Garden//./Compost.md"))
+    assert note.status == 200, note.body
+    assert note.body["path"] == "Garden/Compost.md"
+    import unicodedata
+
+    decomposed = unicodedata.normalize("NFD", "Über Ordner/Über Notiz.md")
+    assert call(setup.sock, "GET", "/v1/notes/" + quote(decomposed)).status == 200
+    hits = search(setup, query="garden", k=20, path_prefix="Garden/")
+    assert hits and {h["path"] for h in hits} <= {"Garden/Compost.md", "Garden/Watering.md"}
+    reply = post(setup.sock, "/v1/reindex", {"paths": ["./Garden//Compost.md"]})
+    assert (reply.status, reply.body["paths"]) == (202, ["Garden/Compost.md"])
+    setup.daemon.wait_idle()
+
+
+def test_cli_reindex_refuses_a_path_out_of_the_vault_with_a_usage_error(setup: Setup) -> None:
+    for path in ("/etc/passwd", "../outside.md"):
+        # The daemon is running: the CLI refuses before asking it.
+        refused = vaultd("reindex", "Garden/Compost.md", path, config=setup.config)
+        assert refused.returncode == 2, (refused.stdout, refused.stderr)
+        assert refused.stderr.startswith(f"vaultd: not a path inside the vault: {path!r}")
+        assert "queued" not in refused.stdout
+
+
+def test_the_mcp_bridge_uses_the_same_rule(setup: Setup) -> None:
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from vaultd.client import Client
+    from vaultd.errors import VaultPathError
+    from vaultd.mcp_bridge import Bridge
+    from vaultd.vaultpath import vault_path
+
+    bridge = Bridge(Client(setup.sock, timeout=30))
+    for path in OUTSIDE:
+        with pytest.raises(VaultPathError) as rule:
+            vault_path(path)
+        with pytest.raises(ToolError) as refused:
+            bridge.note(path)
+        assert str(refused.value) == str(rule.value)
+    assert bridge.note("Garden//Compost.md")["path"] == "Garden/Compost.md"
+
+
+# -- queries: one rule for the empty and the too big, with or without a daemon ------------------
+
+
+def no_daemon_config(tmp_path: Path) -> Path:
+    """A config whose socket no daemon serves, for the CLI's own search."""
+    vault = write_vault(tmp_path / "vault")
+    runtime = short_socket_dir()
+    shutil.rmtree(runtime)  # only its name: nothing is ever served there
+    return write_config(tmp_path / "vaultd.toml", vault, tmp_path / "data", runtime / "v.sock")
+
+
+def test_an_empty_query_is_refused_alike_by_the_daemon_and_the_cli(
+    setup: Setup, tmp_path: Path
+) -> None:
+    from vaultd.search import QueryError, check_query
+
+    with pytest.raises(QueryError) as rule:
+        check_query("")
+    message = str(rule.value)
+    for query in ("", "   ", "\t\n"):
+        reply = post(setup.sock, "/v1/search", {"query": query})
+        assert_error(reply, 400, "bad_request")
+        assert reply.body["error"]["message"] == message
+    offline = no_daemon_config(tmp_path)
+    for config in (setup.config, offline):
+        for query in ("", "  "):
+            refused = vaultd("search", query, config=config)
+            assert (refused.returncode, refused.stderr) == (2, f"vaultd: {message}\n")
+            assert refused.stdout == ""
+
+
+def distinct_words(n: int) -> str:
+    """`n` distinct words, none a stop word: "zqa zqb ..." (base 26)."""
+
+    def word(i: int) -> str:
+        letters = ""
+        while True:
+            i, r = divmod(i, 26)
+            letters += chr(ord("a") + r)
+            if not i:
+                return "zq" + letters
+
+    return " ".join(word(i) for i in range(n))
+
+
+def test_queries_over_the_caps_are_400_and_at_the_caps_are_searched(setup: Setup) -> None:
+    from vaultd.search import MAX_QUERY_CHARS, MAX_QUERY_TERMS
+
+    assert len(distinct_words(MAX_QUERY_TERMS)) <= MAX_QUERY_CHARS
+    assert post(setup.sock, "/v1/search", {"query": distinct_words(MAX_QUERY_TERMS)}).status == 200
+    too_many = post(setup.sock, "/v1/search", {"query": distinct_words(MAX_QUERY_TERMS + 1)})
+    assert_error(too_many, 400, "bad_request")
+    assert f"has {MAX_QUERY_TERMS + 1} search terms" in too_many.body["error"]["message"]
+    # Stop words and repeats cost nothing more, and do not count.
+    padded = distinct_words(MAX_QUERY_TERMS) + " the and of" + " zqa" * 100
+    assert post(setup.sock, "/v1/search", {"query": padded}).status == 200
+    # Text without spaces: every three characters a trigram term.
+    han = "".join(chr(0x4E00 + i) for i in range(300))  # 298 distinct trigrams, and the run
+    unspaced = post(setup.sock, "/v1/search", {"query": han})
+    assert_error(unspaced, 400, "bad_request")
+    long = post(setup.sock, "/v1/search", {"query": "garden " * 1000})
+    assert_error(long, 400, "bad_request")
+    assert f"at most {MAX_QUERY_CHARS} are searched" in long.body["error"]["message"]
+    # The issue's case: a body-sized query of distinct words, refused before any work.
+    huge = post(setup.sock, "/v1/search", {"query": distinct_words(120_000)[: MAX_BODY - 100]})
+    assert_error(huge, 400, "bad_request")
+    assert call(setup.sock, "GET", "/v1/health").body["status"] == "ok"
+
+
+def test_the_cli_refuses_a_query_over_the_caps_with_the_daemons_message(
+    setup: Setup, tmp_path: Path
+) -> None:
+    from vaultd.search import MAX_QUERY_TERMS
+
+    query = distinct_words(MAX_QUERY_TERMS + 1)
+    message = post(setup.sock, "/v1/search", {"query": query}).body["error"]["message"]
+    for config in (setup.config, no_daemon_config(tmp_path)):
+        refused = vaultd("search", query, config=config)
+        assert (refused.returncode, refused.stderr) == (2, f"vaultd: {message}\n")

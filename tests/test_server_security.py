@@ -11,6 +11,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -342,6 +343,16 @@ def raw_reply(sock: Path, data: bytes) -> Reply:
     return parse(exchange(sock, data))
 
 
+SEARCH_BODY = b'{"query": "garden"}'  # 19 bytes
+
+
+def _search_with_length(*lengths: bytes) -> bytes:
+    """A valid search, with these Content-Length headers, each as written."""
+    head = b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    fields = b"".join(b"Content-Length: " + n + b"\r\n" for n in lengths)
+    return head + fields + b"\r\n" + SEARCH_BODY
+
+
 @pytest.mark.parametrize(
     ("request_bytes", "status"),
     [
@@ -350,8 +361,20 @@ def raw_reply(sock: Path, data: bytes) -> Reply:
         (b"POST /v1/search\r\n\r\n", 400),  # HTTP/0.9 had only GET
         (b"GET /v1/health HTTP/1.1 extra words\r\n\r\n", 400),
         (b"GET /v1/health HTTX/1.1\r\n\r\n", 400),
+        (b"GET /v1/health HTTP/2.0\r\nHost: x\r\n\r\n", 400),
+        (b"GET /v1/health HTTP/3.0\r\nHost: x\r\n\r\n", 400),
+        (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 400),  # an HTTP/2 connection preface
+        (b"GET /v1/health HTTP/0.9\r\nHost: x\r\n\r\n", 400),
+        (b"GET /v1/health HTTP/1.1.1\r\n\r\n", 400),
+        (b"G(T /v1/health HTTP/1.1\r\n\r\n", 400),
         (b"POST /v1/search HTTP/1.1\r\nContent-Length: abc\r\n\r\n", 400),
         (b"POST /v1/search HTTP/1.1\r\nContent-Length: -5\r\n\r\n", 400),
+        # Lengths int() would take (and answer 200 for), or that another parser reads otherwise.
+        (_search_with_length(b"+19"), 400),
+        (_search_with_length(b" 19 "), 400),
+        (_search_with_length(b"0_19"), 400),
+        (_search_with_length(b"19,19"), 400),
+        (_search_with_length(b"9" * 5000), 413),
         (b"POST /v1/search HTTP/1.1\r\nContent-Length: 10\r\n\r\n{}", 400),  # ends early
         (
             b"POST /v1/search HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
@@ -368,8 +391,19 @@ def raw_reply(sock: Path, data: bytes) -> Reply:
         "http-0.9-post",
         "too-many-words",
         "bad-protocol",
+        "http-2",
+        "http-3",
+        "http-2-preface",
+        "http-0.9-with-version",
+        "garbled-version",
+        "not-a-method",
         "bad-length",
         "negative-length",
+        "signed-length",
+        "spaced-length",
+        "underscored-length",
+        "listed-length",
+        "thousands-of-digits-length",
         "short-body",
         "chunked",
         "huge-length",
@@ -399,11 +433,70 @@ def test_body_over_the_limit_is_413_and_the_daemon_is_unaffected(guarded: Guarde
     assert guarded.health().body["status"] == "ok"
 
 
-def test_unknown_methods_get_json_errors(guarded: Guarded) -> None:
-    for method in (b"BREW", b"HEAD", b"OPTIONS"):
-        reply = raw_reply(guarded.sock, method + b" /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert reply.status in (405, 501)
-        assert_error(reply, reply.status)
+@pytest.mark.parametrize(
+    ("method", "target", "allow"),
+    [
+        (b"OPTIONS", b"/v1/health", "GET"),
+        (b"OPTIONS", b"/v1/search", "POST"),
+        (b"OPTIONS", b"/v1/notes/Garden/Compost.md", "GET"),
+        (b"BREW", b"/v1/status", "GET"),
+        (b"TRACE", b"/v1/reindex", "POST"),
+        (b"PUT", b"/v1/search", "POST"),
+        (b"get", b"/openapi.json", "GET"),  # methods are case-sensitive
+    ],
+)
+def test_a_method_a_route_does_not_take_is_405_with_allow(
+    guarded: Guarded, method: bytes, target: bytes, allow: str
+) -> None:
+    reply = raw_reply(guarded.sock, method + b" " + target + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert_error(reply, 405, "method_not_allowed")
+    assert reply.headers["allow"] == allow
+
+
+@pytest.mark.parametrize("method", [b"OPTIONS", b"HEAD", b"BREW"])
+def test_any_method_on_an_unknown_route_is_404(guarded: Guarded, method: bytes) -> None:
+    raw = exchange(guarded.sock, method + b" /v2/nothing HTTP/1.1\r\nHost: x\r\n\r\n")
+    head = raw.partition(b"\r\n\r\n")[0].decode("latin-1")
+    assert head.startswith("HTTP/1.1 404 "), raw[:300]
+    if method != b"HEAD":
+        assert_error(parse(raw), 404, "not_found")
+
+
+def _responses(raw: bytes) -> list[bytes]:
+    return re.findall(rb"HTTP/1\.[01] \d{3} [^\r]*\r\n", raw)
+
+
+def test_head_is_405_without_a_body_and_the_connection_stays_usable(guarded: Guarded) -> None:
+    raw = exchange(
+        guarded.sock,
+        b"HEAD /v1/health HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
+    first, _, rest = raw.partition(b"\r\n\r\n")
+    assert first.startswith(b"HTTP/1.1 405 "), raw[:300]
+    assert b"\r\nAllow: GET\r\n" in first + b"\r\n"
+    assert b"\r\nContent-Length: " in first
+    # No body after a HEAD answer's headers: the next bytes are the next answer.
+    second = parse(rest)
+    assert second.status == 200
+    assert second.body["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    "lengths",
+    [(b"19", b"19"), (b"19", b"2"), (b"2", b"19"), (b"19", b"0")],
+    ids=["equal", "larger-first", "smaller-first", "zero-second"],
+)
+def test_two_content_lengths_are_refused_and_the_connection_closed(
+    guarded: Guarded, lengths: tuple[bytes, bytes]
+) -> None:
+    # What follows the body would be a second, smuggled request if either length were taken.
+    smuggled = b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n"
+    raw = exchange(guarded.sock, _search_with_length(*lengths) + smuggled)
+    assert len(_responses(raw)) == 1, raw[:600]
+    reply = parse(raw)
+    assert_error(reply, 400, "bad_request")
+    assert "Content-Length" in reply.body["error"]["message"]
+    assert reply.headers.get("connection") == "close"
 
 
 # -- slow and endless senders --------------------------------------------------------------------

@@ -22,6 +22,7 @@ every open:
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 from collections.abc import Iterator, Mapping
@@ -38,7 +39,7 @@ from vaultd.config import Config
 from vaultd.errors import StoreError, StoreMismatchError
 from vaultd.indexer import Indexer, Progress, Summary
 from vaultd.layout import CHROMA, tighten
-from vaultd.lock import DataDirLock
+from vaultd.lock import DataDirLock, unusable
 from vaultd.manifest import Manifest
 from vaultd.models import ModelSpec, load_spec
 from vaultd.pipeline.discover import Discovery, IgnoreRules
@@ -218,6 +219,10 @@ def open_index(config: Config, env: Mapping[str, str] | None = None) -> Iterator
         lock = DataDirLock(data_dir)
         lock.acquire()
         stack.callback(lock.release)
+        # The lock file may be there from before while the directory is no longer writable:
+        # say so now, not when the manifest's first write fails.
+        if not os.access(data_dir, os.W_OK | os.X_OK):
+            raise unusable(data_dir, "not writable by you", errno.EACCES)
         spec = load_spec(config.embedding.model)
         # The model loads (mostly outside the GIL) while chromadb is imported and opened:
         # a third of a second off every start.

@@ -312,10 +312,15 @@ def search(
     """Search the index: hybrid keyword and vector retrieval by default.
 
     Put a phrase in double quotes to rank passages holding it exactly first.
+
+    Exits 2 for a query or filter that cannot be searched (empty, too long, malformed), with or
+    without a daemon.
     """
     from vaultd.app import open_index
-    from vaultd.search import Filters, parse_where_flag, where_json
+    from vaultd.search import Filters, check_query, parse_where_flag, where_json
 
+    # Here, not only in the daemon: the same query fails the same way with or without one.
+    check_query(query)
     config = _load(config_file, vault)
     conditions = [parse_where_flag(c) for c in where]
     filters = Filters.build(tags, tags_any, path_prefix, conditions, since)
@@ -503,10 +508,13 @@ def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
 def reindex(paths: tuple[str, ...], config_file: Path | None, vault: Path | None) -> None:
     """Compare notes (vault-relative PATHS, or the whole vault) with the index again.
 
-    With a daemon running the work is queued there; otherwise it runs here and now.
+    With a daemon running the work is queued there; otherwise it runs here and now. Exits 2
+    when a PATH is not inside the vault (absolute, or with a `..` component).
     """
     from vaultd.app import open_index
+    from vaultd.vaultpath import vault_path
 
+    paths = tuple(dict.fromkeys(vault_path(p) for p in paths))
     config = _load(config_file, vault)
     client = _daemon(config)
     if client is not None:
@@ -760,6 +768,11 @@ def _search_body(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _search_every_vault(kwargs: dict[str, Any]) -> None:
+    from vaultd.search import Filters, check_query
+
+    # Each daemon would refuse them alike, and be counted as not answering.
+    check_query(kwargs["query"])
+    Filters.build(path_prefix=kwargs.get("path_prefix", ""))
     config = _load(kwargs["config_file"], kwargs["vault"])
     directory = _socket_dir(config)
     body = _search_body(kwargs)

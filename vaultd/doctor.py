@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from vaultd.config import Config, load_config
-from vaultd.errors import ConfigError, LockedError, VaultdError
+from vaultd.errors import ConfigError, DataDirError, LockedError, VaultdError
+from vaultd.lock import read_only
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -399,6 +400,12 @@ def check_privacy(data_dir: Path, log_file: str) -> Check:
     )
 
 
+_READ_ONLY_REMEDY = (
+    "set [store] path to a directory on a writable disk: the index is written to all the time, "
+    "and a read-only mount stays read-only whatever its owner and mode"
+)
+
+
 def check_store_location(data_dir: Path, vault: Path) -> Check:
     # The config refuses this too, but only as written: a symlink can still lead inside.
     if Path(os.path.realpath(data_dir)).is_relative_to(os.path.realpath(vault)):
@@ -415,6 +422,13 @@ def check_store_location(data_dir: Path, vault: Path) -> Check:
     existing = data_dir
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
+    if read_only(existing):
+        return Check(
+            "store",
+            "fail",
+            f"{existing} is on a read-only file system",
+            _READ_ONLY_REMEDY,
+        )
     if not os.access(existing, os.W_OK | os.X_OK):
         return Check(
             "store",
@@ -1109,7 +1123,12 @@ def _offline_checks(
             )
             found["chroma"] = _not_checked("chroma", f"{who} is using the store", "lock")
         else:
-            found["lock"] = Check("lock", "fail", str(exc), f"chmod u+rwx {_q(data_dir)}")
+            remedy = (
+                _READ_ONLY_REMEDY
+                if isinstance(exc, DataDirError) and exc.read_only
+                else f"chmod u+rwx {_q(data_dir)}"
+            )
+            found["lock"] = Check("lock", "fail", str(exc), remedy)
             found["chroma"] = _not_checked("chroma", "the lock is unusable", "lock")
         return
     # Held only while the manifest and the store are read, so their ids are one snapshot.

@@ -58,35 +58,27 @@ class StoreMismatchError(StoreError):
 
 
 class DataDirError(StoreError):
-    """Raised when the data directory cannot be created or used (permissions, a read-only disk).
+    """Raised when the data directory cannot be created or written (permissions, a read-only
+    mount, a file in the way); restarting cannot fix that, so the service manager must not."""
 
-    Retrying cannot help, so a service manager must not restart on it: exit 78, which the unit
-    files' RestartPreventExitStatus lists.
-    """
+    exit_code = 78  # EX_CONFIG: in the units' RestartPreventExitStatus
 
-    exit_code = 78
+    def __init__(self, message: str, path: str, *, read_only: bool = False) -> None:
+        super().__init__(message)
+        self.path = path
+        self.read_only = read_only
 
-    def __init__(self, message: str, *, remedy: str = "") -> None:
-        super().__init__(f"{message}; {remedy}" if remedy else message)
-        self.remedy = remedy
 
-    @classmethod
-    def from_os(cls, path: object, exc: OSError) -> DataDirError:
-        import errno
+class VaultPathError(VaultdError):
+    """Raised when a path given as a note or folder of the vault is not one (absolute, `..`,
+    NUL, ...); the rule is `vaultd.vaultpath`."""
 
-        reason = exc.strerror or str(exc)
-        if exc.errno == errno.EROFS:
-            remedy = "the disk is mounted read-only: set [store] path to a folder on another disk"
-        elif exc.errno in (errno.EACCES, errno.EPERM):
-            remedy = (
-                "make it yours and writable (ls -ld it, and its parent), or set [store] path to "
-                "a folder of your own"
-            )
-        elif exc.errno == errno.ENOSPC:
-            remedy = "free some space on that disk, or set [store] path to another disk"
-        else:
-            remedy = "set [store] path to a folder of your own on a local disk"
-        return cls(f"cannot use the data directory {path}: {reason}", remedy=remedy)
+    exit_code = 2  # a usage error, like a malformed query
+
+    def __init__(self, value: str, why: str) -> None:
+        super().__init__(f"not a path inside the vault: {value!r}: {why}")
+        self.value = value
+        self.why = why
 
 
 class VaultMismatchError(VaultdError):

@@ -10,14 +10,13 @@ an older version or a library caller left open. `loose` is what `doctor` reports
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-from vaultd.errors import DataDirError
 
 MANIFEST = "vaultd.db"
 LOCK = "vaultd.lock"
@@ -52,23 +51,19 @@ def private_umask() -> None:
 def private_dir(path: Path) -> None:
     """Create `path` (and missing parents) 0700; tighten it if it exists open to others.
 
-    Raises DataDirError when it cannot be created or is not a directory of this user's.
+    Raises OSError when it cannot be created or is not a directory (the caller says what
+    that means for it).
     """
     old = os.umask(PRIVATE_UMASK)  # missing parents too: mkdir's mode covers only the last one
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = path.lstat()
-    except OSError as exc:
-        raise DataDirError.from_os(path, exc) from exc
     finally:
         os.umask(old)
+    info = path.lstat()
     if not stat.S_ISDIR(info.st_mode):
-        raise DataDirError(f"{path} is not a directory", remedy="set [store] path elsewhere")
+        raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(path))
     if info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) & 0o077:
-        try:
-            os.chmod(path, 0o700)
-        except OSError as exc:
-            raise DataDirError.from_os(path, exc) from exc
+        os.chmod(path, 0o700)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,15 +6,63 @@ stale lock behind.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from pathlib import Path
 from types import TracebackType
 
-from vaultd.errors import DataDirError, LockedError
+from vaultd.errors import DataDirError, LockedError, StoreError
 from vaultd.layout import LOCK, private_dir
 
 LOCK_NAME = LOCK
+
+#: Failures that stay until someone changes the setup: the directory cannot be used as it is.
+#: Others (EIO, ENOSPC, EMFILE, ...) may pass, and a restart is worth trying.
+_UNUSABLE = frozenset(
+    {
+        errno.EACCES,
+        errno.EPERM,
+        errno.EROFS,
+        errno.ENOTDIR,
+        errno.EEXIST,
+        errno.EISDIR,
+        errno.ENAMETOOLONG,
+        errno.ELOOP,
+    }
+)
+
+
+def read_only(path: Path) -> bool:
+    """Whether `path` (or the nearest part of it that exists) is on a read-only mount."""
+    while not os.path.exists(path) and path != path.parent:
+        path = path.parent
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def unusable(data_dir: Path, problem: str, code: int = errno.EACCES) -> DataDirError:
+    """The error for a data directory that cannot be created or written, saying what to do.
+
+    `problem` is what failed, `code` its errno.
+    """
+    where = f"the data directory {data_dir}"
+    if code == errno.EROFS or read_only(data_dir):
+        return DataDirError(
+            f"{where} is on a read-only file system ({problem}); set [store] path to a "
+            "directory on a writable disk",
+            str(data_dir),
+            read_only=True,
+        )
+    if code in (errno.EACCES, errno.EPERM):
+        advice = "give your user write access to it, or set [store] path to a writable directory"
+    elif code in (errno.ENOTDIR, errno.EEXIST, errno.EISDIR):
+        advice = "a file stands where a directory must be: move it, or set [store] path elsewhere"
+    else:
+        advice = "set [store] path to another directory"
+    return DataDirError(f"{where} cannot be used ({problem}); {advice}", str(data_dir))
 
 
 class DataDirLock:
@@ -23,11 +71,15 @@ class DataDirLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        private_dir(self.path.parent)
+        data_dir = self.path.parent
         try:
+            private_dir(data_dir)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
-            raise DataDirError.from_os(self.path, exc) from exc
+            if exc.errno in _UNUSABLE:
+                problem = f"{exc.strerror}: {exc.filename}"
+                raise unusable(data_dir, problem, exc.errno) from exc
+            raise StoreError(f"cannot create the lock file {self.path}: {exc}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -16,7 +16,8 @@ from pydantic import Field
 
 from vaultd import __version__
 from vaultd.client import Client, DaemonError
-from vaultd.errors import VaultdError
+from vaultd.errors import VaultdError, VaultPathError
+from vaultd.vaultpath import vault_path
 
 INSTRUCTIONS = (
     "Tools over the user's Obsidian vault, kept indexed by the vaultd daemon. Use `search` to "
@@ -56,10 +57,12 @@ class Bridge:
             ) from exc
 
     def note(self, path: str, **query: int | str | None) -> dict[str, Any]:
-        if not path or path.startswith("/") or "\0" in path or ".." in path.split("/"):
-            raise _tool_error(f"not a note path inside the vault: {path!r}")
+        try:
+            name = vault_path(path)  # the daemon's own rule, said here before any request
+        except VaultPathError as exc:
+            raise _tool_error(str(exc)) from exc
         params = urlencode({k: v for k, v in query.items() if v is not None})
-        target = "/v1/notes/" + quote(path) + (f"?{params}" if params else "")
+        target = "/v1/notes/" + quote(name) + (f"?{params}" if params else "")
         found: dict[str, Any] = self._request("GET", target)
         return found
 

@@ -5,8 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from vaultd import __version__
-from vaultd.search import MAX_CONDITIONS, MAX_IN_VALUES, MAX_K, MAX_PER_NOTE, MODES
-from vaultd.server import MAX_TAGS
+from vaultd.search import (
+    MAX_CONDITIONS,
+    MAX_IN_VALUES,
+    MAX_K,
+    MAX_PER_NOTE,
+    MAX_QUERY_CHARS,
+    MAX_QUERY_TERMS,
+    MODES,
+)
+from vaultd.server import MAX_BODY, MAX_TAGS
 
 _ERROR = {
     "type": "object",
@@ -53,7 +61,14 @@ _SEARCH_REQUEST = {
     "type": "object",
     "required": ["query"],
     "properties": {
-        "query": {"type": "string", "minLength": 1},
+        "query": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_QUERY_CHARS,
+            "description": f"Not empty or only whitespace; at most {MAX_QUERY_CHARS} characters "
+            f"and {MAX_QUERY_TERMS} keyword terms (distinct words other than stop words, quoted "
+            "phrases, trigrams of text in scripts written without spaces); otherwise 400.",
+        },
         "k": {"type": "integer", "minimum": 1, "maximum": MAX_K, "default": 10},
         "mode": {"type": "string", "enum": list(MODES), "default": "hybrid"},
         "tags": {
@@ -70,7 +85,8 @@ _SEARCH_REQUEST = {
         },
         "path_prefix": {
             "type": "string",
-            "description": "Only notes under this folder, or this one note's path.",
+            "description": "Only notes under this folder, or this one note's path: a vault "
+            "path (400 when absolute or with a `..` component).",
         },
         "where": {
             "type": "object",
@@ -122,7 +138,8 @@ _SEARCH_REQUEST = {
         "wait_for": {
             "type": "string",
             "minLength": 1,
-            "description": 'A vault path, or "idle": answer once it is indexed.',
+            "description": 'A vault path, or "idle": answer once it is indexed (400 for a path '
+            "out of the vault).",
         },
         "timeout": {"type": "number", "minimum": 0, "maximum": 60, "default": 10},
     },
@@ -179,16 +196,33 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
+_ERROR_NAMES = {
+    400: "Bad input: a malformed request (request line, an HTTP version other than 1.x, a "
+    "Content-Length that is not one header of plain digits), a body that is not a JSON object, "
+    "a field of the wrong type or out of range, or a path out of the vault",
+    404: "Unknown note or route",
+    405: "The route does not take this method; the Allow header lists those it takes",
+    411: "Length required: a body sent chunked",
+    413: f"Body over {MAX_BODY} bytes",
+    414: "Request line too long",
+    431: "Header lines too long, or too many of them",
+    503: "Not ready (starting), timed out (wait_for), a store error, or too many connections",
+}
+
+
 def _errors(*codes: int) -> dict[str, Any]:
-    names = {
-        400: "Bad input",
-        404: "Unknown note or route",
-        405: "Wrong method",
-        411: "Length required",
-        413: "Body too large",
-        503: "Not ready or timed out",
-    }
-    return {str(c): _json(_ERROR, names[c]) for c in codes}
+    return {str(c): _json(_ERROR, _ERROR_NAMES[c]) for c in codes}
+
+
+#: Any route answers these, whatever its operation: the request's framing is judged first.
+_FRAMING = (400, 411, 413, 414, 431, 503)
+
+_DESCRIPTION = (
+    "The local API of the vaultd daemon, served on a Unix socket. Every error is "
+    '{"error": {"code", "message"}}. A known route asked with a method it does not take '
+    "(HEAD, OPTIONS, PUT, ...) answers 405 with an Allow header; an unknown route 404; a "
+    "malformed request 400 (the connection is closed after it). 500 is only ever a bug."
+)
 
 
 def schema() -> dict[str, Any]:
@@ -197,7 +231,20 @@ def schema() -> dict[str, Any]:
         "info": {
             "title": "vaultd",
             "version": __version__,
-            "description": "The local API of the vaultd daemon, served on a Unix socket.",
+            "description": _DESCRIPTION,
+        },
+        "components": {
+            "responses": {
+                "MethodNotAllowed": {
+                    **_json(_ERROR, _ERROR_NAMES[405]),
+                    "headers": {
+                        "Allow": {
+                            "description": "The methods the route takes, e.g. `GET`",
+                            "schema": {"type": "string"},
+                        }
+                    },
+                }
+            }
         },
         "paths": {
             "/v1/health": {
@@ -218,7 +265,8 @@ def schema() -> dict[str, Any]:
                                 },
                             },
                             "The daemon's state",
-                        )
+                        ),
+                        **_errors(*_FRAMING),
                     },
                 }
             },
@@ -257,7 +305,8 @@ def schema() -> dict[str, Any]:
                                 },
                             },
                             "Status",
-                        )
+                        ),
+                        **_errors(*_FRAMING),
                     },
                 }
             },
@@ -277,7 +326,7 @@ def schema() -> dict[str, Any]:
                             },
                             "Ranked hits",
                         ),
-                        **_errors(400, 411, 413, 503),
+                        **_errors(*_FRAMING),
                     },
                 }
             },
@@ -290,10 +339,14 @@ def schema() -> dict[str, Any]:
                             "in": "path",
                             "required": True,
                             "schema": {"type": "string"},
-                            "description": "The vault-relative path, URL-encoded",
+                            "description": "The vault-relative path, URL-encoded; 400 when "
+                            "absolute or with a `..` component",
                         }
                     ],
-                    "responses": {"200": _json(_NOTE, "The note"), **_errors(404, 503)},
+                    "responses": {
+                        "200": _json(_NOTE, "The note"),
+                        **_errors(404, *_FRAMING),
+                    },
                 }
             },
             "/v1/reindex": {
@@ -324,14 +377,17 @@ def schema() -> dict[str, Any]:
                             },
                             "Queued",
                         ),
-                        **_errors(400, 411, 413, 503),
+                        **_errors(*_FRAMING),
                     },
                 }
             },
             "/openapi.json": {
                 "get": {
                     "summary": "This document",
-                    "responses": {"200": _json({"type": "object"}, "The OpenAPI document")},
+                    "responses": {
+                        "200": _json({"type": "object"}, "The OpenAPI document"),
+                        **_errors(*_FRAMING),
+                    },
                 }
             },
         },

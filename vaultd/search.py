@@ -35,6 +35,7 @@ from vaultd.manifest import UNSPACED_RANGES, Condition, ConditionOp, Manifest, S
 from vaultd.model import Hit
 from vaultd.pipeline.embed import Embedder
 from vaultd.pipeline.store import VectorStore
+from vaultd.vaultpath import vault_path
 
 Mode = Literal["hybrid", "vector", "keyword"]
 MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
@@ -46,6 +47,16 @@ MAX_IN_VALUES = 256
 #: Up to this many selected notes, Chroma is asked for them by path (`$in`); a larger selection
 #: is queried more deeply and filtered here.
 PATH_IN_LIMIT = 1000
+#: The longest query taken, in characters: a cheap check before any parsing. Far more than the
+#: embedding model reads (its window of 256-512 tokens is one to two thousand characters of
+#: English; the rest is cut), and a pasted paragraph still fits.
+MAX_QUERY_CHARS = 4096
+#: The most keyword terms a query may send to the FTS5 indexes (distinct words left after stop
+#: words, quoted phrases, and the trigrams of unspaced-script text). Each term is one more OR
+#: branch whose postings SQLite walks and scores: a 1 MiB query of distinct words took 16 s of
+#: CPU. A question has tens of terms; 256 leaves room for a pasted passage, or for about 250
+#: characters of Chinese or Japanese, whose every three characters make a trigram term.
+MAX_QUERY_TERMS = 256
 
 _UNSPACED_CLASS = "".join(f"{chr(a)}-{chr(b)}" for a, b in UNSPACED_RANGES)
 _UNSPACED_RUN = re.compile(f"[{_UNSPACED_CLASS}]+")
@@ -68,9 +79,9 @@ STOP_WORDS = frozenset(_STOP_WORDS.split())
 
 
 class QueryError(VaultdError):
-    """Raised when a search's filters cannot be understood; the message names the part."""
+    """Raised when a search's query or filters cannot be taken; the message names the part."""
 
-    exit_code = 2
+    exit_code = 2  # a usage error: the same input fails the same way every time
 
 
 # -- filters -----------------------------------------------------------------------------------
@@ -110,7 +121,7 @@ class Filters:
         return cls(
             tags=_tags(tags),
             tags_any=_tags(tags_any),
-            path_prefix=path_prefix.strip("/"),
+            path_prefix=_path_prefix(path_prefix),
             where=conditions,
             modified_since_ns=None if modified_since is None else parse_since(modified_since),
         )
@@ -124,6 +135,16 @@ class Filters:
             or self.where
             or self.modified_since_ns is not None
         )
+
+
+def _path_prefix(prefix: str) -> str:
+    """A folder or note of the vault, or "" for everywhere."""
+    if not prefix:
+        return ""
+    try:
+        return vault_path(prefix)
+    except VaultdError as exc:
+        raise QueryError(f"path_prefix: {exc}") from None
 
 
 def _tags(tags: Sequence[str]) -> tuple[str, ...]:
@@ -305,10 +326,13 @@ class ParsedQuery:
     def word_match(self) -> str:
         """The word index's MATCH expression: spaced phrases and every word but stop words,
         OR-ed."""
+        return " OR ".join(self._word_terms())
+
+    def _word_terms(self) -> list[str]:
         parts = [_fts_phrase(p) for p in self.phrases if not _HAS_UNSPACED.search(p)]
         words = [w for w in self.words if w.lower() not in STOP_WORDS] or self.words
         parts += [f'"{w}"' for w in words]
-        return " OR ".join(p for p in parts if p)
+        return [p for p in parts if p]
 
     def phrase_requirement(self) -> str:
         """What an exact-phrase passage must match in the word index: every spaced phrase."""
@@ -317,15 +341,45 @@ class ParsedQuery:
 
     def trigram_match(self) -> str:
         """Each long unspaced run as a phrase, and its trigrams, OR-ed (n-gram matching)."""
+        return " OR ".join(self._trigram_terms())
+
+    def _trigram_terms(self) -> list[str]:
         parts: list[str] = []
         for run in self.unspaced:
             if len(run) >= 3:
                 parts.append(f'"{run}"')
                 parts.extend(f'"{run[i : i + 3]}"' for i in range(len(run) - 2) if len(run) > 3)
-        return " OR ".join(dict.fromkeys(parts))
+        return list(dict.fromkeys(parts))
 
     def short_unspaced(self) -> tuple[str, ...]:
         return tuple(run for run in self.unspaced if len(run) < 3)
+
+    def term_count(self) -> int:
+        """How many terms the keyword indexes are asked for (each one costs a postings walk)."""
+        return len(self._word_terms()) + len(self._trigram_terms()) + len(self.short_unspaced())
+
+
+def check_query(query: str) -> ParsedQuery:
+    """The query parsed, or QueryError when it is empty or too big to search.
+
+    The one rule for every way in (the socket API, the CLI with or without a daemon, MCP), so
+    each refuses the same query with the same message.
+    """
+    if not query.strip():
+        raise QueryError("the query is empty; give some words to search for")
+    if len(query) > MAX_QUERY_CHARS:
+        raise QueryError(
+            f"the query is {len(query)} characters long; at most {MAX_QUERY_CHARS} are searched"
+        )
+    parsed = ParsedQuery.parse(query)
+    terms = parsed.term_count()
+    if terms > MAX_QUERY_TERMS:
+        raise QueryError(
+            f"the query has {terms} search terms; at most {MAX_QUERY_TERMS} are searched "
+            "(distinct words other than stop words, quoted phrases, and three-character pieces "
+            "of text in scripts written without spaces)"
+        )
+    return parsed
 
 
 def _fts_phrase(phrase: str) -> str:
@@ -412,6 +466,7 @@ class Searcher:
         `tags` and `path_prefix` are shorthands for the same fields of `filters`; `per_note`
         and `merge` default to the settings' values (`[search]`, or this searcher's own).
         """
+        parsed = check_query(query)  # before anything else: a bad query fails the same always
         settings = settings or self.settings
         k = max(1, min(k, MAX_K))
         if filters is None:
@@ -423,7 +478,6 @@ class Searcher:
         paths = self.select(filters)
         if paths is not None and not paths:
             return []
-        parsed = ParsedQuery.parse(query)
         depth = max(settings.candidates, k)
         ranked = self.retrieve(query, parsed, mode, depth, paths, filters, settings.rrf_k)
         return self._page(parsed, mode, ranked, k, cap, merge, settings)

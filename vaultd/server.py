@@ -14,13 +14,14 @@ import io
 import json
 import math
 import os
+import re
 import socket
 import socketserver
 import stat
 import struct
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
@@ -32,12 +33,19 @@ import structlog
 
 from vaultd import __version__
 from vaultd.client import VAULT_HEADER, VAULT_PATH_HEADER
-from vaultd.errors import NoteError, NoteUnavailableError, StartupError, VaultdError
+from vaultd.errors import (
+    NoteError,
+    NoteUnavailableError,
+    StartupError,
+    VaultdError,
+    VaultPathError,
+)
 from vaultd.layout import vault_id
 from vaultd.links import LinkResolver
 from vaultd.locate import remove_record, socket_path, write_record
 from vaultd.model import chunk_json
-from vaultd.search import MAX_K, MAX_PER_NOTE, MODES, Filters, QueryError
+from vaultd.search import MAX_K, MAX_PER_NOTE, MODES, Filters, QueryError, check_query
+from vaultd.vaultpath import vault_path
 
 if TYPE_CHECKING:
     from vaultd.service import Daemon
@@ -53,14 +61,28 @@ MAX_CONNECTIONS = 64
 MAX_WAIT = 60.0
 #: Tag filters per search; each one is a sub-query, and SQLite's expression depth is finite.
 MAX_TAGS = 64
+#: The longest request line read (as the standard library's handler reads it).
+MAX_REQUEST_LINE = 65536
+#: A method is an RFC 9110 token; anything else is not a request.
+_METHOD = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+#: Every version this server speaks: HTTP/1.0 and 1.1 (a later 1.x is answered as 1.1).
+_HTTP_1 = re.compile(r"HTTP/0*1\.[0-9]+")
+#: A Content-Length is digits only. int() would also take a sign, spaces, "_" and non-ASCII
+#: digits ("+5", "5 ", "5_0", "٥"), which another parser in front of us may read differently.
+_LENGTH = re.compile(r"[0-9]+")
+NOTES_PREFIX = "/v1/notes/"
 
 
 class ApiError(Exception):
-    def __init__(self, status: HTTPStatus, code: str, message: str) -> None:
+    def __init__(
+        self, status: HTTPStatus, code: str, message: str, *, allow: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        #: The methods the route takes, for a 405's Allow header.
+        self.allow = allow
 
 
 def _safe_directory(directory: Path) -> None:
@@ -163,19 +185,44 @@ class Handler(BaseHTTPRequestHandler):
         self.rfile = io.BufferedReader(self.reader)
 
     def handle_one_request(self) -> None:
+        # The standard library's own, but every method goes to the router, which knows each
+        # route's methods (405 with an Allow header, or 404): the stdlib answers 501 to any
+        # method it finds no do_* for, HEAD and OPTIONS included.
         reader = self.reader
         # Waiting for the next request on a kept-alive connection: the idle timeout; once it
         # starts, the whole head must arrive within HEADER_TIMEOUT.
         reader.deadline = time.monotonic() + IDLE_TIMEOUT
         try:
-            super().handle_one_request()
+            self.raw_requestline = self.rfile.readline(MAX_REQUEST_LINE + 1)
+            if len(self.raw_requestline) > MAX_REQUEST_LINE:
+                self.requestline = self.request_version = self.command = ""
+                self.send_error(HTTPStatus.REQUEST_URI_TOO_LONG)
+                return
+            if not self.raw_requestline:
+                self.close_connection = True
+                return
+            if not self.parse_request():
+                return  # answered already
+            self._dispatch(self.command)
+            self.wfile.flush()
         except (TimeoutError, ConnectionError):
             self.close_connection = True
 
     def parse_request(self) -> bool:
         reader = self.reader
         reader.deadline = min(reader.deadline, time.monotonic() + HEADER_TIMEOUT)
-        return super().parse_request()
+        if not super().parse_request():
+            return False
+        if not _METHOD.fullmatch(self.command):
+            self.send_error(HTTPStatus.BAD_REQUEST, f"not a method: {self.command[:40]!r}")
+            return False
+        if not _HTTP_1.fullmatch(self.request_version):
+            # HTTP/0.9 and 0.x: the stdlib takes them, and would answer 0.9 without a status line.
+            version = self.request_version
+            self.request_version = self.default_request_version
+            self.send_error(HTTPStatus.BAD_REQUEST, f"unsupported HTTP version {version[:20]!r}")
+            return False
+        return True
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("request", line=format % args)
@@ -183,26 +230,16 @@ class Handler(BaseHTTPRequestHandler):
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         # Errors raised by the base class (bad request line, too-long headers) as JSON too.
         status = HTTPStatus(code)
+        if status == HTTPStatus.HTTP_VERSION_NOT_SUPPORTED:
+            # HTTP/2.0 and later on this request line: a malformed request for this server,
+            # which speaks HTTP/1.x only (5xx would blame the server for the client's line).
+            status = HTTPStatus.BAD_REQUEST
+            message = f"{message or 'unsupported HTTP version'}; this API speaks HTTP/1.1"
         self.close_connection = True
         with contextlib.suppress(OSError):
             self._send(status, _error_body(status.name.lower(), message or status.phrase))
 
     # -- dispatch ------------------------------------------------------------------------------
-
-    def do_GET(self) -> None:
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:
-        self._dispatch("POST")
-
-    def do_PUT(self) -> None:
-        self._dispatch("PUT")
-
-    def do_DELETE(self) -> None:
-        self._dispatch("DELETE")
-
-    def do_PATCH(self) -> None:
-        self._dispatch("PATCH")
 
     def _dispatch(self, method: str) -> None:
         started = time.perf_counter()
@@ -212,17 +249,20 @@ class Handler(BaseHTTPRequestHandler):
         except ApiError as exc:
             self._send(exc.status, _error_body(exc.code, exc.message))
             return
+        headers: dict[str, str] = {}
         try:
             status, payload = self.server.api.handle(method, self.path, body)
         except ApiError as exc:
             status, payload = exc.status, _error_body(exc.code, exc.message)
+            if exc.allow:
+                headers["Allow"] = ", ".join(exc.allow)
         except VaultdError as exc:
             status, payload = HTTPStatus.SERVICE_UNAVAILABLE, _error_body("unavailable", str(exc))
         except Exception:
             log.exception("request failed", path=self.path)
             status = HTTPStatus.INTERNAL_SERVER_ERROR
             payload = _error_body("internal", "internal error; see the daemon's log")
-        self._send(status, payload)
+        self._send(status, payload, headers)
         log.debug(
             "served",
             method=method,
@@ -232,7 +272,6 @@ class Handler(BaseHTTPRequestHandler):
         )
 
     def _read_body(self) -> bytes:
-        length_header = self.headers.get("Content-Length")
         if self.headers.get("Transfer-Encoding"):
             self.close_connection = True
             raise ApiError(
@@ -240,18 +279,26 @@ class Handler(BaseHTTPRequestHandler):
                 "length_required",
                 "send the body with a Content-Length, not chunked",
             )
-        if not length_header:
-            return b""
-        try:
-            length = int(length_header)
-        except ValueError:
+        lengths = self.headers.get_all("Content-Length") or []
+        if len(lengths) > 1:
+            # Equal or not: a proxy in front may take the other one, and the rest of this body
+            # would be read as a second request (request smuggling). The connection ends here.
             self.close_connection = True
             raise ApiError(
-                HTTPStatus.BAD_REQUEST, "bad_request", "invalid Content-Length"
-            ) from None
-        if length < 0:
+                HTTPStatus.BAD_REQUEST, "bad_request", "send exactly one Content-Length header"
+            )
+        if not lengths:
+            return b""
+        if not _LENGTH.fullmatch(lengths[0]):
             self.close_connection = True
-            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "invalid Content-Length")
+            raise ApiError(
+                HTTPStatus.BAD_REQUEST,
+                "bad_request",
+                f"invalid Content-Length {lengths[0][:40]!r}: send the body's size in digits only",
+            )
+        digits = lengths[0].lstrip("0")
+        # More digits than MAX_BODY has is over it, however many (int() refuses 4,300 and more).
+        length = MAX_BODY + 1 if len(digits) > len(str(MAX_BODY)) else int(digits or "0")
         if length > MAX_BODY:
             self.close_connection = True
             raise ApiError(
@@ -266,7 +313,9 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "the body ended early")
         return data
 
-    def _send(self, status: HTTPStatus, payload: Any) -> None:
+    def _send(
+        self, status: HTTPStatus, payload: Any, headers: Mapping[str, str] | None = None
+    ) -> None:
         if isinstance(payload, Lines):
             self._stream(status, payload)
             return
@@ -279,10 +328,13 @@ class Handler(BaseHTTPRequestHandler):
         # Which vault answered: clients refuse an answer from another vault's daemon.
         self.send_header(VAULT_HEADER, self.server.vault_id)
         self.send_header(VAULT_PATH_HEADER, self.server.vault_path)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":  # a HEAD answer has the headers of a body, never the body
+            self.wfile.write(data)
 
     def _stream(self, status: HTTPStatus, payload: Lines) -> None:
         """JSON lines in chunks as they are made: an export of a big vault is never held whole."""
@@ -382,36 +434,39 @@ class Api:
 
     def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
+        #: Each route's methods; a handler takes the request's body.
+        self.routes: dict[str, dict[str, Callable[[bytes], tuple[HTTPStatus, Any]]]] = {
+            "/v1/health": {"GET": lambda _: self.health()},
+            "/v1/status": {"GET": lambda _: self.status()},
+            "/v1/search": {"POST": lambda body: self.search(_json_body(body))},
+            "/v1/reindex": {"POST": lambda body: self.reindex(_json_body(body))},
+            "/openapi.json": {"GET": lambda _: self.openapi()},
+        }
 
     def handle(self, method: str, target: str, body: bytes) -> tuple[HTTPStatus, Any]:
         url = urlsplit(target)
         path = url.path
-        routes: dict[tuple[str, str], Any] = {
-            ("GET", "/v1/health"): self.health,
-            ("GET", "/v1/status"): self.status,
-            ("POST", "/v1/search"): self.search,
-            ("POST", "/v1/reindex"): self.reindex,
-            ("GET", "/v1/export"): self.export,
-            ("GET", "/openapi.json"): self.openapi,
-        }
-        handler = routes.get((method, path))
-        if handler is not None:
-            if method == "POST":
-                result: tuple[HTTPStatus, Any] = handler(_json_body(body))
-            elif handler == self.export:
-                result = handler(parse_qs(url.query))
-            else:
-                result = handler()
-            return result
-        if path.startswith("/v1/notes/") and method == "GET":
-            return self.note(unquote(path[len("/v1/notes/") :]), parse_qs(url.query))
-        if any(p == path for _, p in routes) or path.startswith("/v1/notes/"):
+        query = parse_qs(url.query)
+        if path.startswith(NOTES_PREFIX):
+            note = unquote(path[len(NOTES_PREFIX) :])
+            methods: dict[str, Callable[[bytes], tuple[HTTPStatus, Any]]] | None = {
+                "GET": lambda _: self.note(note, query)
+            }
+        elif path == "/v1/export":
+            methods = {"GET": lambda _: self.export(query)}
+        else:
+            methods = self.routes.get(path)
+        if methods is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no route {path}")
+        handler = methods.get(method)
+        if handler is None:
             raise ApiError(
                 HTTPStatus.METHOD_NOT_ALLOWED,
                 "method_not_allowed",
-                f"{method} is not supported on {path}",
+                f"{method} is not supported on {path}; use {' or '.join(methods)}",
+                allow=tuple(methods),
             )
-        raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no route {path}")
+        return handler(body)
 
     # -- endpoints -----------------------------------------------------------------------------
 
@@ -438,8 +493,10 @@ class Api:
 
     def search(self, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
         query = _field(body, "query", str, required=True)
-        if not query.strip():
-            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "query must not be empty")
+        try:
+            check_query(query)  # before wait_for: a query that cannot run never waits
+        except QueryError as exc:
+            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", str(exc)) from None
         k = _field(body, "k", int, default=10)
         if not 1 <= k <= MAX_K:
             raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"k must be 1 to {MAX_K}")
@@ -461,11 +518,12 @@ class Api:
         if isinstance(timeout, float) and not math.isfinite(timeout):
             raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "timeout must be finite")
         if wait_for is not None:
-            if not isinstance(wait_for, str) or not _is_vault_path(wait_for):
+            if not isinstance(wait_for, str):
                 raise ApiError(
                     HTTPStatus.BAD_REQUEST, "bad_request", 'wait_for must be a vault path or "idle"'
                 )
-            self._wait(wait_for, float(min(max(timeout, 0), MAX_WAIT)))
+            target = wait_for if wait_for == "idle" else _vault_path("wait_for", wait_for)
+            self._wait(target, float(min(max(timeout, 0), MAX_WAIT)))
         index = self._index()
         hits = index.searcher.search(
             query,
@@ -478,7 +536,10 @@ class Api:
         )
         return HTTPStatus.OK, {"hits": [h.as_json(explain) for h in hits]}
 
-    def note(self, path: str, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
+    def note(self, name: str, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
+        if not name:
+            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"name a note: {NOTES_PREFIX}PATH")
+        path = _vault_path("the note path", name)
         index = self._index()
         row = index.manifest.note_row(path)
         if row is None:
@@ -500,9 +561,10 @@ class Api:
         return HTTPStatus.OK, body
 
     def reindex(self, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
-        paths = _field(body, "paths", list, default=[])
-        if not all(isinstance(p, str) and _is_vault_path(p) for p in paths):
+        given = _field(body, "paths", list, default=[])
+        if not all(isinstance(p, str) for p in given):
             raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "paths must be vault paths")
+        paths = list(dict.fromkeys(_vault_path("paths", p) for p in given))
         worker = self.daemon.worker
         if worker is None:
             raise ApiError(HTTPStatus.SERVICE_UNAVAILABLE, "not_ready", "the daemon is starting")
@@ -671,9 +733,12 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _is_vault_path(value: str) -> bool:
-    """Relative to the vault, no way out of it, nothing the OS refuses outright."""
-    return bool(value) and "\0" not in value and ".." not in value.split("/")
+def _vault_path(field_name: str, value: str) -> str:
+    """`value` normalised as `vaultd.vaultpath` says, or a 400 naming the field."""
+    try:
+        return vault_path(value)
+    except VaultPathError as exc:
+        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"{field_name}: {exc}") from None
 
 
 def _field(
