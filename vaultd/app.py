@@ -219,6 +219,9 @@ def open_index(config: Config, env: Mapping[str, str] | None = None) -> Iterator
         lock = DataDirLock(data_dir)
         lock.acquire()
         stack.callback(lock.release)
+        # Last before the lock goes, once the store has flushed: what Chroma wrote meanwhile
+        # under a library caller's umask (the CLI's is 077) is made owner-only too.
+        stack.callback(_make_private, data_dir)
         # The lock file may be there from before while the directory is no longer writable:
         # say so now, not when the manifest's first write fails.
         if not os.access(data_dir, os.W_OK | os.X_OK):

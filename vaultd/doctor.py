@@ -392,6 +392,15 @@ def check_privacy(data_dir: Path, log_file: str) -> Check:
         for root in roots
         if any(e.path == root or e.path.is_relative_to(root) for e in found)
     ]
+    from vaultd.lock import read_only
+
+    if read_only(data_dir):
+        remedy = (
+            "the disk is mounted read-only, so no mode can change there: "
+            + _READ_ONLY_REMEDY
+            + " (vaultd creates the new one owner-only)"
+        )
+        return Check("privacy", "fail", f"other users can read the index: {named}{more}", remedy)
     return Check(
         "privacy",
         "fail",
