@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import shared_path
-from tests.daemon import fault_env, short_socket_dir, start
+from tests.daemon import NEVER_YIELD, PATIENCE, fault_env, short_socket_dir, start
 from vaultd.errors import StoreError
 from vaultd.pipeline import store as store_module
 from vaultd.pipeline.store import (
@@ -68,7 +68,7 @@ class ChromaServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30) -> None:
+    def start(self, timeout: float = PATIENCE) -> None:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 [
@@ -154,7 +154,7 @@ def write_config(path: Path, vault: Path, store: Path, url: str = "", extra: str
     server = f'url = "{url}"\ncollection = "{COLLECTION}"\n' if url else ""
     path.write_text(
         f'[vault]\npath = "{vault}"\n\n[store]\npath = "{store}"\n{server}\n'
-        f'[log]\nlevel = "warning"\n{extra}',
+        f'[log]\nlevel = "warning"\n\n[embedding]\n{NEVER_YIELD}{extra}',
         encoding="utf-8",
     )
     return path
@@ -214,7 +214,7 @@ def embedded_export(vault: Path, tmp_path_factory: pytest.TempPathFactory) -> li
     return records
 
 
-def wait_for(check: Any, what: str, timeout: float) -> None:
+def wait_for(check: Any, what: str, timeout: float = PATIENCE) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
@@ -235,7 +235,7 @@ def test_server_mode_survives_an_outage_mid_run_and_exports_what_embedded_does(
         )
         # The collection is opened first, the vectors written once their batch is embedded:
         # stopping the server now leaves the run without it halfway, whatever the batch size.
-        wait_for(server.has_collection, "vaultd opens its collection on the server", 120)
+        wait_for(server.has_collection, "vaultd opens its collection on the server")
         server.stop()
         _, stderr = run.communicate(timeout=120)
         assert run.returncode == 1, stderr
@@ -273,7 +273,7 @@ def test_daemon_degrades_while_the_server_is_away_and_converges(
         assert len(embedded_export) > 128, "the vault needs two batches"
         daemon = start(config, socket_path, tmp_path / "vaultd.log", env=env, wait_ready=False)
         try:
-            wait_for(lambda: server.count() > 0, "the first batch reaches the server", 120)
+            wait_for(lambda: server.count() > 0, "the first batch reaches the server")
             server.stop()
 
             def reports_outage() -> bool:
@@ -281,7 +281,7 @@ def test_daemon_degrades_while_the_server_is_away_and_converges(
                 return "unavailable" in reason
 
             # Retries take a few seconds before the worker gives up on the pass.
-            wait_for(reports_outage, "the daemon reports the store as unavailable", 30)
+            wait_for(reports_outage, "the daemon reports the store as unavailable")
             assert daemon.process.poll() is None, daemon.log_text()
             # The keyword index is local: it still answers for what was committed.
             assert daemon.search("Sighting", k=5, mode="keyword")
@@ -290,7 +290,6 @@ def test_daemon_degrades_while_the_server_is_away_and_converges(
             wait_for(
                 lambda: daemon.request("GET", "/v1/health")["status"] == "ok",
                 "the daemon recovers once the server is back",
-                60,
             )
             daemon.wait_idle()
             hits = daemon.search("a lynx seen near the salt marsh", k=3, mode="vector")
@@ -319,13 +318,11 @@ def test_a_daemon_started_while_the_server_is_down_waits_for_it(tmp_path: Path) 
         wait_for(
             lambda: "unavailable" in daemon.request("GET", "/v1/health").get("reason", ""),
             "the daemon reports the missing server",
-            30,
         )
         server.start()
         wait_for(
             lambda: daemon.request("GET", "/v1/health")["status"] == "ok",
             "the daemon indexes once the server is up",
-            60,
         )
         assert server.count() == 1
 
@@ -334,7 +331,7 @@ def test_a_daemon_started_while_the_server_is_down_waits_for_it(tmp_path: Path) 
         embedded_before = daemon.request("GET", "/v1/status")["embedded_total"]
         server.drop_collection()
         daemon.request("POST", "/v1/reindex", {})
-        wait_for(lambda: server.count() == 1, "the lost collection is refilled", 60)
+        wait_for(lambda: server.count() == 1, "the lost collection is refilled")
         assert daemon.request("GET", "/v1/status")["embedded_total"] == embedded_before
     finally:
         server.stop()

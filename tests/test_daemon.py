@@ -16,14 +16,12 @@ from typing import Any
 import pytest
 
 from tests.convergence import assert_same, export_of, fresh_export
-from tests.daemon import RunningDaemon, running, short_socket_dir, start, write_config
+from tests.daemon import PATIENCE, RunningDaemon, running, short_socket_dir, start, write_config
 from vaultd.app import open_index
 from vaultd.config import load_config
 from vaultd.export import export_records
 
 pytestmark = pytest.mark.slow
-
-WITHIN = 2.0
 
 
 def note(title: str, body: str) -> str:
@@ -43,7 +41,13 @@ def paths_for(daemon: RunningDaemon, query: str) -> set[str]:
     return {h["path"] for h in daemon.search(query, k=50, mode="keyword")}
 
 
-def eventually(check: Callable[[], bool], what: str, timeout: float = WITHIN) -> float:
+def paths_for_since(daemon: RunningDaemon, query: str, since: float) -> set[str]:
+    """`paths_for`, among the notes the index has as modified at `since` or later."""
+    found = daemon.search(query, k=50, mode="keyword", modified_since=since)
+    return {h["path"] for h in found}
+
+
+def eventually(check: Callable[[], bool], what: str, timeout: float = PATIENCE) -> float:
     """Wait for `check`; return how long it took, failing after `timeout`."""
     started = time.monotonic()
     while True:
@@ -66,7 +70,7 @@ def live(tmp_path: Path) -> Iterator[tuple[RunningDaemon, Path]]:
         yield daemon, vault
 
 
-def test_every_kind_of_change_is_searchable_within_two_seconds(
+def test_every_kind_of_change_becomes_searchable(
     live: tuple[RunningDaemon, Path], tmp_path: Path
 ) -> None:
     daemon, vault = live
@@ -118,11 +122,13 @@ def test_every_kind_of_change_is_searchable_within_two_seconds(
     (vault / "Garden.md").unlink()
     eventually(lambda: paths_for(daemon, "tomatoes") == set(), "delete")
 
-    # touch: no embedding, still there
+    # touch: no embedding, still there (and seen: the index has the new time)
     before = embedded(daemon)
-    later = time.time() + 100
+    later = int(time.time()) + 100
     os.utime(vault / "Back" / "Otter.md", (later, later))
-    time.sleep(1.0)
+    eventually(
+        lambda: paths_for_since(daemon, "otters", later) == {"Back/Otter.md"}, "the touch is seen"
+    )
     daemon.wait_idle()
     assert paths_for(daemon, "otters") == {"Back/Otter.md"}
     assert embedded(daemon) == before
@@ -145,11 +151,9 @@ def test_vault_root_removed_degrades_and_rearms(tmp_path: Path) -> None:
         # Never purged: the index still answers from what it had.
         assert paths_for(daemon, "otters") == {"Animals/Otter.md"}
         parked.rename(vault)
-        eventually(
-            lambda: daemon.request("GET", "/v1/health")["status"] == "ok", "re-armed", timeout=10
-        )
+        eventually(lambda: daemon.request("GET", "/v1/health")["status"] == "ok", "re-armed")
         (vault / "New.md").write_text(note("New", "Capybaras share their pond."))
-        eventually(lambda: paths_for(daemon, "capybaras") == {"New.md"}, "watching again", 5)
+        eventually(lambda: paths_for(daemon, "capybaras") == {"New.md"}, "watching again")
 
 
 # -- convergence: whatever happened, the store equals a fresh index ----------------------------
@@ -253,8 +257,11 @@ def test_random_operations_converge_to_a_fresh_index(tmp_path: Path) -> None:
     outside.mkdir()
     with running(vault, tmp_path) as daemon:
         random_operations(vault, outside, random.Random(20261130), 1000)
-        time.sleep(1.0)
-        daemon.wait_idle(timeout=120)
+        # Events arrive in order: once a note written after the rest is indexed, every
+        # earlier change has been handed over, and idle then means done.
+        (vault / "Last.md").write_text(note("Last", "Written after every other change."))
+        daemon.search("x", mode="keyword", wait_for="Last.md")
+        daemon.wait_idle()
         assert daemon.stop() == 0
     assert_same(export_of(daemon.config), fresh_export(vault, tmp_path))
 

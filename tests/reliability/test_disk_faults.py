@@ -159,7 +159,7 @@ def test_a_full_disk_degrades_holds_the_manifest_back_and_resumes_by_itself(
         space.free(daemon)
         # No restart and no request: the worker's retry finds the space.
         for path, word in NEW.items():
-            hits = daemon.search(word, mode="keyword", wait_for=path, timeout=60)
+            hits = daemon.search(word, mode="keyword", wait_for=path)
             assert [h["path"] for h in hits] == [path]
         wait_until(lambda: health(daemon)["status"] == "ok", "the daemon recovers")
         assert daemon.request("GET", "/v1/status")["reasons"] == {}

@@ -191,8 +191,9 @@ def test_a_broken_custom_model_names_the_directory(tmp_path: Path, sockets: Path
     (custom / "model.onnx").write_bytes(b"not an onnx model")
     shutil.copy(default_spec().tokenizer_path, custom / "tokenizer.json")
     (custom / MANIFEST_NAME).write_text(json.dumps({"id": "mine", "dimensions": 384}))
-    with config.open("a", encoding="utf-8") as handle:
-        handle.write(f'\n[embedding]\nmodel = "{custom}"\n')
+    text = config.read_text(encoding="utf-8")
+    assert "[embedding]\n" in text
+    config.write_text(text.replace("[embedding]\n", f'[embedding]\nmodel = "{custom}"\n'), "utf-8")
     report = run(config)
     model = report.by_name("model")
     assert model.status == "fail"
@@ -426,7 +427,7 @@ def test_a_running_daemon_is_asked_over_its_socket(
         assert lock_file.read_bytes() == lock_before
         (vault / "after.md").write_text("# After\n\nA kestrel, written while doctor looked.\n")
         # The watcher has to see the note before "idle" means it was indexed.
-        hits = daemon.search("kestrel", mode="keyword", wait_for="after.md", timeout=30)
+        hits = daemon.search("kestrel", mode="keyword", wait_for="after.md")
         assert [h["path"] for h in hits] == ["after.md"]
         assert_converged(daemon, vault, tmp_path)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.convergence import assert_converged
-from tests.daemon import RunningDaemon, running, short_socket_dir, start, write_config
+from tests.daemon import RunningDaemon, running, short_socket_dir, start, wait_until, write_config
 
 
 @dataclass
@@ -135,7 +135,7 @@ def settled(daemon: RunningDaemon, vault: Vault) -> None:
     """
     name = vault.fresh("last-")
     vault.write(f"{name}.md", vault.text(name))
-    daemon.search("x", mode="keyword", wait_for=f"{name}.md", timeout=60)
+    daemon.search("x", mode="keyword", wait_for=f"{name}.md")
 
 
 def status(daemon: RunningDaemon) -> dict[str, Any]:
@@ -215,7 +215,11 @@ def test_a_write_storm_from_spawn_through_the_first_reconcile_loses_nothing(
         raise
     try:
         ready.set()  # the first reconcile is done (health "ok")
-        time.sleep(2.0)  # and the storm goes on under the watch alone
+        # The storm goes on under the watch alone, for two seconds and 50 changes at least.
+        time.sleep(2.0)
+        wait_until(
+            lambda: counts["after ready"] > 50 or bool(failure), "50 changes under the watch"
+        )
         stop.set()
         writer.join(10)
         assert not failure, failure

@@ -105,7 +105,7 @@ def test_the_watch_limit_at_start_up_falls_back_to_polling_and_says_so(tmp_path:
         note(vault / "alpha.md", "An ordinary note called alpha, now about the zymurgy.")
         (vault / "sub" / "bravo.md").unlink()
         for word, path in (("quokka", "sub/quokka.md"), ("zymurgy", "alpha.md")):
-            hits = daemon.search(word, mode="keyword", wait_for=path, timeout=30)
+            hits = daemon.search(word, mode="keyword", wait_for=path)
             assert [h["path"] for h in hits] == [path]
         wait_until(lambda: not daemon.search("bravo", mode="keyword"), "the deletion is seen")
         assert_converged(daemon, vault, tmp_path)
@@ -128,7 +128,7 @@ def test_the_watch_limit_reached_below_the_root_falls_back_to_polling(tmp_path: 
         found = []
         for path in ("sub/quokka.md", "later/zymurgy.md"):
             try:
-                daemon.search("x", mode="keyword", wait_for=path, timeout=4)
+                daemon.search("x", mode="keyword", wait_for=path)
                 found.append(path)
             except DaemonError:
                 pass
@@ -160,14 +160,14 @@ def test_the_watch_limit_reached_by_a_folder_created_later_switches_to_polling(
         assert len(warnings) == 1 and "fs.inotify.max_user_watches" in warnings[0]
         assert json.loads(warnings[0])["unwatched"] == "later"  # the folder left unwatched
         path = "later/deep/zymurgy.md"
-        hits = daemon.search("zymurgy", mode="keyword", wait_for=path, timeout=30)
+        hits = daemon.search("zymurgy", mode="keyword", wait_for=path)
         assert [h["path"] for h in hits] == [path]
 
         # From then on, changes anywhere are polled.
         note(vault / "later" / "deep" / "zymurgy.md", "The zymurgy note, now about the quokka.")
         note(vault / "sub" / "bravo.md", "An ordinary note called bravo, and a wombat.")
         for word, path in (("quokka", "later/deep/zymurgy.md"), ("wombat", "sub/bravo.md")):
-            hits = daemon.search(word, mode="keyword", wait_for=path, timeout=30)
+            hits = daemon.search(word, mode="keyword", wait_for=path)
             assert [h["path"] for h in hits] == [path]
         assert_converged(daemon, vault, tmp_path)
 

@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.convergence import Records, assert_converged, assert_same, export_of, fresh_export
-from tests.daemon import RunningDaemon, running, short_socket_dir, start, write_config
+from tests.daemon import PATIENCE, RunningDaemon, running, short_socket_dir, start, write_config
 from vaultd.app import open_index
 from vaultd.cli import main
 from vaultd.config import QUARANTINE_AFTER, load_config
@@ -150,7 +150,7 @@ def test_an_edit_that_crashes_the_process_keeps_the_last_good_version(tmp_path: 
     last_good = (poison.read_bytes(), poison.stat().st_mtime_ns)
     poison.write_text(f"# Cormorant\n\nRewritten: {MARKER} and a pelican.\n")
     # The watcher hands the edit over; parsing it ends the process.
-    assert daemon.process.wait(30) == CRASHED
+    assert daemon.process.wait(PATIENCE) == CRASHED
     daemon, codes = start_like_systemd(config, socket, log, env)
     try:
         assert codes == [CRASHED] * (K - 1)
@@ -163,7 +163,7 @@ def test_an_edit_that_crashes_the_process_keeps_the_last_good_version(tmp_path: 
             assert found(daemon, word) == {name}
         # Asked for by name, it gets exactly one more try: one more crash, then held again.
         daemon.request("POST", "/v1/reindex", {"paths": ["c.md"]})
-        assert daemon.process.wait(30) == CRASHED
+        assert daemon.process.wait(PATIENCE) == CRASHED
         daemon, codes = start_like_systemd(config, socket, log, env)
         assert codes == []
         [held] = quarantined(daemon)
@@ -202,7 +202,7 @@ def test_a_note_the_embedder_rejects_is_quarantined_until_it_changes(tmp_path: P
         assert quarantined(daemon)[0]["attempts"] == K + 1
         # A new content is a new start.
         (vault / "e.md").write_text("# Eucalyptus\n\nA note about the eucalyptus, fixed.\n")
-        daemon.search("eucalyptus", wait_for="e.md", timeout=20)
+        daemon.search("eucalyptus", wait_for="e.md")
         status = daemon.request("GET", "/v1/status")
         assert status["quarantined"] == [] and status["failed"] == []
         assert found(daemon, "eucalyptus") == {"e.md"}

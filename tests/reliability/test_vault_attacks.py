@@ -13,6 +13,7 @@ done. Cases that need their own settings, or that take the vault away, run their
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -29,13 +30,10 @@ from urllib.parse import quote
 import pytest
 
 from tests.convergence import assert_converged, fresh_export
-from tests.daemon import RunningDaemon, running, short_socket_dir, start, write_config
+from tests.daemon import PATIENCE, RunningDaemon, running, short_socket_dir, start, write_config
 from vaultd.client import DaemonError
 
 pytestmark = pytest.mark.slow
-
-#: Generous: the machine is shared and these waits only bound a failure.
-WITHIN = 6.0
 
 
 def note(title: str, body: str) -> str:
@@ -74,7 +72,7 @@ def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def eventually(check: Callable[[], bool], what: str, timeout: float = WITHIN) -> None:
+def eventually(check: Callable[[], bool], what: str, timeout: float = PATIENCE) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
@@ -82,9 +80,24 @@ def eventually(check: Callable[[], bool], what: str, timeout: float = WITHIN) ->
         time.sleep(0.05)
 
 
-def settled(daemon: RunningDaemon) -> None:
-    """Let inotify deliver what was just written, then wait until the daemon has done it."""
-    time.sleep(0.3)
+def settled(daemon: RunningDaemon, vault: Path, rel: str) -> None:
+    """Wait until the daemon has seen everything written so far, and done it.
+
+    Idle alone is not enough: events still on their way from the kernel are not known yet.
+    `rel`, a note the daemon has indexed, is touched to a time of its own (a pass, and no
+    embedding) and awaited until the index has it: events arrive in order, so by then every
+    earlier change has been handed over.
+    """
+    known = vault / rel
+    later = int(max(time.time(), known.stat().st_mtime)) + 3600
+    os.utime(known, (later, later))
+    word = known.read_text(encoding="utf-8").split()[-1].strip(".")
+
+    def seen() -> bool:
+        found = daemon.search(word, k=50, mode="keyword", modified_since=later)
+        return rel in {h["path"] for h in found}
+
+    eventually(seen, f"the touch of {rel} is seen")
     daemon.wait_idle()
 
 
@@ -198,7 +211,7 @@ def test_sync_conflict_copies_are_never_merged_into_the_original(shared: Shared)
     for name, word in CONFLICT_COPIES.items():
         (here / name).write_text(note("X", f"A conflicting {word} edit."))
     copies = " ".join(CONFLICT_COPIES.values())
-    for look in (settled, full_pass):
+    for look in (lambda d: settled(d, shared.vault, "home.md"), full_pass):
         look(daemon)
         assert embedded(daemon) == before
         assert hits(daemon, copies) == set()
@@ -248,13 +261,15 @@ def test_editor_temp_and_swap_files_cost_nothing(shared: Shared) -> None:
     (here / "4913").unlink()
     (here / "4913").write_text("")
     (here / "4913").unlink()
-    settled(daemon)
+    # Apart by more than the settle time on a quiet machine, so the touch's pass is its own.
+    time.sleep(0.5)
+    settled(daemon, shared.vault, "home.md")
 
     after = status(daemon)
     assert after["embedded_total"] == before["embedded_total"]
     assert (after["notes"], after["chunks"]) == (before["notes"], before["chunks"])
-    # Not even a pass that found nothing to do.
-    assert after["lag_seconds"]["samples"] == before["lag_seconds"]["samples"]
+    # No pass but the touch's own.
+    assert after["lag_seconds"]["samples"] == before["lag_seconds"]["samples"] + 1
     assert hits(daemon, "quokka") == set()
     assert indexed_note(daemon, "editor/.#x.md") is None
     full_pass(daemon)
@@ -274,8 +289,10 @@ def test_a_note_rewritten_fifty_times_a_second_is_indexed_a_few_times(shared: Sh
     daemon.wait_idle()
     before = status(daemon)
 
+    written = []
     for i in range(50):
         target.write_text(note("Busy", f"Revision rev{i} of the busy note."))
+        written.append(time.monotonic())
         time.sleep(0.02)
     eventually(lambda: hits(daemon, "rev49") == {"busy/busy.md"}, "the last revision")
     daemon.wait_idle()
@@ -284,9 +301,11 @@ def test_a_note_rewritten_fifty_times_a_second_is_indexed_a_few_times(shared: Sh
     passes = after["lag_seconds"]["samples"] - before["lag_seconds"]["samples"]
     spent = after["embedded_total"] - before["embedded_total"]
     # Writes 20 ms apart never leave the note quiet for the 200 ms settle time: a pass or
-    # two, not fifty (slack for a scheduler hiccup on a loaded machine).
-    assert 1 <= passes <= 5, passes
-    assert 1 <= spent <= 5, spent
+    # two, not fifty. A loaded machine may stretch a pause towards the settle time; each such
+    # pause may cost a pass more.
+    stretched = sum(1 for a, b in itertools.pairwise(written) if b - a > 0.1)
+    assert 1 <= passes <= 5 + stretched, (passes, stretched)
+    assert 1 <= spent <= 5 + stretched, (spent, stretched)
     assert hits(daemon, "rev48") == set()
     row = indexed_note(daemon, "busy/busy.md")
     assert row is not None and row["sha256"] == sha256_of(target)
@@ -381,7 +400,7 @@ def symlink_case(daemon: RunningDaemon, vault: Path, outside: Path, *, follow: b
     through = ["out/secret.md", "out/deep/buried.md", "outfile.md", "sub/loop/a.md"]
     daemon.request("POST", "/v1/reindex", {"paths": [f"links/{p}" for p in through]})
     (outside / "secret.md").write_text(note("Secret", "The platypus moved on."))
-    settled(daemon)
+    settled(daemon, vault, "links/a.md")
     assert embedded(daemon) == before
     assert hits(daemon, strangers) == set()
     for path in through:
@@ -392,7 +411,7 @@ def symlink_case(daemon: RunningDaemon, vault: Path, outside: Path, *, follow: b
     (here / "sub").rename(outside.parent / f"{outside.name}-sub-away")
     (outside / "b.md").write_text(note("B", "A quoll lives outside."))
     (here / "sub").symlink_to(outside)
-    settled(daemon)
+    settled(daemon, vault, "links/a.md")
     assert hits(daemon, "quoll bilby") == set()
     assert indexed_note(daemon, "links/sub/b.md") is None
 
@@ -433,7 +452,7 @@ def test_file_names_that_are_not_utf8_are_skipped_with_a_reason(shared: Shared) 
     with open(root + b"/d\xe9j\xe0/inside.md", "w") as handle:
         handle.write(note("Inside", "An okapi in a Latin-1 folder."))
     eventually(lambda: hits(daemon, "puffin") == {"latin1/plain.md"}, "the valid name")
-    settled(daemon)
+    settled(daemon, shared.vault, "home.md")
     assert embedded(daemon) == before + 1
     assert hits(daemon, "narwhal okapi") == set()
 
@@ -476,7 +495,7 @@ def test_nfc_and_nfd_names_side_by_side_index_one_note(shared: Shared) -> None:
     before = status(daemon)
 
     (here / NFD).write_text(note("Cafe", "A baguette, decomposed."))
-    settled(daemon)
+    settled(daemon, shared.vault, "home.md")
     full_pass(daemon)
     assert hits(daemon, "croissant baguette") == {path}
     assert embedded(daemon) == before["embedded_total"]
@@ -624,7 +643,7 @@ def chmod_000_case(vault: Path, tmp_path: Path, env: dict[str, str]) -> None:
             return int(failed["guarded.md"]["attempts"]) if "guarded.md" in failed else 0
 
         # Retried by the rescans, and meanwhile the last good chunks answer.
-        eventually(lambda: attempts() >= 2, "retried by a later rescan", timeout=10)
+        eventually(lambda: attempts() >= 2, "retried by a later rescan")
         row = indexed_note(daemon, "guarded.md")
         assert row is not None and row["status"] == "failed"
         assert "Permission denied" in row["error"]
