@@ -22,7 +22,7 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from tests.daemon import RunningDaemon, start, wait_until
+from tests.daemon import NEVER_YIELD, RunningDaemon, start, wait_until
 from vaultd.client import Client
 from vaultd.errors import VaultMismatchError
 from vaultd.layout import vault_id
@@ -63,11 +63,12 @@ def desk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             for path, text in notes.items():
                 (vault / path).parent.mkdir(parents=True, exist_ok=True)
                 (vault / path).write_text(text, encoding="utf-8")
-            # The default configuration: no [server] socket, no [store] path.
+            # The default configuration: no [server] socket, no [store] path (and bulk work
+            # that does not wait for a loaded test machine, as every test daemon's).
             config = root / f"{name}.toml"
             config.write_text(
                 f'[vault]\npath = "{vault}"\n\n[watch]\ndebounce = "200ms"\n\n'
-                '[log]\nlevel = "info"\nformat = "json"\n',
+                f'[log]\nlevel = "info"\nformat = "json"\n\n[embedding]\n{NEVER_YIELD}',
                 encoding="utf-8",
             )
             configs[name] = config
