@@ -220,6 +220,10 @@ def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | No
         f"{s.chunks_embedded} chunks embedded, {s.chunks_reused} reused, "
         f"{s.chunks_deleted} deleted in {s.seconds:.1f} s"
     )
+    if s.notes_left_out:
+        click.echo(f"{s.notes_left_out} left out (not notes vaultd can index)")
+    for entry in s.left_out:
+        click.echo(f"  left out: {entry['path']}: {entry['reason']}", err=True)
     for failure in s.failures:
         click.echo(f"  failed: {failure['path']}: {failure['reason']}", err=True)
 
@@ -331,7 +335,7 @@ def search(
         found = client.request("POST", "/v1/search", body)["hits"]
         hits = [Hit.from_json(h) for h in found]
     else:
-        with open_index(config) as idx:
+        with open_index(config, create=False) as idx:
             hits = idx.searcher.search(
                 query,
                 k=k,
@@ -372,7 +376,7 @@ def export(with_vectors: bool, config_file: Path | None, vault: Path | None) -> 
     from vaultd.export import export_records
 
     config = _load(config_file, vault)
-    with open_index(config) as idx:
+    with open_index(config, create=False) as idx:
         for line in export_records(idx.store, with_vectors=with_vectors):
             click.echo(json.dumps(line, ensure_ascii=False, sort_keys=True))
 
@@ -403,13 +407,14 @@ def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
     """Show the index: notes, chunks, failures and, from a running daemon, its health.
 
     Quarantined notes failed (or crashed vaultd) too often on their current content; they are
-    skipped until they change or `vaultd reindex PATH` asks for them.
+    skipped until they change or `vaultd reindex PATH` asks for them. Left-out files are no
+    notes vaultd can index (over max_file_mb, binary, not UTF-8 text, unreadable).
 
-    Exits 0 when healthy, 1 when degraded or notes failed or are quarantined.
+    Exits 0 when healthy, 1 when degraded, notes failed or are quarantined, or the vault was
+    never indexed.
     """
-    import time
-
     from vaultd.app import open_index
+    from vaultd.errors import NotIndexedError
 
     config = _load(config_file, vault)
     client = _daemon(config)
@@ -417,62 +422,103 @@ def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
         report = client.request("GET", "/v1/status")
         report["daemon"] = True
     else:
-        with open_index(config) as idx:
-            counts = idx.manifest.counts()
-            report = {
-                "daemon": False,
-                "status": "stopped",
-                "vault": str(idx.vault),
-                "notes": counts["notes"],
-                "chunks": counts["chunks"],
-                "failed": [
-                    {"path": p, "reason": r, "attempts": a} for p, r, a in idx.manifest.failed()
-                ],
-                "quarantined": [q.as_json() for q in idx.manifest.quarantined()],
-                "model": idx.embedder.model_id,
-                "store": {"data_dir": str(idx.data_dir), "chroma": idx.store.location},
-            }
+        try:
+            with open_index(config, create=False) as idx:
+                counts = idx.manifest.counts()
+                report = {
+                    "daemon": False,
+                    "status": "stopped",
+                    "vault": str(idx.vault),
+                    "notes": counts["notes"],
+                    "chunks": counts["chunks"],
+                    "failed": [
+                        {"path": p, "reason": r, "attempts": a} for p, r, a in idx.manifest.failed()
+                    ],
+                    "quarantined": [q.as_json() for q in idx.manifest.quarantined()],
+                    "left_out": [e.as_json() for e in idx.manifest.left_out()],
+                    "model": idx.embedder.model_id,
+                    "store": {"data_dir": str(idx.data_dir), "chroma": idx.store.location},
+                }
+        except NotIndexedError as exc:
+            _never_indexed(exc, as_json)
+            sys.exit(exc.exit_code)
     if as_json:
         click.echo(json.dumps(report, ensure_ascii=False, indent=2))
     else:
-        state = report["status"] if report["daemon"] else "no daemon running"
-        click.echo(f"vault:    {report['vault']}")
-        click.echo(f"state:    {state}")
-        for key, reason in (report.get("reasons") or {}).items():
-            click.echo(f"  {key}: {reason}")
-        click.echo(f"notes:    {report['notes']} ({report['chunks']} chunks)")
-        if report["daemon"]:
-            lag = report["lag_seconds"]
-            click.echo(f"queue:    {report['queue_depth']}")
-            if report.get("progress"):
-                click.echo(f"progress: {_progress_line(Snapshot.from_json(report['progress']))}")
-            if lag["samples"]:
-                click.echo(f"lag:      p50 {lag['p50']:.2f} s, p95 {lag['p95']:.2f} s")
-            click.echo(f"watching: {report['watch']['mode']}")
-            closed = [
-                what
-                for what, loaded in (
-                    ("vector index", report["store"].get("loaded", True)),
-                    ("model", report.get("model_loaded", True)),
-                )
-                if not loaded
-            ]
-            unused = f" ({' and '.join(closed)} closed while unused)" if closed else ""
-            if report.get("rss_mb") is not None:
-                click.echo(f"memory:   {report['rss_mb']} MB{unused}")
-        click.echo(f"model:    {report['model']}")
-        click.echo(f"data:     {report['store']['data_dir']}")
-        for failure in report["failed"]:
-            click.echo(f"failed:   {failure['path']}: {failure['reason']}")
-        for held in report.get("quarantined", []):
-            since = time.strftime("%Y-%m-%d %H:%M", time.localtime(held["since"]))
-            click.echo(
-                f"quarantined: {held['path']}: {held['reason']} "
-                f"({held['attempts']} attempts, since {since})"
-            )
+        click.echo(_status_text(report))
     degraded = report["daemon"] and report["status"] == "degraded"
     if degraded or report["failed"] or report.get("quarantined"):
         sys.exit(1)
+
+
+def _never_indexed(exc: Any, as_json: bool) -> None:
+    if as_json:
+        report = {
+            "daemon": False,
+            "status": "never_indexed",
+            "vault": exc.vault,
+            "store": {"data_dir": exc.data_dir},
+            "message": str(exc),
+        }
+        click.echo(json.dumps(report, ensure_ascii=False, indent=2))
+        return
+    click.echo(f"vault:    {exc.vault}")
+    click.echo("state:    never indexed, and no daemon running")
+    click.echo(f"data:     {exc.data_dir} (not created yet)")
+    click.echo(f"vaultd: {exc}", err=True)
+
+
+def _status_text(report: dict[str, Any]) -> str:
+    """`vaultd status` for a person: one line per fact, problems last."""
+    import time
+
+    lines: list[str] = []
+    say = lines.append
+    state = report["status"] if report["daemon"] else "no daemon running"
+    say(f"vault:    {report['vault']}")
+    say(f"state:    {state}")
+    for key, reason in (report.get("reasons") or {}).items():
+        say(f"  {key}: {reason}")
+    left_out = report.get("left_out") or []
+    aside = f", {len(left_out)} left out" if left_out else ""
+    say(f"notes:    {report['notes']} ({report['chunks']} chunks){aside}")
+    if report["daemon"]:
+        lag = report["lag_seconds"]
+        say(f"queue:    {report['queue_depth']}")
+        if report.get("progress"):
+            say(f"progress: {_progress_line(Snapshot.from_json(report['progress']))}")
+        governor = report.get("governor") or {}
+        if governor.get("waiting_for_busy_machine"):
+            others = governor.get("others_share")
+            share = f" (others use {others:.0%} of the CPU)" if others is not None else ""
+            say(f"paused:   bulk indexing waits while the machine is busy{share}")
+        if lag["samples"]:
+            say(f"lag:      p50 {lag['p50']:.2f} s, p95 {lag['p95']:.2f} s")
+        say(f"watching: {report['watch']['mode']}")
+        closed = [
+            what
+            for what, loaded in (
+                ("vector index", report["store"].get("loaded", True)),
+                ("model", report.get("model_loaded", True)),
+            )
+            if not loaded
+        ]
+        unused = f" ({' and '.join(closed)} closed while unused)" if closed else ""
+        if report.get("rss_mb") is not None:
+            say(f"memory:   {report['rss_mb']} MB{unused}")
+    say(f"model:    {report['model']}")
+    say(f"data:     {report['store']['data_dir']}")
+    for entry in left_out:
+        say(f"left out: {entry['path']}: {entry['reason']}")
+    for failure in report["failed"]:
+        say(f"failed:   {failure['path']}: {failure['reason']}")
+    for held in report.get("quarantined", []):
+        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(held["since"]))
+        say(
+            f"quarantined: {held['path']}: {held['reason']} "
+            f"({held['attempts']} attempts, since {since})"
+        )
+    return "\n".join(lines)
 
 
 @main.command()

@@ -18,7 +18,9 @@ store names decomposed) has the same path everywhere, and rules match it either 
 
 What a user would want to hear about (a folder that cannot be read, a name that is not UTF-8,
 a link out of the vault or in a loop, two spellings of one name, a file over the size cap) is
-listed in `Discovery.skipped` after each walk and logged the first time it is seen.
+listed in `Discovery.skipped` after each walk and logged the first time it is seen. A note over
+the size cap is a note left out: it is also put in `Discovery.left_out`, by the walk and by
+`state_of` alike, and the indexer records, logs and reports it (the manifest remembers it).
 """
 
 from __future__ import annotations
@@ -170,6 +172,10 @@ class Discovery:
         self.skipped: list[tuple[str, str]] = []
         #: Skips already logged: a rescan every hour must not repeat them every hour.
         self._logged: set[tuple[str, str]] = set()
+        #: Notes over the size cap met since the last full walk (or since the indexer cleared
+        #: it), by path: their stat and the reason. Not logged here: the indexer records them
+        #: in the manifest and logs each the first time.
+        self.left_out: dict[str, tuple[FileState, str]] = {}
         self._exclude = _compile(rules.exclude)
         self._include = _compile(rules.include)
         self._max_bytes = rules.max_file_mb * _MB
@@ -286,6 +292,7 @@ class Discovery:
         not look like an empty one, or every note would be taken for deleted.
         """
         self.skipped = []
+        self.left_out = {}
         root = os.fspath(self.root)
         try:
             st = os.stat(root)
@@ -359,9 +366,13 @@ class Discovery:
             return None
         except (OSError, ValueError):  # ValueError: a NUL byte in the path
             return None
-        if not stat.S_ISREG(st.st_mode) or st.st_size > self._max_bytes:
+        if not stat.S_ISREG(st.st_mode):
             return None
-        return FileState(path=rel, size=st.st_size, mtime_ns=st.st_mtime_ns)
+        state = FileState(path=rel, size=st.st_size, mtime_ns=st.st_mtime_ns)
+        if st.st_size > self._max_bytes:
+            self.left_out[rel] = (state, self._too_big_reason(st.st_size))
+            return None
+        return state
 
     def locate(self, rel_path: str) -> str | None:
         """The file a vault path names on disk, or None when there is none.
@@ -416,6 +427,9 @@ class Discovery:
             if os.path.commonpath([real, self._real_root]) != self._real_root:
                 return False
         return True
+
+    def _too_big_reason(self, size: int) -> str:
+        return f"larger than the {self.rules.max_file_mb:g} MB limit ({size / _MB:.1f} MB)"
 
     def _skip(self, rel: str, reason: str) -> None:
         self._skip_printable(_printable(rel), reason)
@@ -537,7 +551,8 @@ class Discovery:
             elif not stat.S_ISREG(st.st_mode):
                 continue
             elif st.st_size > self._max_bytes:
-                limit, size = self.rules.max_file_mb, st.st_size / _MB
-                self._skip(rel, f"larger than the {limit:g} MB limit ({size:.1f} MB)")
+                reason = self._too_big_reason(st.st_size)
+                self.skipped.append((rel, reason))
+                self.left_out[rel] = (FileState(rel, st.st_size, st.st_mtime_ns), reason)
             else:
                 yield FileState(path=rel, size=st.st_size, mtime_ns=st.st_mtime_ns)
