@@ -216,12 +216,11 @@ def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | No
     s = summary
     click.echo(
         f"{s.notes_seen} notes: {s.notes_changed} new or changed, {s.notes_moved} moved, "
-        f"{s.notes_deleted} deleted, {s.notes_touched} touched, {s.notes_failed} failed; "
+        f"{s.notes_deleted} deleted, {s.notes_touched} touched, {s.notes_failed} failed, "
+        f"{s.notes_left_out} left out; "
         f"{s.chunks_embedded} chunks embedded, {s.chunks_reused} reused, "
         f"{s.chunks_deleted} deleted in {s.seconds:.1f} s"
     )
-    if s.notes_left_out:
-        click.echo(f"{s.notes_left_out} left out (not notes vaultd can index)")
     for entry in s.left_out:
         click.echo(f"  left out: {entry['path']}: {entry['reason']}", err=True)
     for failure in s.failures:
