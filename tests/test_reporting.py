@@ -94,7 +94,9 @@ def test_a_too_big_note_added_while_the_daemon_runs_is_in_status_within_the_debo
     vault = tmp_path / "vault"
     vault.mkdir()
     (vault / "small.md").write_text(note("Small", "A wren sings."))
-    config, socket = config_file(tmp_path, vault, vault_keys="max_file_mb = 0.01")  # 10,485 B
+    config, socket = config_file(  # 10,485 bytes; full passes not paced by a busy machine
+        tmp_path, vault, vault_keys="max_file_mb = 0.01", extra="\n[embedding]\nyield_above = 1.0\n"
+    )
     log = tmp_path / "vaultd.log"
     daemon = start(config, socket, log)
     daemons.append(daemon)

@@ -575,7 +575,7 @@ def doctor(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
                 (warn under 1 GiB or 5%, fail under 100 MiB)
       lock      whether a vaultd process holds the data directory, and its pid
       socket    directory 0700 and yours, socket 0600, path length, stale socket
-      manifest  vaultd.db intact and this vault's; failed notes
+      manifest  vaultd.db intact and this vault's; failed and left-out notes
       chroma    the store opens (probed in a child process) and holds exactly
                 the manifest's chunk ids
       inotify   (Linux) max_user_watches against the vault's folder count
