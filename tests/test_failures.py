@@ -35,24 +35,88 @@ def config_for(root: Path, vault: Path, extra: str = "") -> Path:
     return path
 
 
-def test_unreadable_and_binary_notes_fail_alone_and_are_retried(tmp_path: Path) -> None:
+def test_binary_too_big_and_unreadable_files_are_left_out_not_failed_and_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Left out: no note vaultd can index. Listed with the kind and reason, never counted as
+    failed or quarantined, looked at again on every pass, and off the list once fixed."""
+    import builtins
+
+    from vaultd import indexer as indexer_module
+
     vault = make_vault(tmp_path)
     (vault / "binary.md").write_bytes(b"\x00\x01\x02 not text")
-    config = load_config(config_for(tmp_path, vault), env={})
+    (vault / "latin1.md").write_bytes(("Grüße aus Köln, schöne Tage. " * 40).encode("latin-1"))
+    (vault / "big.md").write_text("x" * 3000)
+    (vault / "sub" / "locked.md").write_text("# Locked\n\nA kestrel.\n")
+    real_open = builtins.open
+
+    def denying(file: Any, *args: Any, **kwargs: Any) -> Any:
+        # Injected fault: tests run as root here, which reads whatever the mode bits say.
+        if str(file).endswith("locked.md"):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(indexer_module, "open", denying, raising=False)
+    config = load_config(config_for(tmp_path, vault, "max_file_mb = 0.002"), env={})
     with open_index(config, env={}) as index:
         first = index.indexer.reconcile()
-        assert first.notes_failed == 1 and first.notes_changed == 6
-        assert first.failures[0]["path"] == "binary.md"
-        assert "binary" in first.failures[0]["reason"]
-        second = index.indexer.reconcile()
-        # Retried on the next run (a failed note is never "unchanged"), still failing.
-        assert second.notes_failed == 1 and second.chunks_embedded == 0
-        [(path, reason, attempts)] = index.manifest.failed()
-        assert (path, attempts) == ("binary.md", 2) and reason
+        assert first.notes_failed == 0 and first.failures == []
+        assert first.notes_changed == 6 and first.notes_left_out == 4
+        kinds = {(e.path, e.kind) for e in index.manifest.left_out()}
+        assert kinds == {
+            ("big.md", "too_big"),
+            ("binary.md", "binary"),
+            ("latin1.md", "not_utf8"),
+            ("sub/locked.md", "unreadable"),
+        }
+        reasons = {e.path: e.reason for e in index.manifest.left_out()}
+        assert reasons["binary.md"].startswith("binary content")
+        assert reasons["big.md"].startswith("larger than the 0.002 MB limit")
+        assert "Permission denied" in reasons["sub/locked.md"]
+        assert index.manifest.failed() == [] and index.manifest.quarantined() == []
+        counts = index.manifest.counts()
+        assert (counts["notes"], counts["failed"], counts["left_out"]) == (6, 0, 4)
+        # Looked at again on every pass, and never quarantined for it.
+        for _ in range(3):
+            again = index.indexer.reconcile()
+            assert again.notes_left_out == 4 and again.chunks_embedded == 0
+        assert index.manifest.quarantined() == [] and len(index.manifest.left_out()) == 4
+        # Fixed, or deleted: off the list.
         (vault / "binary.md").write_text("# Fixed\n\nNow it is text.\n")
+        (vault / "big.md").write_text("small now")
+        (vault / "latin1.md").unlink()
+        monkeypatch.setattr(indexer_module, "open", real_open, raising=False)
         third = index.indexer.reconcile()
-        assert third.notes_failed == 0 and third.notes_changed == 1
-        assert index.manifest.failed() == []
+        assert third.notes_left_out == 0 and third.notes_changed == 3
+        assert index.manifest.left_out() == [] and index.manifest.failed() == []
+        assert index.manifest.counts()["notes"] == 9
+
+
+def test_a_note_grown_over_the_cap_loses_its_chunks_and_is_left_out(tmp_path: Path) -> None:
+    vault = make_vault(tmp_path)
+    grows = vault / "grows.md"
+    grows.write_text("# Grows\n\nA short note about an ibex.\n")
+    config = load_config(config_for(tmp_path, vault, "max_file_mb = 0.002"), env={})
+    with open_index(config, env={}) as index:
+        index.indexer.reconcile()
+        assert [h.path for h in index.searcher.search("ibex", k=3, mode="keyword")] == ["grows.md"]
+        grows.write_text("# Grows\n\nA long note about an ibex.\n" + "words " * 1000)
+        # The watcher's path: one note, looked at alone.
+        summary = index.indexer.reconcile_paths(["grows.md"])
+        assert summary.left_out == [
+            {"path": "grows.md", "kind": "too_big", "reason": summary.left_out[0]["reason"]}
+        ]
+        assert index.manifest.chunk_ids("grows.md") == []
+        assert index.searcher.search("ibex", k=3, mode="keyword") == []
+        assert [e.path for e in index.manifest.left_out()] == ["grows.md"]
+        assert not [r for r in export_records(index.store) if r["metadata"]["path"] == "grows.md"]
+        # Still too big at the next full pass: still listed, nothing else happens.
+        again = index.indexer.reconcile()
+        assert (again.notes_left_out, again.notes_deleted) == (1, 0)
+        grows.unlink()
+        assert index.indexer.reconcile_paths(["grows.md"]).notes_deleted == 1
+        assert index.manifest.left_out() == []
 
 
 def test_a_failing_embedding_batch_is_retried_note_by_note(

@@ -145,6 +145,8 @@ def test_daemon_yields_to_a_busy_machine_but_serves_edits(tmp_path: Path) -> Non
                 return dict(daemon.request("GET", "/v1/status")["governor"])
 
             wait_until(lambda: governor()["yielding"] is True, "the daemon yields", 90)
+            assert governor()["waiting_for_busy_machine"] is True
+            assert governor()["busy_since"] is not None
             status = daemon.request("GET", "/v1/status")
             notes_then = status["notes"]
             # The status says how far the first index has come.

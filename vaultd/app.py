@@ -36,11 +36,11 @@ import structlog
 from packaging.version import InvalidVersion, Version
 
 from vaultd.config import Config
-from vaultd.errors import StoreError, StoreMismatchError
+from vaultd.errors import NotIndexedError, StoreError, StoreMismatchError
 from vaultd.indexer import Indexer, Progress, Summary
 from vaultd.layout import CHROMA, tighten
 from vaultd.lock import DataDirLock, unusable
-from vaultd.manifest import Manifest
+from vaultd.manifest import FILE_NAME, Manifest
 from vaultd.models import ModelSpec, load_spec
 from vaultd.pipeline.discover import Discovery, IgnoreRules
 from vaultd.pipeline.embed import Embedder
@@ -206,11 +206,20 @@ class _Indexer(Indexer):
 
 
 @contextmanager
-def open_index(config: Config, env: Mapping[str, str] | None = None) -> Iterator[Index]:
-    """Lock the data directory and open the manifest, the store and the model."""
+def open_index(
+    config: Config, env: Mapping[str, str] | None = None, *, create: bool = True
+) -> Iterator[Index]:
+    """Lock the data directory and open the manifest, the store and the model.
+
+    With `create=False` (the commands that only read: search, status, export) a vault that
+    was never indexed raises NotIndexedError before anything is created: an empty data
+    directory would answer "no hits" as if the vault held nothing.
+    """
     env = os.environ if env is None else env
     vault = config.require_vault()
     data_dir = config.require_store()
+    if not create and not (data_dir / FILE_NAME).is_file():
+        raise NotIndexedError(str(vault), str(data_dir))
     # Chroma's SQLite puts temporary files in /tmp by default; keep them on the data disk.
     os.environ.setdefault("SQLITE_TMPDIR", str(data_dir))
     embedded = not config.store.url

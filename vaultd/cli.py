@@ -224,10 +224,13 @@ def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | No
     s = summary
     click.echo(
         f"{s.notes_seen} notes: {s.notes_changed} new or changed, {s.notes_moved} moved, "
-        f"{s.notes_deleted} deleted, {s.notes_touched} touched, {s.notes_failed} failed; "
+        f"{s.notes_deleted} deleted, {s.notes_touched} touched, {s.notes_failed} failed, "
+        f"{s.notes_left_out} left out; "
         f"{s.chunks_embedded} chunks embedded, {s.chunks_reused} reused, "
         f"{s.chunks_deleted} deleted in {s.seconds:.1f} s"
     )
+    for entry in s.left_out:
+        click.echo(f"  left out: {entry['path']}: {entry['reason']}", err=True)
     for failure in s.failures:
         click.echo(f"  failed: {failure['path']}: {failure['reason']}", err=True)
 
@@ -344,7 +347,7 @@ def search(
         found = client.request("POST", "/v1/search", body)["hits"]
         hits = [Hit.from_json(h) for h in found]
     else:
-        with open_index(config) as idx:
+        with open_index(config, create=False) as idx:
             hits = idx.searcher.search(
                 query,
                 k=k,
@@ -395,7 +398,7 @@ def export(with_vectors: bool, config_file: Path | None, vault: Path | None) -> 
         for line in client.lines(target):
             click.echo(json.dumps(line, ensure_ascii=False, sort_keys=True))
         return
-    with open_index(config) as idx:
+    with open_index(config, create=False) as idx:
         for line in export_records(idx.store, with_vectors=with_vectors):
             click.echo(json.dumps(line, ensure_ascii=False, sort_keys=True))
 
@@ -426,13 +429,14 @@ def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
     """Show the index: notes, chunks, failures and, from a running daemon, its health.
 
     Quarantined notes failed (or crashed vaultd) too often on their current content; they are
-    skipped until they change or `vaultd reindex PATH` asks for them.
+    skipped until they change or `vaultd reindex PATH` asks for them. Left-out files are no
+    notes vaultd can index (over max_file_mb, binary, not UTF-8 text, unreadable).
 
-    Exits 0 when healthy, 1 when degraded or notes failed or are quarantined.
+    Exits 0 when healthy, 1 when degraded, notes failed or are quarantined, or the vault was
+    never indexed.
     """
-    import time
-
     from vaultd.app import open_index
+    from vaultd.errors import NotIndexedError
 
     config = _load(config_file, vault)
     client = _daemon(config)
@@ -441,63 +445,106 @@ def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
         report["daemon"] = True
         report["socket"] = str(client.path)
     else:
-        with open_index(config) as idx:
-            counts = idx.manifest.counts()
-            report = {
-                "daemon": False,
-                "status": "stopped",
-                "vault": str(idx.vault),
-                "notes": counts["notes"],
-                "chunks": counts["chunks"],
-                "failed": [
-                    {"path": p, "reason": r, "attempts": a} for p, r, a in idx.manifest.failed()
-                ],
-                "quarantined": [q.as_json() for q in idx.manifest.quarantined()],
-                "model": idx.embedder.model_id,
-                "store": {"data_dir": str(idx.data_dir), "chroma": idx.store.location},
-            }
+        try:
+            with open_index(config, create=False) as idx:
+                counts = idx.manifest.counts()
+                report = {
+                    "daemon": False,
+                    "status": "stopped",
+                    "vault": str(idx.vault),
+                    "notes": counts["notes"],
+                    "chunks": counts["chunks"],
+                    "failed": [
+                        {"path": p, "reason": r, "attempts": a} for p, r, a in idx.manifest.failed()
+                    ],
+                    "quarantined": [q.as_json() for q in idx.manifest.quarantined()],
+                    "left_out": [e.as_json() for e in idx.manifest.left_out()],
+                    "model": idx.embedder.model_id,
+                    "store": {"data_dir": str(idx.data_dir), "chroma": idx.store.location},
+                }
+        except NotIndexedError as exc:
+            _never_indexed(exc, as_json)
+            sys.exit(exc.exit_code)
     if as_json:
         click.echo(json.dumps(report, ensure_ascii=False, indent=2))
     else:
-        state = report["status"] if report["daemon"] else "no daemon running"
-        click.echo(f"vault:    {report['vault']}")
-        click.echo(f"state:    {state}")
-        for key, reason in (report.get("reasons") or {}).items():
-            click.echo(f"  {key}: {reason}")
-        click.echo(f"notes:    {report['notes']} ({report['chunks']} chunks)")
-        if report["daemon"]:
-            lag = report["lag_seconds"]
-            click.echo(f"queue:    {report['queue_depth']}")
-            if report.get("progress"):
-                click.echo(f"progress: {_progress_line(Snapshot.from_json(report['progress']))}")
-            if lag["samples"]:
-                click.echo(f"lag:      p50 {lag['p50']:.2f} s, p95 {lag['p95']:.2f} s")
-            click.echo(f"watching: {report['watch']['mode']}")
-            closed = [
-                what
-                for what, loaded in (
-                    ("vector index", report["store"].get("loaded", True)),
-                    ("model", report.get("model_loaded", True)),
-                )
-                if not loaded
-            ]
-            unused = f" ({' and '.join(closed)} closed while unused)" if closed else ""
-            if report.get("rss_mb") is not None:
-                click.echo(f"memory:   {report['rss_mb']} MB{unused}")
-        click.echo(f"model:    {report['model']}")
-        click.echo(f"data:     {report['store']['data_dir']}")
-        click.echo(f"socket:   {report.get('socket') or _no_socket(config)}")
-        for failure in report["failed"]:
-            click.echo(f"failed:   {failure['path']}: {failure['reason']}")
-        for held in report.get("quarantined", []):
-            since = time.strftime("%Y-%m-%d %H:%M", time.localtime(held["since"]))
-            click.echo(
-                f"quarantined: {held['path']}: {held['reason']} "
-                f"({held['attempts']} attempts, since {since})"
-            )
+        report["socket"] = report.get("socket") or _no_socket(config)
+        click.echo(_status_text(report))
     degraded = report["daemon"] and report["status"] == "degraded"
     if degraded or report["failed"] or report.get("quarantined"):
         sys.exit(1)
+
+
+def _never_indexed(exc: Any, as_json: bool) -> None:
+    if as_json:
+        report = {
+            "daemon": False,
+            "status": "never_indexed",
+            "vault": exc.vault,
+            "store": {"data_dir": exc.data_dir},
+            "message": str(exc),
+        }
+        click.echo(json.dumps(report, ensure_ascii=False, indent=2))
+        return
+    click.echo(f"vault:    {exc.vault}")
+    click.echo("state:    never indexed, and no daemon running")
+    click.echo(f"data:     {exc.data_dir} (not created yet)")
+    click.echo(f"vaultd: {exc}", err=True)
+
+
+def _status_text(report: dict[str, Any]) -> str:
+    """`vaultd status` for a person: one line per fact, problems last."""
+    import time
+
+    lines: list[str] = []
+    say = lines.append
+    state = report["status"] if report["daemon"] else "no daemon running"
+    say(f"vault:    {report['vault']}")
+    say(f"state:    {state}")
+    for key, reason in (report.get("reasons") or {}).items():
+        say(f"  {key}: {reason}")
+    left_out = report.get("left_out") or []
+    aside = f", {len(left_out)} left out" if left_out else ""
+    say(f"notes:    {report['notes']} ({report['chunks']} chunks){aside}")
+    if report["daemon"]:
+        lag = report["lag_seconds"]
+        say(f"queue:    {report['queue_depth']}")
+        if report.get("progress"):
+            say(f"progress: {_progress_line(Snapshot.from_json(report['progress']))}")
+        governor = report.get("governor") or {}
+        if governor.get("waiting_for_busy_machine"):
+            others = governor.get("others_share")
+            share = f" (others use {others:.0%} of the CPU)" if others is not None else ""
+            say(f"paused:   bulk indexing waits while the machine is busy{share}")
+        if lag["samples"]:
+            say(f"lag:      p50 {lag['p50']:.2f} s, p95 {lag['p95']:.2f} s")
+        say(f"watching: {report['watch']['mode']}")
+        closed = [
+            what
+            for what, loaded in (
+                ("vector index", report["store"].get("loaded", True)),
+                ("model", report.get("model_loaded", True)),
+            )
+            if not loaded
+        ]
+        unused = f" ({' and '.join(closed)} closed while unused)" if closed else ""
+        if report.get("rss_mb") is not None:
+            say(f"memory:   {report['rss_mb']} MB{unused}")
+    say(f"model:    {report['model']}")
+    say(f"data:     {report['store']['data_dir']}")
+    if report.get("socket"):
+        say(f"socket:   {report['socket']}")
+    for entry in left_out:
+        say(f"left out: {entry['path']}: {entry['reason']}")
+    for failure in report["failed"]:
+        say(f"failed:   {failure['path']}: {failure['reason']}")
+    for held in report.get("quarantined", []):
+        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(held["since"]))
+        say(
+            f"quarantined: {held['path']}: {held['reason']} "
+            f"({held['attempts']} attempts, since {since})"
+        )
+    return "\n".join(lines)
 
 
 @main.command()
@@ -558,7 +605,7 @@ def doctor(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
                 (warn under 1 GiB or 5%, fail under 100 MiB)
       lock      whether a vaultd process holds the data directory, and its pid
       socket    directory 0700 and yours, socket 0600, path length, stale socket
-      manifest  vaultd.db intact and this vault's; failed notes
+      manifest  vaultd.db intact and this vault's; failed and left-out notes
       chroma    the store opens (probed in a child process) and holds exactly
                 the manifest's chunk ids
       inotify   (Linux) max_user_watches against the vault's folder count

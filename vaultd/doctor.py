@@ -320,10 +320,10 @@ def check_vault(config: Config) -> tuple[Check, int | None]:
         for n in notes
         if not os.access(path / n, os.R_OK) and os.path.lexists(path / n)
     ]
-    left_out = [p for p, r in discovery.skipped if not _unreadable(r)]
+    left_out = [f"{p} ({r})" for p, r in discovery.skipped if not _unreadable(r)]
     found = f"{path}: {len(notes)} notes in {folders} folders"
     if left_out:
-        found += f"; {len(left_out)} left out by the rules (too big, symlinks, names)"
+        found += f"; {len(left_out)} left out by the rules: {_first(left_out)}"
     if unreadable:
         return (
             Check(
@@ -698,18 +698,27 @@ def _troubled_check(
     found = f"{view_notes} notes, {chunks} chunks"
     if not troubled:
         return Check("manifest", "ok", found)
-    kinds: dict[str, int] = {}
-    for _, status, _ in troubled:
-        kinds[status] = kinds.get(status, 0) + 1
-    counts = ", ".join(f"{n} {status}" for status, n in sorted(kinds.items()))
-    listed = [f"{p}: {reason}" if reason else p for p, _, reason in troubled]
-    return Check(
-        "manifest",
-        "warn",
-        f"{found}; {counts}: {_first(listed)}",
-        "fix or remove these notes: vaultd retries a failed note on every pass and a "
-        "quarantined one when it changes; `vaultd reindex PATH` retries one now",
-    )
+    remedies = []
+    for group, names in (("failing", ("failed", "quarantined")), ("left out", ("left_out",))):
+        kinds: dict[str, int] = {}
+        listed = []
+        for path, status, reason in troubled:
+            if status in names:
+                kinds[status] = kinds.get(status, 0) + 1
+                listed.append(f"{path}: {reason}" if reason else path)
+        if not listed:
+            continue
+        counts = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in sorted(kinds.items()))
+        found += f"; {counts}: {_first(listed)}"
+        remedies.append(
+            "fix or remove the failing notes: vaultd retries a failed note on every pass and a "
+            "quarantined one when it changes; `vaultd reindex PATH` retries one now"
+            if group == "failing"
+            else "the left-out files are not indexed: raise [vault] max_file_mb for a note over "
+            "it, save a note as UTF-8 text, give your user read access, or exclude the file "
+            "([vault] exclude); vaultd looks at them again on every pass"
+        )
+    return Check("manifest", "warn", found, "; ".join(remedies))
 
 
 def check_manifest(
@@ -889,6 +898,10 @@ def daemon_checks(answer: Answer, pid: int | None, path: Path) -> tuple[Check, C
         (str(note.get("path", "")), kind, str(note.get("reason", "")))
         for kind in ("failed", "quarantined")
         for note in status.get(kind) or []
+    ]
+    troubled += [
+        (str(entry.get("path", "")), "left_out", str(entry.get("reason", "")))
+        for entry in status.get("left_out") or []
     ]
     manifest = _troubled_check(int(status.get("notes", 0)), int(status.get("chunks", 0)), troubled)
     manifest = Check(

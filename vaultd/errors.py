@@ -6,6 +6,9 @@ stage calls them, so callers above a stage only ever see this tree.
 
 from __future__ import annotations
 
+import shlex
+from typing import Literal, get_args
+
 
 class VaultdError(Exception):
     """Raised for any failure vaultd knows how to describe to a user."""
@@ -41,6 +44,35 @@ class ModelError(VaultdError):
 
 class NoteError(VaultdError):
     """Raised when one note cannot be read or parsed; the note is skipped, the run goes on."""
+
+
+#: Why a file is no note vaultd can index (see `LeftOutError`).
+LeftOutKind = Literal["too_big", "binary", "not_utf8", "unreadable"]
+LEFT_OUT_KINDS: tuple[str, ...] = get_args(LeftOutKind)
+
+
+class LeftOutError(NoteError):
+    """Raised when a file is no note vaultd can index: too big, binary, not UTF-8 text, or
+    unreadable. It is listed as left out, not as failed, and never quarantined."""
+
+    def __init__(self, path: str, reason: str, kind: LeftOutKind) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        #: What is wrong with the file, without its path.
+        self.reason = reason
+        self.kind: LeftOutKind = kind
+
+
+class NotIndexedError(VaultdError):
+    """Raised when a command that only reads the index finds that the vault was never indexed."""
+
+    def __init__(self, vault: str, data_dir: str) -> None:
+        self.vault = vault
+        self.data_dir = data_dir
+        super().__init__(
+            f"the vault {vault} was never indexed (no index in {data_dir}); index it with "
+            f"`vaultd index --vault {shlex.quote(vault)}`, or start the daemon (`vaultd run`)"
+        )
 
 
 class EmbedError(VaultdError):
@@ -97,7 +129,9 @@ class NoteUnavailableError(NoteError):
     """Raised when a vault path names no note that may be read now: none there, one the rules
     leave out, or a symlink put in its place or its folder's."""
 
-    def __init__(self, path: str, reason: str) -> None:
+    def __init__(self, path: str, reason: str, kind: str = "missing") -> None:
         super().__init__(f"{path}: {reason}")
         self.path = path
         self.reason = reason
+        #: "missing", "excluded", "link", "too_big" or "unreadable".
+        self.kind = kind

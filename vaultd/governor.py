@@ -127,10 +127,18 @@ class Governor:
         self._backoff = 0.0
         #: Others' share of all cores at the last check; status reports it.
         self.others: float | None = None
+        #: When bulk work began to wait for the busy machine (epoch seconds), while it does.
+        self.busy_since: float | None = None
 
     @property
     def yielding(self) -> bool:
+        """Whether bulk work is waiting for the machine to be quiet again."""
         return self._backoff > 0
+
+    def finished(self) -> None:
+        """The bulk work is done: nothing waits any more, and the next bulk pass looks afresh."""
+        self._backoff = 0.0
+        self.busy_since = None
 
     def rest(self) -> float:
         """Seconds to rest now, after the work done since `resumed`."""
@@ -149,11 +157,13 @@ class Governor:
                         others_share=round(others, 2),
                         yield_above=self.yield_above,
                     )
+                    self.busy_since = time.time()
                 self._backoff = min(max(self._backoff * 2, YIELD_FIRST), YIELD_MAX)
                 delay = max(delay, self._backoff)
             elif self._backoff:
                 log.info("the machine is quiet again; bulk indexing resumes")
                 self._backoff = 0.0
+                self.busy_since = None
         return delay
 
     def resumed(self) -> None:

@@ -9,10 +9,14 @@ The indexer owns ordering and bookkeeping. Its rules:
 - One bad note is recorded as failed with its reason and never stops the run. After
   `quarantine_after` failures on the same content it is quarantined: skipped until its content
   changes or it is asked for by name (`retry`), its last good chunks still searchable.
+- A file that is no note vaultd can index (over `max_file_mb`, binary, not UTF-8 text,
+  unreadable) is recorded as left out, not failed: logged once per path and kind, listed, never
+  quarantined, and retried on every pass; it leaves the list when it is fixed or deleted.
 - A note that kills the whole process (a native crash, an OOM kill) leaves its row in the
-  manifest's in-flight table. The next process counts a crash against every note found there
-  and tries those suspects last and one at a time, so the one that really crashes is found,
-  quarantined, and the rest of the vault is indexed meanwhile.
+  manifest's in-flight table. The next process makes every note found there a suspect (not a
+  failure: most were only in hand when something else killed the process) and tries suspects
+  last and one at a time, so the one that really crashes is found, reported, quarantined, and
+  the rest of the vault is indexed meanwhile.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import numpy as np
 import structlog
 
 from vaultd.config import QUARANTINE_AFTER
-from vaultd.errors import EmbedError, NoteError, StoreError
+from vaultd.errors import EmbedError, LeftOutError, NoteError, NoteUnavailableError, StoreError
 from vaultd.faults import Faults
 from vaultd.manifest import Manifest, NoteUpdate, StoredChunk, tag_ancestors
 from vaultd.model import Change, Chunk, FileState, KnownNote, Note
@@ -65,6 +69,10 @@ BATCH_NOTES = 1024
 PAUSE_EVERY = 0.25
 
 
+#: A note that could not be indexed: (its stat, its SHA-256 or "" when unread, the reason, and
+#: the kind of left-out file it is, or "" for a failure).
+_Failed = tuple[FileState, str, str, str]
+
 #: Called at safe points of a long pass with the notes of the batch in flight (read, not yet
 #: written); the daemon serves fresh edits of other notes there, and may raise to abandon the
 #: pass (the work committed so far stays).
@@ -82,6 +90,8 @@ class Summary:
     notes_moved: int = 0
     notes_deleted: int = 0
     notes_failed: int = 0
+    #: Files that are no note vaultd can index (too big, binary, not UTF-8, unreadable).
+    notes_left_out: int = 0
     #: Files whose content was read (to hash or to parse); an unchanged vault reads none.
     notes_read: int = 0
     chunks_embedded: int = 0
@@ -90,6 +100,7 @@ class Summary:
     store_repaired: int = 0
     seconds: float = 0.0
     failures: list[dict[str, str]] = field(default_factory=list)
+    left_out: list[dict[str, str]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -222,8 +233,9 @@ class Indexer:
         self._reconcile(known, self.discovery.walk(), summary, progress)
         summary.store_repaired = repaired
         self.manifest.prune_vectors(self.model_id)
-        # Every suspect still on disk was tried in this pass.
+        # Every suspect still on disk was tried in this pass, or is as last recorded.
         self._suspects.clear()
+        self.manifest.clear_suspects()
         return summary
 
     def retry(self, paths: Iterable[str]) -> None:
@@ -244,19 +256,20 @@ class Indexer:
                 log.info("quarantined notes released for one more try", paths=released)
 
     def _recover_in_flight(self) -> None:
-        """Notes the last process died holding: one crash each, then tried one at a time."""
+        """Notes the last process died holding: suspects, tried one at a time."""
         outcomes = self.manifest.recover_in_flight(self.quarantine_after)
-        if not outcomes:
-            return
-        log.warning(
-            "the last run died while indexing these notes; trying them one at a time",
-            paths=[path for path, _, _ in outcomes],
-        )
-        for path, attempts, quarantined in outcomes:
+        if outcomes:
+            log.warning(
+                "the last run died while indexing these notes; trying them one at a time",
+                paths=[path for path, *_ in outcomes],
+            )
+        for path, crashes, failed, quarantined in outcomes:
             if quarantined:
-                log.error("note quarantined: it crashed the indexer", path=path, attempts=attempts)
-            else:
-                self._suspects.add(path)
+                log.error("note quarantined: it crashed the indexer", path=path, crashes=crashes)
+            elif failed:
+                log.error("note failed: it crashed the indexer alone", path=path, crashes=crashes)
+        # Suspects of earlier deaths too: a process that died before trying them alone.
+        self._suspects = set(self.manifest.suspects())
 
     def reconcile_paths(
         self, paths: Iterable[str], dirs: Iterable[str] = (), progress: Progress | None = None
@@ -293,15 +306,21 @@ class Indexer:
         embedded_before = self.embedder.embedded
         reads_before = self.reads
         report = progress or _quiet
+        self.discovery.left_out = {}
         result = scan(known, walk)
-        # Only now, after the walk, does the discovery know which folders it could not read.
+        # Only now, after the walk, does the discovery know which folders it could not read,
+        # and which notes it left out for their size (copied: a fresh edit served at a pause
+        # point runs a pass of its own).
         result.gone = keep_unreadable(result.gone, self._unreadable_dirs())
+        too_big = dict(self.discovery.left_out)
+        result.gone = [p for p in result.gone if p not in too_big]
         summary.notes_seen = result.seen
         summary.notes_unchanged = result.unchanged
         summary.skipped = [{"path": p, "reason": r} for p, r in self.discovery.skipped]
+        self._too_big(too_big, known, summary)
 
         hashed: list[tuple[FileState, str]] = []
-        unreadable: list[tuple[FileState, str]] = []
+        unreadable: list[_Failed] = []
         weights: dict[str, int] = {}
         contents = {k.sha256 for k in known.values() if k.ok}
         for done, state in enumerate(result.candidates, 1):
@@ -312,22 +331,40 @@ class Indexer:
                 hashed.append((FileState(state.path, size, mtime_ns), sha256))
                 weights[state.path] = text_weight(data, copy=sha256 in contents)
                 contents.add(sha256)
-            except NoteError as exc:
-                unreadable.append((state, str(exc)))
+            except LeftOutError as exc:
+                unreadable.append((state, "", exc.reason, exc.kind))
             report("hash", done, len(result.candidates))
             self._pause(frozenset(), throttle=True)
         changes = classify(known, hashed, result.gone)
-        self._record_failures(summary, [(s, "", reason) for s, reason in unreadable])
+        self._record_failures(summary, unreadable)
         self.apply(changes, summary, report, weights)
 
         summary.chunks_embedded = self.embedder.embedded - embedded_before
         summary.notes_read = self.reads - reads_before
         summary.seconds = time.perf_counter() - started
         if changes or summary.notes_failed:
-            log.info(
-                "reconciled",
-                **{k: v for k, v in summary.as_dict().items() if k not in ("failures", "skipped")},
-            )
+            lists = ("failures", "left_out", "skipped")
+            log.info("reconciled", **{k: v for k, v in summary.as_dict().items() if k not in lists})
+
+    def _too_big(
+        self,
+        too_big: Mapping[str, tuple[FileState, str]],
+        known: Mapping[str, KnownNote],
+        summary: Summary,
+    ) -> None:
+        """Record the notes the walk left out for their size. Not notes under the rules, they
+        lose what was indexed of them, as a note newly excluded does."""
+        if not too_big:
+            return
+        chunks = {p: self.manifest.chunk_ids(p) for p in sorted(too_big) if p in known}
+        indexed = [p for p, ids in chunks.items() if ids]
+        if indexed:
+            self.store.delete([i for p in indexed for i in chunks[p]])
+        self._record_failures(
+            summary,
+            [(state, "", reason, "too_big") for state, reason in too_big.values()],
+            deleted=indexed,
+        )
 
     def _unreadable_dirs(self) -> list[str]:
         return [path for path, reason in self.discovery.skipped if "permission" in reason.lower()]
@@ -342,8 +379,13 @@ class Indexer:
         try:
             # Never through a symlink swapped in since the walk (see Discovery.open_note).
             data, st = self.discovery.read_note(path)
+        except NoteUnavailableError as exc:
+            if exc.kind == "too_big":
+                # Grown past the cap since the walk: not read at all.
+                raise LeftOutError(path, f"{exc.reason}; skipped", "too_big") from exc
+            raise LeftOutError(path, f"cannot read ({exc.reason})", "unreadable") from exc
         except OSError as exc:
-            raise NoteError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+            raise LeftOutError(path, f"cannot read ({exc.strerror or exc})", "unreadable") from exc
         return data, st.st_size, st.st_mtime_ns
 
     # -- applying changes ----------------------------------------------------------------------
@@ -390,7 +432,7 @@ class Indexer:
             report("index", done + int(batch_bytes * share), total)
 
         batch: list[_Pending] = []
-        failed: list[tuple[FileState, str, str]] = []
+        failed: list[_Failed] = []
         batch_chunks = 0
         marked: list[str] = []
         # Sources of moves whose new path could not be read (moved or deleted again since the
@@ -459,7 +501,7 @@ class Indexer:
         unclean end pay it, once.
         """
         for change in suspects:
-            failed: list[tuple[FileState, str, str]] = []
+            failed: list[_Failed] = []
             self._mark(change, marked)
             pending = self._prepare(change, failed)
             self._flush([pending] if pending is not None else [], failed, summary)
@@ -476,7 +518,7 @@ class Indexer:
         self._last_pause = now
         self.between_batches(in_flight)
 
-    def _prepare(self, change: Change, failed: list[tuple[FileState, str, str]]) -> _Pending | None:
+    def _prepare(self, change: Change, failed: list[_Failed]) -> _Pending | None:
         state = FileState(change.path, change.size, change.mtime_ns)
         sha256 = change.sha256
         try:
@@ -485,14 +527,17 @@ class Indexer:
             self.faults.before_parse(data)
             note = parse_note(change.path, data, max_bytes=self.max_bytes)
             chunks = chunk_note(note, self.counter, self.max_tokens)
+        except LeftOutError as exc:
+            failed.append((state, sha256, exc.reason, exc.kind))
+            return None
         except NoteError as exc:
-            failed.append((state, sha256, str(exc)))
+            failed.append((state, sha256, str(exc), ""))
             return None
         except Exception as exc:
             # A parser or chunker bug met on one odd note must not stop the pass: the note
             # fails alone, and is quarantined if it keeps failing.
             log.exception("the parser failed on a note", path=change.path)
-            failed.append((state, sha256, f"the parser failed: {type(exc).__name__}: {exc}"))
+            failed.append((state, sha256, f"the parser failed: {type(exc).__name__}: {exc}", ""))
             return None
         if (size, mtime_ns, sha256) != (change.size, change.mtime_ns, change.sha256):
             # Written since it was hashed (perhaps with the same bytes): record what was read
@@ -538,7 +583,7 @@ class Indexer:
     def _flush(
         self,
         batch: list[_Pending],
-        failed: list[tuple[FileState, str, str]],
+        failed: list[_Failed],
         summary: Summary,
         embedding: Callable[[float], None] | None = None,
     ) -> None:
@@ -570,7 +615,7 @@ class Indexer:
             for p in batch:
                 if p.change.path in embed_failures:
                     state = FileState(p.change.path, p.change.size, p.change.mtime_ns)
-                    failed.append((state, p.change.sha256, embed_failures[p.change.path]))
+                    failed.append((state, p.change.sha256, embed_failures[p.change.path], ""))
             # A note that failed keeps its last good chunks, in the store as in the manifest.
             self._put_back([p for p in batch if p.change.path in embed_failures.keys() & written])
             self._write(good, vectors, computed, summary)
@@ -591,19 +636,38 @@ class Indexer:
             log.warning("could not put the store back for these notes", error=str(exc))
 
     def _record_failures(
-        self, summary: Summary, failed: Iterable[tuple[FileState, str, str]]
+        self, summary: Summary, failed: Iterable[_Failed], deleted: Sequence[str] = ()
     ) -> None:
-        rows = [(s.path, s.size, s.mtime_ns, sha, reason) for s, sha, reason in failed]
-        if not rows:
+        failed = list(failed)
+        rows = [
+            (s.path, s.size, s.mtime_ns, sha, reason) for s, sha, reason, kind in failed if not kind
+        ]
+        left = [
+            (s.path, s.size, s.mtime_ns, sha, kind, reason)
+            for s, sha, reason, kind in failed
+            if kind
+        ]
+        if not rows and not left:
             return
-        # A note failing the same way on every retry is logged once, not on every pass.
+        # A note failing the same way on every retry is logged once, not on every pass; a file
+        # left out for the same kind of reason too, across restarts (the manifest remembers).
         before = {path: self.manifest.note_row(path) for path, *_ in rows}
+        was_left_out = {entry.path: entry.kind for entry in self.manifest.left_out()}
         quarantined = self.manifest.apply(
             self.model_id,
+            deleted=deleted,
             failed=rows,
+            left_out=left,
             quarantine_after=self.quarantine_after,
-            done=[row[0] for row in rows],
+            done=[row[0] for row in rows] + [row[0] for row in left],
         )
+        for path, _, _, _, kind, reason in left:
+            if was_left_out.get(path) == kind:
+                log.debug("note left out again", path=path, kind=kind, reason=reason)
+            else:
+                log.warning("note left out", path=path, kind=kind, reason=reason)
+            summary.left_out.append({"path": path, "kind": kind, "reason": reason})
+        summary.notes_left_out += len(left)
         for path, _, _, _, reason in rows:
             row = before.get(path)
             if path in quarantined:

@@ -7,8 +7,14 @@ cache that can be rebuilt from this file at any time, so the manifest only advan
 Chroma has accepted a write.
 
 It also remembers which notes the indexer had in hand (`in_flight`): rows still there when
-the next process opens the file mean the last one died with those notes, and each is counted
-as a failed attempt. A note that fails too often on the same content is quarantined.
+the next process opens the file mean the last one died with those notes. Each becomes a
+*suspect* (`suspects`, with a count of the crashes it was in hand for), which is not a failure:
+the indexer tries suspects one at a time, and only a suspect that kills the process again
+alone is recorded as failed. A note that fails too often on the same content is quarantined.
+
+Files that are no note vaultd can index (over the size cap, binary, not UTF-8 text,
+unreadable) are recorded with the status 'left_out', the kind in `left_out` and the reason in
+`error`: reported, never quarantined, and gone from the list once the file is fixed or deleted.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import numpy as np
 from vaultd.errors import StoreError
 from vaultd.model import Chunk, KnownNote, Note
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 FILE_NAME = "vaultd.db"
 
 #: Scripts written without spaces between words (CJK, kana, Hangul, Thai, Lao, Myanmar, Khmer):
@@ -77,8 +83,9 @@ CREATE TABLE IF NOT EXISTS notes (
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
     sha256 TEXT NOT NULL,
-    status TEXT NOT NULL,            -- 'ok', 'failed' or 'quarantined'
+    status TEXT NOT NULL,            -- 'ok', 'failed', 'quarantined' or 'left_out'
     error TEXT,
+    left_out TEXT,                   -- with 'left_out': too_big, binary, not_utf8, unreadable
     attempts INTEGER NOT NULL DEFAULT 0,
     title TEXT NOT NULL DEFAULT '',
     aliases TEXT NOT NULL DEFAULT '[]',
@@ -127,6 +134,12 @@ CREATE TABLE IF NOT EXISTS in_flight (
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
     sha256 TEXT NOT NULL,
+    since REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS suspects (
+    path TEXT PRIMARY KEY,           -- in hand when a process died, not yet tried alone
+    sha256 TEXT NOT NULL,
+    crashes INTEGER NOT NULL,        -- deaths it was in hand for, with this content
     since REAL NOT NULL
 );
 """
@@ -240,6 +253,22 @@ class Quarantined:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class LeftOut:
+    """A file that is no note vaultd can index: over the size cap, binary, not UTF-8 text or
+    unreadable. A note that was indexed before keeps its last good chunks (except one over the
+    cap, which the rules no longer count as a note)."""
+
+    path: str
+    kind: str
+    reason: str
+    #: When it was last found so (epoch seconds).
+    since: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {"path": self.path, "kind": self.kind, "reason": self.reason, "since": self.since}
+
+
 Scalar = str | int | float | bool | None
 ConditionOp = Literal["eq", "in", "gt", "gte", "lt", "lte"]
 
@@ -284,10 +313,12 @@ class Manifest:
             if 0 < version < 3:
                 self._migrate_keyword_index()
             elif 3 <= version < SCHEMA_VERSION:
-                # Schema 4 only added the in_flight table (and the 'quarantined' status): the
-                # migration creates what is missing and touches nothing else.
+                # Schema 4 added the in_flight table (and the 'quarantined' status), schema 5
+                # the suspects table and the notes' left_out column (and the 'left_out'
+                # status): the migration adds what is missing and touches nothing else.
                 self._db.executescript(
-                    f"BEGIN IMMEDIATE;\n{_SCHEMA}PRAGMA user_version={SCHEMA_VERSION};\nCOMMIT;\n"
+                    f"BEGIN IMMEDIATE;\n{self._added_columns()}{_SCHEMA}"
+                    f"PRAGMA user_version={SCHEMA_VERSION};\nCOMMIT;\n"
                 )
             else:
                 self._db.executescript(_SCHEMA + _FTS_SCHEMA)
@@ -297,6 +328,11 @@ class Manifest:
         self._lock = threading.RLock()
         self._readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self._closed = False
+
+    def _added_columns(self) -> str:
+        """The ALTER TABLE statements an older notes table needs (schema 5's left_out)."""
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(notes)")}
+        return "" if "left_out" in columns else "ALTER TABLE notes ADD COLUMN left_out TEXT;\n"
 
     def _migrate_keyword_index(self) -> None:
         """Rebuild the keyword indexes of an older schema from the stored chunks, atomically.
@@ -314,6 +350,7 @@ class Manifest:
             "BEGIN IMMEDIATE;\n"
             + _FTS_DROP
             + add_aliases
+            + self._added_columns()
             + "UPDATE chunks SET aliases = COALESCE((SELECT group_concat(a.value, char(10)) "
             "FROM notes, json_each(notes.aliases) AS a WHERE notes.path = chunks.path), '');\n"
             + _SCHEMA
@@ -501,6 +538,13 @@ class Manifest:
         )
         return [Quarantined(r[0], r[1], r[2], r[3]) for r in rows]
 
+    def left_out(self) -> list[LeftOut]:
+        rows = self._query(
+            "SELECT path, COALESCE(left_out, ''), COALESCE(error, ''), indexed_at FROM notes "
+            "WHERE status = 'left_out' ORDER BY path"
+        )
+        return [LeftOut(r[0], r[1], r[2], r[3]) for r in rows]
+
     def counts(self) -> dict[str, int]:
         by_status = dict(self._query("SELECT status, COUNT(*) FROM notes GROUP BY status"))
         chunks = self._query("SELECT COUNT(*) FROM chunks")[0][0]
@@ -508,11 +552,16 @@ class Manifest:
             "notes": by_status.get("ok", 0),
             "failed": by_status.get("failed", 0),
             "quarantined": by_status.get("quarantined", 0),
+            "left_out": by_status.get("left_out", 0),
             "chunks": chunks,
         }
 
     def in_flight(self) -> list[str]:
         return [r[0] for r in self._query("SELECT path FROM in_flight ORDER BY path")]
+
+    def suspects(self) -> dict[str, int]:
+        """Notes in hand when a process died and not tried alone since: path -> crashes."""
+        return dict(self._query("SELECT path, crashes FROM suspects ORDER BY path"))
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -524,6 +573,7 @@ class Manifest:
         touched: Sequence[tuple[str, int, int]] = (),
         failed: Sequence[tuple[str, int, int, str, str]] = (),
         *,
+        left_out: Sequence[tuple[str, int, int, str, str, str]] = (),
         quarantine_after: int = 0,
         done: Iterable[str] = (),
     ) -> list[str]:
@@ -532,7 +582,10 @@ class Manifest:
         `touched` is (path, size, mtime_ns) for notes whose bytes did not change; `failed` is
         (path, size, mtime_ns, sha256, reason); a failed note keeps its last good chunks, and
         is quarantined once it has failed `quarantine_after` times (0: never) on the same
-        content. `done` are notes no longer in flight.
+        content. `left_out` is (path, size, mtime_ns, sha256, kind, reason) for files that are
+        no note vaultd can index; they keep their last good chunks too (a path also in
+        `deleted` loses them first). `done` are notes no longer in flight, and no longer
+        suspects: each was recorded one way or another without killing the process.
         """
         now = time.time()
         quarantined: list[str] = []
@@ -542,6 +595,7 @@ class Manifest:
                 db.execute("DELETE FROM note_tags WHERE path = ?", (path,))
                 db.execute("DELETE FROM note_links WHERE source = ?", (path,))
                 db.execute("DELETE FROM notes WHERE path = ?", (path,))
+                db.execute("DELETE FROM suspects WHERE path = ?", (path,))
             for path, size, mtime_ns in touched:
                 db.execute(
                     "UPDATE notes SET size = ?, mtime_ns = ? WHERE path = ?", (size, mtime_ns, path)
@@ -552,9 +606,13 @@ class Manifest:
                     db, (path, size, mtime_ns, sha256), reason, attempts, quarantine_after, now
                 ):
                     quarantined.append(path)
+            for path, size, mtime_ns, sha256, kind, reason in left_out:
+                _record_left_out(db, (path, size, mtime_ns, sha256), kind, reason, now)
             for update in updates:
                 self._write_note(db, model, update, now)
-            db.executemany("DELETE FROM in_flight WHERE path = ?", [(p,) for p in done])
+            finished = [(p,) for p in done]
+            db.executemany("DELETE FROM in_flight WHERE path = ?", finished)
+            db.executemany("DELETE FROM suspects WHERE path = ?", finished)
         return quarantined
 
     # -- notes in hand, and what a crash leaves behind -----------------------------------------
@@ -592,37 +650,67 @@ class Manifest:
                 with suppress(sqlite3.Error):
                     self._db.execute("PRAGMA synchronous=FULL")
 
-    def recover_in_flight(self, quarantine_after: int) -> list[tuple[str, int, bool]]:
+    def recover_in_flight(self, quarantine_after: int) -> list[tuple[str, int, bool, bool]]:
         """Count one crash against every note the last process died holding.
 
-        Returns (path, attempts, quarantined) for each. Only a note that was alone in flight
-        can be quarantined: with several, the one that crashed is not known yet, so they are
-        all counted and the indexer then tries them one at a time.
+        Returns (path, crashes, failed, quarantined) for each. Being in hand when the process
+        died proves nothing against a note: a `kill -9`, an OOM kill or a power cut meets every
+        note in flight. So each becomes a suspect, which is not reported, and the indexer tries
+        it alone. Only a suspect that was alone in flight and dies again (its second crash on
+        this content, the last one alone) is recorded as failed ("crashed the indexer N
+        times"), and quarantined at `quarantine_after` attempts; it stays a suspect meanwhile.
+        A note that is recorded any other way stops being a suspect (`apply(done=...)`).
         """
-        outcomes: list[tuple[str, int, bool]] = []
+        outcomes: list[tuple[str, int, bool, bool]] = []
         with self._transaction() as db:
             rows = db.execute(
                 "SELECT path, size, mtime_ns, sha256, since FROM in_flight ORDER BY path"
             ).fetchall()
-            limit = quarantine_after if len(rows) == 1 else 0
+            alone = len(rows) == 1
             for path, size, mtime_ns, sha256, since in rows:
+                suspect = db.execute(
+                    "SELECT crashes FROM suspects WHERE path = ? AND sha256 = ?", (path, sha256)
+                ).fetchone()
                 previous = db.execute(
                     "SELECT sha256, status, error FROM notes WHERE path = ?", (path,)
                 ).fetchone()
-                same = previous is not None and previous[0] == sha256 and previous[1] != "ok"
-                crashes = (_crashes_in(previous[2]) if same else 0) + 1
-                attempts = _attempt(db, path, sha256)
-                quarantined = _record_failure(
-                    db,
-                    (path, size, mtime_ns, sha256),
-                    _crash_reason(crashes),
-                    attempts,
-                    limit,
-                    since,
-                )
-                outcomes.append((path, attempts, quarantined))
+                if suspect is not None:
+                    before = int(suspect[0])
+                elif previous is not None and previous[0] == sha256 and previous[1] != "ok":
+                    # A note released from quarantine carries its count in its reason only.
+                    before = _crashes_in(previous[2])
+                else:
+                    before = 0
+                crashes = before + 1
+                failed = quarantined = False
+                if alone and before:
+                    attempts = max(_attempt(db, path, sha256), crashes)
+                    quarantined = _record_failure(
+                        db,
+                        (path, size, mtime_ns, sha256),
+                        _crash_reason(crashes),
+                        attempts,
+                        quarantine_after,
+                        since,
+                    )
+                    failed = True
+                if quarantined:
+                    db.execute("DELETE FROM suspects WHERE path = ?", (path,))
+                else:
+                    db.execute(
+                        "INSERT OR REPLACE INTO suspects(path, sha256, crashes, since) "
+                        "VALUES (?, ?, ?, ?)",
+                        (path, sha256, crashes, since),
+                    )
+                outcomes.append((path, crashes, failed, quarantined))
             db.execute("DELETE FROM in_flight")
         return outcomes
+
+    def clear_suspects(self) -> None:
+        """After a complete full pass: every suspect still on disk was tried, or is unchanged
+        since it was last recorded, and neither holds anything against it."""
+        with self._transaction() as db:
+            db.execute("DELETE FROM suspects")
 
     def release(self, paths: Iterable[str]) -> list[str]:
         """Give quarantined notes among `paths` one more try (they keep their attempt count,
@@ -823,8 +911,9 @@ class Manifest:
         """
         if not (tags or path_prefix or tags_any or conditions or modified_since_ns is not None):
             return None
-        # Failed and quarantined notes keep their last good chunks, and filters find them too.
-        sql = "SELECT path FROM notes WHERE status IN ('ok', 'failed', 'quarantined')"
+        # Failed, quarantined and left-out notes keep their last good chunks, and filters find
+        # them too.
+        sql = "SELECT path FROM notes WHERE status IN ('ok', 'failed', 'quarantined', 'left_out')"
         params: list[Any] = []
         for tag in tags:
             sql += " AND path IN (SELECT path FROM note_tags WHERE tag = ?)"
@@ -864,7 +953,7 @@ def _attempt(db: sqlite3.Connection, path: str, sha256: str) -> int:
     row = db.execute(
         "SELECT sha256, status, attempts FROM notes WHERE path = ?", (path,)
     ).fetchone()
-    if row is None or row[0] != sha256 or row[1] == "ok":
+    if row is None or row[0] != sha256 or row[1] in ("ok", "left_out"):
         return 1
     return int(row[2]) + 1
 
@@ -888,7 +977,7 @@ def _record_failure(
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
         "sha256 = excluded.sha256, status = excluded.status, error = excluded.error, "
-        "attempts = excluded.attempts, indexed_at = excluded.indexed_at",
+        "left_out = NULL, attempts = excluded.attempts, indexed_at = excluded.indexed_at",
         (
             path,
             size,
@@ -901,6 +990,24 @@ def _record_failure(
         ),
     )
     return quarantined
+
+
+def _record_left_out(
+    db: sqlite3.Connection, state: tuple[str, int, int, str], kind: str, reason: str, when: float
+) -> None:
+    """Mark a file left out, keeping a note's last good chunks and fields. `attempts` counts
+    the passes that found it so in a row (never quarantined: it is retried on every pass)."""
+    path, size, mtime_ns, sha256 = state
+    db.execute(
+        "INSERT INTO notes(path, size, mtime_ns, sha256, status, error, left_out, attempts, "
+        "indexed_at) VALUES (?, ?, ?, ?, 'left_out', ?, ?, 1, ?) "
+        "ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
+        "sha256 = excluded.sha256, status = 'left_out', error = excluded.error, "
+        "left_out = excluded.left_out, "
+        "attempts = CASE WHEN notes.status = 'left_out' THEN notes.attempts + 1 ELSE 1 END, "
+        "indexed_at = excluded.indexed_at",
+        (path, size, mtime_ns, sha256, reason, kind, when),
+    )
 
 
 def _stored(row: Sequence[Any]) -> StoredChunk:

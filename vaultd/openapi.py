@@ -157,6 +157,34 @@ _QUARANTINED = {
     },
 }
 
+_LEFT_OUT = {
+    "type": "object",
+    "description": "A file that is no note vaultd can index; not a failure",
+    "required": ["path", "kind", "reason", "since"],
+    "properties": {
+        "path": {"type": "string"},
+        "kind": {"type": "string", "enum": ["too_big", "binary", "not_utf8", "unreadable"]},
+        "reason": {"type": "string"},
+        "since": {"type": "number", "description": "when it was last found so (epoch seconds)"},
+    },
+}
+
+_GOVERNOR = {
+    "type": "object",
+    "description": "How bulk work is paced",
+    "properties": {
+        "cpu_budget": {"type": "number"},
+        "yield_above": {"type": "number"},
+        "yielding": {"type": "boolean"},
+        "waiting_for_busy_machine": {
+            "type": "boolean",
+            "description": "a full pass holds back while other programs keep the machine busy",
+        },
+        "busy_since": {"type": "number", "nullable": True},
+        "others_share": {"type": "number", "nullable": True},
+    },
+}
+
 _NOTE = {
     "type": "object",
     "required": ["path", "title", "aliases", "tags", "links", "backlinks", "chunks"],
@@ -169,7 +197,7 @@ _NOTE = {
         "backlinks": {"type": "array", "items": {"type": "string"}},
         "frontmatter": {"type": "object"},
         "sha256": {"type": "string"},
-        "status": {"type": "string", "enum": ["ok", "failed", "quarantined"]},
+        "status": {"type": "string", "enum": ["ok", "failed", "quarantined", "left_out"]},
         "error": {"type": "string", "nullable": True},
         "chunks": {
             "type": "array",
@@ -296,6 +324,8 @@ def schema() -> dict[str, Any]:
                                     "queue_depth": {"type": "integer"},
                                     "failed": {"type": "array", "items": {"type": "object"}},
                                     "quarantined": {"type": "array", "items": _QUARANTINED},
+                                    "left_out": {"type": "array", "items": _LEFT_OUT},
+                                    "governor": _GOVERNOR,
                                     "last_reconcile": {"type": "object", "nullable": True},
                                     "last_reconcile_at": {"type": "number", "nullable": True},
                                     "lag_seconds": {"type": "object"},

@@ -227,6 +227,7 @@ class Worker(threading.Thread):
             summary = self.index.indexer.reconcile(self.progress)
         finally:
             self._bulk = False
+            self.governor.finished()
             self.state.indexing = ""
             self.progress.clear()
         self._succeeded()
@@ -697,11 +698,17 @@ class Daemon:
                 {"path": p, "reason": r, "attempts": a} for p, r, a in self.index.manifest.failed()
             ],
             "quarantined": [q.as_json() for q in self.index.manifest.quarantined()],
+            # Files that are no notes vaultd can index: reported, not failures.
+            "left_out": [e.as_json() for e in self.index.manifest.left_out()],
             "queue_depth": self.worker.queue_depth(),
             "governor": {
                 "cpu_budget": self.worker.governor.cpu_budget,
                 "yield_above": self.worker.governor.yield_above,
                 "yielding": self.worker.governor.yielding,
+                # Bulk work (a full pass) holds back while other programs keep the machine
+                # busy; edits are still served meanwhile.
+                "waiting_for_busy_machine": self.worker.governor.yielding,
+                "busy_since": self.worker.governor.busy_since,
                 "others_share": self.worker.governor.others,
             },
             "progress": None if progress is None else progress.as_json(),

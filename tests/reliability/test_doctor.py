@@ -36,6 +36,7 @@ from vaultd.doctor import (
     diagnose,
     render_text,
 )
+from vaultd.faults import PARSE_FAIL_ON
 from vaultd.lock import LOCK_NAME, DataDirLock
 from vaultd.models import MANIFEST_NAME, default_spec
 from vaultd.probe import why_probe
@@ -280,9 +281,13 @@ def test_a_damaged_manifest_fails_with_the_rebuild_remedy(
     assert database.read_bytes() == damaged
 
 
-def test_failed_notes_are_a_warning_that_names_them(tmp_path: Path, sockets: Path) -> None:
+def test_failed_and_left_out_notes_are_a_warning_that_names_them(
+    tmp_path: Path, sockets: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PARSE_FAIL_ON, "qqrefusedqq")
     vault = make_vault(tmp_path)
     (vault / "binary.md").write_bytes(b"\x00\x01\x02 not text")
+    (vault / "refused.md").write_text("# Refused\n\nThe parser refuses qqrefusedqq.\n")
     config = daemons.write_config(tmp_path / "vaultd.toml", vault, tmp_path / "data", sockets / "s")
     with open_index(load_config(config, env={}), env={}) as idx:
         idx.indexer.reconcile()
@@ -290,8 +295,9 @@ def test_failed_notes_are_a_warning_that_names_them(tmp_path: Path, sockets: Pat
     report = run(config)
     manifest = report.by_name("manifest")
     assert manifest.status == "warn" and report.ok  # warnings alone do not fail
-    assert "1 failed: binary.md:" in manifest.message and "binary content" in manifest.message
-    assert "vaultd reindex PATH" in manifest.remedy
+    assert "1 failed: refused.md: test fault hook" in manifest.message
+    assert "1 left out: binary.md: binary content" in manifest.message
+    assert "vaultd reindex PATH" in manifest.remedy and "max_file_mb" in manifest.remedy
     assert_same(export_of(config), before)
 
 

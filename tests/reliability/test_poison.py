@@ -10,6 +10,7 @@ crash cannot be produced on demand, and the hooks end the process the same way (
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -26,7 +27,7 @@ from tests.daemon import PATIENCE, RunningDaemon, running, short_socket_dir, sta
 from vaultd.app import open_index
 from vaultd.cli import main
 from vaultd.config import QUARANTINE_AFTER, load_config
-from vaultd.faults import CRASH_ON, CRASH_SIGNAL, EMBED_FAIL_ON
+from vaultd.faults import CRASH_ON, CRASH_SIGNAL, EMBED_FAIL_ON, PARSE_FAIL_ON
 from vaultd.manifest import FILE_NAME, SCHEMA_VERSION
 
 K = QUARANTINE_AFTER
@@ -209,10 +210,12 @@ def test_a_note_the_embedder_rejects_is_quarantined_until_it_changes(tmp_path: P
         assert_converged(daemon, vault, tmp_path)
 
 
-def test_a_note_the_parser_rejects_is_quarantined_without_a_daemon(tmp_path: Path) -> None:
+def test_a_note_the_parser_rejects_is_quarantined_without_a_daemon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The CLI path: `vaultd index` runs, `vaultd status` reads the manifest directly."""
-    vault = make_vault(tmp_path, "", marker="")
-    (vault / "binary.md").write_bytes(b"\x00\x01\x02 not text")
+    monkeypatch.setenv(PARSE_FAIL_ON, MARKER)
+    vault = make_vault(tmp_path, "b.md")
     config_path = write_config(
         tmp_path / "vaultd.toml", vault, tmp_path / "data", short_socket_dir() / "s"
     )
@@ -223,15 +226,37 @@ def test_a_note_the_parser_rejects_is_quarantined_without_a_daemon(tmp_path: Pat
         # Quarantined now: not even read as a failure any more.
         assert index.indexer.reconcile().notes_failed == 0
         [held] = index.manifest.quarantined()
-        assert (held.path, held.attempts) == ("binary.md", K) and "binary" in held.reason
+        assert (held.path, held.attempts) == ("b.md", K) and "test fault hook" in held.reason
         assert index.manifest.failed() == []
-        index.indexer.retry(["binary.md"])
+        index.indexer.retry(["b.md"])
         assert index.indexer.reconcile().notes_failed == 1
         assert index.manifest.quarantined()[0].attempts == K + 1
     shown = CliRunner().invoke(main, ["status", "--config", str(config_path)])
     assert shown.exit_code == 1, shown.output
-    assert "quarantined: binary.md: " in shown.output
+    assert "quarantined: b.md: " in shown.output
     assert f"({K + 1} attempts, since" in shown.output
+
+
+def test_a_binary_note_is_left_out_never_quarantined_and_status_says_so(tmp_path: Path) -> None:
+    """Not a note vaultd can index: no failure, no quarantine, listed as left out."""
+    vault = make_vault(tmp_path, "", marker="")
+    (vault / "binary.md").write_bytes(b"\x00\x01\x02 not text")
+    config_path = write_config(
+        tmp_path / "vaultd.toml", vault, tmp_path / "data", short_socket_dir() / "s"
+    )
+    config = load_config(config_path, env={})
+    with open_index(config, env={}) as index:
+        for _ in range(K + 1):
+            summary = index.indexer.reconcile()
+            assert (summary.notes_failed, summary.notes_left_out) == (0, 1)
+        assert index.manifest.quarantined() == [] and index.manifest.failed() == []
+    shown = CliRunner().invoke(main, ["status", "--config", str(config_path)])
+    assert shown.exit_code == 0, shown.output
+    assert f"notes:    {len(WORDS)} (" in shown.output and "1 left out" in shown.output
+    assert "left out: binary.md: binary content (NUL bytes)" in shown.output
+    shown = CliRunner().invoke(main, ["status", "--json", "--config", str(config_path)])
+    [entry] = json.loads(shown.stdout)["left_out"]
+    assert (entry["path"], entry["kind"]) == ("binary.md", "binary")
 
 
 class Abandoned(Exception):
@@ -272,9 +297,12 @@ def test_a_schema_3_manifest_opens_and_keeps_its_vectors(tmp_path: Path) -> None
     with open_index(config, env={}) as index:
         index.indexer.reconcile()
     before = export_of(config_path)
-    # Schema 3 is schema 4 without the in-flight table.
+    # Schema 3 is schema 5 without the in-flight and suspects tables and the left_out column.
     db = sqlite3.connect(tmp_path / "data" / FILE_NAME)
-    db.executescript("DROP TABLE in_flight; PRAGMA user_version = 3;")
+    db.executescript(
+        "DROP TABLE in_flight; DROP TABLE suspects; ALTER TABLE notes DROP COLUMN left_out; "
+        "PRAGMA user_version = 3;"
+    )
     vectors = db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
     db.close()
     assert vectors == len(before) > 0
@@ -283,7 +311,8 @@ def test_a_schema_3_manifest_opens_and_keeps_its_vectors(tmp_path: Path) -> None
         assert summary.chunks_embedded == 0 and summary.notes_unchanged == len(WORDS)
         assert index.manifest.in_flight() == []
     db = sqlite3.connect(tmp_path / "data" / FILE_NAME)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert "left_out" in {r[1] for r in db.execute("PRAGMA table_info(notes)")}
     assert db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0] == vectors
     db.close()
     assert_same(export_of(config_path), before)

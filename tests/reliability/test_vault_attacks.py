@@ -638,14 +638,21 @@ def chmod_000_case(vault: Path, tmp_path: Path, env: dict[str, str]) -> None:
         (vault / "locked" / "inner.md").write_text(note("Inner", "A kingfisher dives."))
         (vault / "locked").chmod(0)
 
-        def attempts() -> int:
-            failed = {f["path"]: f for f in status(daemon)["failed"]}
-            return int(failed["guarded.md"]["attempts"]) if "guarded.md" in failed else 0
+        def left_out() -> dict[str, dict[str, Any]]:
+            return {e["path"]: e for e in status(daemon)["left_out"]}
 
-        # Retried by the rescans, and meanwhile the last good chunks answer.
-        eventually(lambda: attempts() >= 2, "retried by a later rescan")
+        # Left out as unreadable (not failed), and retried by the rescans (each finds it so
+        # again), and meanwhile the last good chunks answer.
+        eventually(lambda: "guarded.md" in left_out(), "left out as unreadable")
+        first_seen = left_out()["guarded.md"]["since"]
+        eventually(
+            lambda: left_out()["guarded.md"]["since"] > first_seen,
+            "retried by a later rescan",
+        )
+        assert left_out()["guarded.md"]["kind"] == "unreadable"
+        assert status(daemon)["failed"] == []
         row = indexed_note(daemon, "guarded.md")
-        assert row is not None and row["status"] == "failed"
+        assert row is not None and row["status"] == "left_out"
         assert "Permission denied" in row["error"]
         assert row["chunks"] == good["chunks"]
         assert hits(daemon, "ibis") == {"guarded.md"}
@@ -654,20 +661,19 @@ def chmod_000_case(vault: Path, tmp_path: Path, env: dict[str, str]) -> None:
         assert hits(daemon, "kestrel lapwing") == {"locked/inner.md", "locked/other.md"}
         assert hits(daemon, "kingfisher") == set()
         assert {"path": "locked/", "reason": "permission denied"} in skipped(daemon)
-        assert status(daemon)["notes"] == 3  # guarded.md counts as failed, not as gone
+        assert status(daemon)["notes"] == 3  # guarded.md counts as left out, not as gone
 
-        # The folder is logged once, however many rescans meet it. The note's failure is
-        # logged by the indexer, which at present logs it again on every attempt.
+        # The folder is logged once, however many rescans meet it, and so is the note.
         events = log_events(daemon)
-        failures = [e for e in events if e.get("event") == "note failed"]
-        assert [e["path"] for e in failures].count("guarded.md") >= 1
+        left = [e for e in events if e.get("event") == "note left out"]
+        assert [e["path"] for e in left].count("guarded.md") == 1
         assert skip_logs(daemon, "locked/") == ["permission denied"]
 
         (vault / "guarded.md").chmod(0o644)
         (vault / "locked").chmod(0o755)
         eventually(lambda: hits(daemon, "jacana") == {"guarded.md"}, "readable again")
         eventually(lambda: hits(daemon, "kingfisher") == {"locked/inner.md"}, "open again")
-        assert status(daemon)["failed"] == []
+        assert status(daemon)["failed"] == [] and status(daemon)["left_out"] == []
         assert health(daemon) == "ok"
         assert_converged(daemon, vault, tmp_path)
     finally:

@@ -18,7 +18,9 @@ store names decomposed) has the same path everywhere, and rules match it either 
 
 What a user would want to hear about (a folder that cannot be read, a name that is not UTF-8,
 a link out of the vault or in a loop, two spellings of one name, a file over the size cap) is
-listed in `Discovery.skipped` after each walk and logged the first time it is seen.
+listed in `Discovery.skipped` after each walk and logged the first time it is seen. A note over
+the size cap is a note left out: it is also put in `Discovery.left_out`, by the walk and by
+`state_of` alike, and the indexer records, logs and reports it (the manifest remembers it).
 """
 
 from __future__ import annotations
@@ -170,6 +172,10 @@ class Discovery:
         self.skipped: list[tuple[str, str]] = []
         #: Skips already logged: a rescan every hour must not repeat them every hour.
         self._logged: set[tuple[str, str]] = set()
+        #: Notes over the size cap met since the last full walk (or since the indexer cleared
+        #: it), by path: their stat and the reason. Not logged here: the indexer records them
+        #: in the manifest and logs each the first time.
+        self.left_out: dict[str, tuple[FileState, str]] = {}
         self._exclude = _compile(rules.exclude)
         self._include = _compile(rules.include)
         self._max_bytes = rules.max_file_mb * _MB
@@ -286,6 +292,7 @@ class Discovery:
         not look like an empty one, or every note would be taken for deleted.
         """
         self.skipped = []
+        self.left_out = {}
         root = os.fspath(self.root)
         try:
             st = os.stat(root)
@@ -359,9 +366,13 @@ class Discovery:
             return None
         except (OSError, ValueError):  # ValueError: a NUL byte in the path
             return None
-        if not stat.S_ISREG(st.st_mode) or st.st_size > self._max_bytes:
+        if not stat.S_ISREG(st.st_mode):
             return None
-        return FileState(path=rel, size=st.st_size, mtime_ns=st.st_mtime_ns)
+        state = FileState(path=rel, size=st.st_size, mtime_ns=st.st_mtime_ns)
+        if st.st_size > self._max_bytes:
+            self.left_out[rel] = (state, self._too_big_reason(st.st_size))
+            return None
+        return state
 
     def locate(self, rel_path: str) -> str | None:
         """The file a vault path names on disk, or None when there is none.
@@ -430,30 +441,32 @@ class Discovery:
         """
         rel = "/".join(_nfc(p) for p in rel_path.split("/") if p not in ("", "."))
         if not rel or self.is_ignored(rel):
-            raise NoteUnavailableError(rel_path, "not a note the vault's rules admit")
+            raise NoteUnavailableError(rel_path, "not a note the vault's rules admit", "excluded")
         try:
             path = self.locate(rel)
         except PermissionError as exc:
-            raise NoteUnavailableError(rel_path, "a folder on the way cannot be read") from exc
+            raise NoteUnavailableError(
+                rel_path, "a folder on the way cannot be read", "unreadable"
+            ) from exc
         if path is None:
             raise NoteUnavailableError(rel_path, "no such note")
         if self.rules.follow_symlinks:
             if not self._reachable(path):
-                raise NoteUnavailableError(rel_path, "it leads out of the vault")
+                raise NoteUnavailableError(rel_path, "it leads out of the vault", "link")
             path = os.path.realpath(path)
             base = self._real_root
         else:
             base = os.fspath(self.root)
         parts = os.path.relpath(path, base).split(os.sep)
         if ".." in parts:
-            raise NoteUnavailableError(rel_path, "it leads out of the vault")
+            raise NoteUnavailableError(rel_path, "it leads out of the vault", "link")
         fd = self._open_below(base, parts, rel_path)
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
-                raise NoteUnavailableError(rel_path, "not a regular file")
+                raise NoteUnavailableError(rel_path, "not a regular file", "unreadable")
             if info.st_size > self._max_bytes:
-                raise NoteUnavailableError(rel_path, f"over max_file_mb ({self.rules.max_file_mb})")
+                raise NoteUnavailableError(rel_path, self._too_big_reason(info.st_size), "too_big")
         except BaseException:
             os.close(fd)
             raise
@@ -464,7 +477,9 @@ class Discovery:
         try:
             here = os.open(base, os.O_RDONLY | os.O_DIRECTORY | nofollow)
         except OSError as exc:
-            raise NoteUnavailableError(rel_path, f"the vault cannot be opened ({exc})") from exc
+            raise NoteUnavailableError(
+                rel_path, f"the vault cannot be opened ({exc})", "unreadable"
+            ) from exc
         try:
             for part in parts[:-1]:
                 below = os.open(part, os.O_RDONLY | os.O_DIRECTORY | nofollow, dir_fd=here)
@@ -474,10 +489,12 @@ class Discovery:
             return os.open(parts[-1], os.O_RDONLY | os.O_NONBLOCK | nofollow, dir_fd=here)
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-                raise NoteUnavailableError(rel_path, "a symlink was put in its place") from exc
+                raise NoteUnavailableError(
+                    rel_path, "a symlink was put in its place", "link"
+                ) from exc
             if exc.errno == errno.ENOENT:
                 raise NoteUnavailableError(rel_path, "no such note") from exc
-            raise NoteUnavailableError(rel_path, exc.strerror or str(exc)) from exc
+            raise NoteUnavailableError(rel_path, exc.strerror or str(exc), "unreadable") from exc
         finally:
             os.close(here)
 
@@ -487,6 +504,9 @@ class Discovery:
         with os.fdopen(fd, "rb") as handle:
             info = os.fstat(handle.fileno())
             return handle.read(), info
+
+    def _too_big_reason(self, size: int) -> str:
+        return f"larger than the {self.rules.max_file_mb:g} MB limit ({size / _MB:.1f} MB)"
 
     def _skip(self, rel: str, reason: str) -> None:
         self._skip_printable(_printable(rel), reason)
@@ -608,7 +628,8 @@ class Discovery:
             elif not stat.S_ISREG(st.st_mode):
                 continue
             elif st.st_size > self._max_bytes:
-                limit, size = self.rules.max_file_mb, st.st_size / _MB
-                self._skip(rel, f"larger than the {limit:g} MB limit ({size:.1f} MB)")
+                reason = self._too_big_reason(st.st_size)
+                self.skipped.append((rel, reason))
+                self.left_out[rel] = (FileState(rel, st.st_size, st.st_mtime_ns), reason)
             else:
                 yield FileState(path=rel, size=st.st_size, mtime_ns=st.st_mtime_ns)

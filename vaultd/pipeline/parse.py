@@ -6,9 +6,9 @@ Inline syntax that hides text from Obsidian (code spans, comments, math) is mask
 and links are collected, so `#not-a-tag` inside code never becomes a tag.
 
 What is skipped and what is kept (documented in docs/parsing.md):
-- NUL bytes, or mostly undecodable bytes: the note is skipped (`NoteError`).
+- NUL bytes, or mostly undecodable bytes: the note is skipped (`LeftOutError`, a `NoteError`).
 - A few invalid UTF-8 sequences: replaced with U+FFFD and recorded in `Note.errors`.
-- Larger than `max_bytes`: skipped (`NoteError`).
+- Larger than `max_bytes`: skipped (`LeftOutError`).
 - Invalid or oversized frontmatter: recorded in `Note.errors`; the body is still indexed.
 """
 
@@ -32,7 +32,7 @@ from mistune.core import BlockState
 from mistune.plugins.math import math as math_plugin
 from mistune.plugins.table import table as table_plugin
 
-from vaultd.errors import NoteError
+from vaultd.errors import LeftOutError, NoteError
 from vaultd.model import Block, BlockKind, Link, Note
 
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
@@ -139,7 +139,7 @@ def decode(data: bytes, path: str) -> tuple[str, list[str]]:
     """Bytes to text with LF line endings; raises NoteError for content that is not text."""
     errors: list[str] = []
     if b"\x00" in data:
-        raise NoteError(f"{path}: binary content (NUL bytes); not a text note, skipped")
+        raise LeftOutError(path, "binary content (NUL bytes); not a text note, skipped", "binary")
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     try:
@@ -148,8 +148,8 @@ def decode(data: bytes, path: str) -> tuple[str, list[str]]:
         text = data.decode("utf-8", errors="replace")
         bad = text.count("\ufffd")
         if bad > max(16, len(text) * MAX_REPLACEMENT_RATIO):
-            raise NoteError(
-                f"{path}: not UTF-8 text ({bad} undecodable sequences); skipped"
+            raise LeftOutError(
+                path, f"not UTF-8 text ({bad} undecodable sequences); skipped", "not_utf8"
             ) from exc
         errors.append(f"invalid UTF-8 at byte {exc.start}: {bad} sequence(s) replaced with U+FFFD")
     # One logical line per physical line whatever the platform wrote, so numbers match editors.
@@ -161,9 +161,11 @@ def decode(data: bytes, path: str) -> tuple[str, list[str]]:
 def parse_note(path: str, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Note:
     """Parse one note. Raises only `NoteError`, for content that must not be indexed."""
     if len(data) > max_bytes:
-        raise NoteError(
-            f"{path}: {len(data) / 1048576:.1f} MiB is over the {max_bytes / 1048576:.0f} MiB "
-            "limit ([vault] max_file_mb); skipped"
+        raise LeftOutError(
+            path,
+            f"{len(data) / 1048576:.1f} MiB is over the {max_bytes / 1048576:.0f} MiB "
+            "limit ([vault] max_file_mb); skipped",
+            "too_big",
         )
     try:
         text, errors = decode(data, path)
