@@ -40,24 +40,23 @@ def test_binary_too_big_and_unreadable_files_are_left_out_not_failed_and_retried
 ) -> None:
     """Left out: no note vaultd can index. Listed with the kind and reason, never counted as
     failed or quarantined, looked at again on every pass, and off the list once fixed."""
-    import builtins
-
-    from vaultd import indexer as indexer_module
+    import os
 
     vault = make_vault(tmp_path)
     (vault / "binary.md").write_bytes(b"\x00\x01\x02 not text")
     (vault / "latin1.md").write_bytes(("Grüße aus Köln, schöne Tage. " * 40).encode("latin-1"))
     (vault / "big.md").write_text("x" * 3000)
     (vault / "sub" / "locked.md").write_text("# Locked\n\nA kestrel.\n")
-    real_open = builtins.open
+    real_open = os.open
 
     def denying(file: Any, *args: Any, **kwargs: Any) -> Any:
         # Injected fault: tests run as root here, which reads whatever the mode bits say.
+        # Notes are opened one component at a time (Discovery.open_note): the last is the name.
         if str(file).endswith("locked.md"):
             raise PermissionError(13, "Permission denied", str(file))
         return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(indexer_module, "open", denying, raising=False)
+    monkeypatch.setattr(os, "open", denying)
     config = load_config(config_for(tmp_path, vault, "max_file_mb = 0.002"), env={})
     with open_index(config, env={}) as index:
         first = index.indexer.reconcile()
@@ -86,7 +85,7 @@ def test_binary_too_big_and_unreadable_files_are_left_out_not_failed_and_retried
         (vault / "binary.md").write_text("# Fixed\n\nNow it is text.\n")
         (vault / "big.md").write_text("small now")
         (vault / "latin1.md").unlink()
-        monkeypatch.setattr(indexer_module, "open", real_open, raising=False)
+        monkeypatch.setattr(os, "open", real_open)
         third = index.indexer.reconcile()
         assert third.notes_left_out == 0 and third.notes_changed == 3
         assert index.manifest.left_out() == [] and index.manifest.failed() == []

@@ -594,8 +594,27 @@ MODE_BITS = textwrap.dedent(
                     deny(text)
             return real_open(file, mode, *args, **kwargs)
 
+        real_os_open = os.open
+
+        def os_open(path, flags, mode=0o777, *, dir_fd=None):
+            # Notes are opened one component at a time relative to the folder above.
+            full = os.fsdecode(path)
+            if dir_fd is not None and not os.path.isabs(full):
+                full = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), full)
+            if (text := inside(full)) is not None:
+                search(text)
+                try:
+                    bits = real_stat(text).st_mode
+                except OSError:
+                    bits = None
+                writes = flags & (os.O_WRONLY | os.O_RDWR)
+                if bits is not None and not bits & (0o200 if writes else 0o400):
+                    deny(text)
+            return real_os_open(path, flags, mode, dir_fd=dir_fd)
+
         os.stat, os.lstat, os.scandir, os.listdir = stat, lstat, scandir, listdir
         io.open = builtins.open = open_
+        os.open = os_open
 
 
     if _UNDER:
