@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -144,7 +144,7 @@ def test_daemon_yields_to_a_busy_machine_but_serves_edits(tmp_path: Path) -> Non
             def governor() -> dict[str, object]:
                 return dict(daemon.request("GET", "/v1/status")["governor"])
 
-            wait_until(lambda: governor()["yielding"] is True, "the daemon yields", 90)
+            wait_until(lambda: governor()["yielding"] is True, "the daemon yields")
             assert governor()["waiting_for_busy_machine"] is True
             assert governor()["busy_since"] is not None
             status = daemon.request("GET", "/v1/status")
@@ -157,13 +157,41 @@ def test_daemon_yields_to_a_busy_machine_but_serves_edits(tmp_path: Path) -> Non
             wait_until(
                 lambda: bool(daemon.search("quokkaberry", k=1, mode="keyword")),
                 "the edit is searchable while bulk work waits",
-                60,
             )
             assert "the machine is busy; bulk indexing waits" in daemon.log_text()
             for burner in burners:
                 burner.kill()
-            wait_until(lambda: governor()["yielding"] is False, "the daemon resumes", 90)
+            if not _resumes_or_machine_stays_busy(governor, threshold=0.3):
+                # Programs this test did not start keep the machine busy (a shared CI machine,
+                # the suite run beside CPU burners): waiting on is the rule working, and the
+                # rest of the vault waits with it.
+                return
             daemon.wait_idle(timeout=300)
             status = daemon.request("GET", "/v1/status")
             assert status["notes"] == len(list(vault.rglob("*.md"))) > notes_then
             assert "the machine is quiet again; bulk indexing resumes" in daemon.log_text()
+
+
+def _resumes_or_machine_stays_busy(
+    governor: Callable[[], dict[str, object]], threshold: float, timeout: float = 120
+) -> bool:
+    """True once the daemon resumes; False if, instead, the machine stays busy without this
+    test's burners (others' share above `threshold`, measured here too, for as long as the
+    daemon waits). Fails when the daemon keeps waiting on a machine that went quiet."""
+    meter = CpuMeter()
+    deadline = time.monotonic() + timeout
+    busy_readings = 0
+    while time.monotonic() < deadline:
+        if governor()["yielding"] is False:
+            return True
+        time.sleep(1.5)
+        share = meter.others()
+        reported = governor()["others_share"]
+        if share is not None and share > threshold and isinstance(reported, float):
+            busy_readings += 1
+            if busy_readings >= 20:  # 30 s of a busy machine, as the daemon says too
+                assert reported > threshold, reported
+                return False
+        else:
+            busy_readings = 0
+    raise AssertionError("the daemon kept waiting after the machine went quiet")
