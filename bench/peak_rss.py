@@ -296,6 +296,9 @@ def main() -> None:
     args = parser.parse_args()
     args.env = dict(item.split("=", 1) for item in args.env)
     trees: list[Path] = [t.resolve() for t in args.tree] or [CHECKOUT]
+    # `python -m vaultd` puts its working directory first on sys.path, before PYTHONPATH: run
+    # from a checkout, every tree would run that checkout's code.
+    os.chdir(tempfile.gettempdir())
     runs: list[Run] = []
     for repeat in range(args.repeat):
         for case in args.case:
