@@ -94,7 +94,12 @@ def test_unit_file_directives() -> None:
         assert one(unit, "Service", key) == value, key
     # Restarting cannot fix a missing model, a locked data directory or a bad config.
     assert set(one(unit, "Service", "RestartPreventExitStatus").split()) == {"70", "75", "78"}
-    assert "MemoryHigh" in service
+    # What a first index was measured to need, with headroom (docs/benchmarks.md), and the
+    # malloc arenas that measurement ran with.
+    assert one(unit, "Service", "MemoryHigh") == "2G"
+    # A limit that kills would only restart a first index into the same peak, again and again.
+    assert "MemoryMax" not in service
+    assert one(unit, "Service", "Environment") == "MALLOC_ARENA_MAX=2"
     assert "CPUQuota" not in service  # offered commented out, with the reason
     assert "#CPUQuota=" in SHIPPED["systemd"].read_text(encoding="utf-8")
     assert one(unit, "Install", "WantedBy") == "default.target"
@@ -102,6 +107,13 @@ def test_unit_file_directives() -> None:
     from vaultd.service import STOP_TIMEOUT
 
     assert int(one(unit, "Service", "TimeoutStopSec")) > STOP_TIMEOUT
+
+
+def test_both_systemd_units_set_the_same_memory_limits() -> None:
+    single = unit_directives(SHIPPED["systemd"].read_text(encoding="utf-8"))["Service"]
+    per_vault = unit_directives((REPO / "systemd" / "vaultd@.service").read_text("utf-8"))
+    for key in ("MemoryHigh", "Environment"):
+        assert per_vault["Service"].get(key) == single.get(key), key
 
 
 def test_exit_codes_in_the_unit_match_the_errors() -> None:
