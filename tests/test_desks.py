@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession
 
 from tests.daemon import NEVER_YIELD, RunningDaemon, start, wait_until
+from tests.test_mcp import call_with_config, payload
 from vaultd.client import Client
 from vaultd.errors import VaultMismatchError
 from vaultd.layout import vault_id
@@ -179,30 +179,6 @@ def test_a_socket_configured_to_another_vaults_daemon_is_a_clear_error(
         client.request("POST", "/v1/search", {"query": "budget"})
 
 
-def _mcp(config: Path, steps: Any) -> Any:
-    # env=None: the SDK's default environment (HOME, LOGNAME, PATH, SHELL, TERM, USER).
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "vaultd", "mcp", "--config", str(config)]
-    )
-
-    async def main() -> Any:
-        async with (
-            stdio_client(params) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            return await steps(session)
-
-    return anyio.run(main)
-
-
-def _payload(result: Any) -> Any:
-    assert not result.is_error, result.content
-    if result.structured_content is not None:
-        return result.structured_content
-    return json.loads(result.content[0].text)
-
-
 def test_an_mcp_client_with_the_sdks_default_environment_finds_each_vaults_daemon(
     desk: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -212,11 +188,11 @@ def test_an_mcp_client_with_the_sdks_default_environment_finds_each_vaults_daemo
     for name, other in (("work", "home"), ("home", "work")):
 
         async def steps(session: ClientSession, name: str = name) -> Any:
-            return _payload(
+            return payload(
                 await session.call_tool("search", {"query": WORDS[name], "mode": "keyword"})
             )
 
-        hits = _mcp(desk["configs"][name], steps)["hits"]
+        hits = call_with_config(desk["configs"][name], steps)["hits"]
         texts = " ".join(h["text"] for h in hits)
         assert WORDS[name].split()[0] in texts
         assert WORDS[other].split()[0] not in texts
@@ -233,11 +209,11 @@ def test_mcp_links_are_vault_paths_that_read_note_accepts(
     )
 
     async def steps(session: ClientSession) -> Any:
-        links = _payload(await session.call_tool("links", {"path": "Shared.md"}))
+        links = payload(await session.call_tool("links", {"path": "Shared.md"}))
         target = links["links"][0]
-        read = _payload(await session.call_tool("read_note", {"path": target["path"]}))
+        read = payload(await session.call_tool("read_note", {"path": target["path"]}))
         return target, read
 
-    target, read = _mcp(desk["configs"]["work"], steps)
+    target, read = call_with_config(desk["configs"]["work"], steps)
     assert target["target"] == "Deploys" and target["path"] == "Ops/Deploys.md"
     assert "Tuesdays" in read["text"]

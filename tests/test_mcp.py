@@ -40,8 +40,14 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
 
 def call(daemon: RunningDaemon, steps: Any) -> Any:
     """Start `vaultd mcp` for this daemon's config and run `steps(session)` against it."""
+    return call_with_config(daemon.config, steps)
+
+
+def call_with_config(config: Path, steps: Any) -> Any:
+    """Start `vaultd mcp --config CONFIG` as a real MCP client does (env None: the SDK's
+    default environment) and run `steps(session)` against it."""
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "vaultd", "mcp", "--config", str(daemon.config)]
+        command=sys.executable, args=["-m", "vaultd", "mcp", "--config", str(config)]
     )
 
     async def main() -> Any:
