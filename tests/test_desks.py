@@ -107,8 +107,7 @@ def test_each_daemon_listens_on_a_socket_of_its_own_and_names_its_vault(
         assert health["pid"] == daemon.process.pid
 
 
-@pytest.mark.parametrize("name", ["work", "home"])
-@pytest.mark.parametrize("how", ["--vault", "--config"])
+@pytest.mark.parametrize(("name", "how"), [("work", "--vault"), ("home", "--config")])
 def test_every_command_answers_from_the_asked_vault_only(
     desk: dict[str, Any], name: str, how: str
 ) -> None:

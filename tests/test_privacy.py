@@ -71,10 +71,8 @@ def test_an_index_made_under_a_loose_umask_is_owner_only(tmp_path: Path, umask: 
     assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o700
 
 
-@pytest.mark.parametrize("umask", [0o000, 0o022])
-def test_a_daemon_under_a_loose_umask_keeps_everything_owner_only(
-    tmp_path: Path, umask: int
-) -> None:
+def test_a_daemon_under_umask_000_keeps_everything_owner_only(tmp_path: Path) -> None:
+    umask = 0o000  # the loosest; 022 is covered by the index test above
     vault = _vault(tmp_path)
     socket = short_socket_dir() / "vaultd.sock"
     config = _config(tmp_path, vault, socket)
@@ -112,9 +110,6 @@ def test_doctor_fails_on_a_loosened_index_and_the_next_open_tightens_it(tmp_path
     config = _config(tmp_path, vault, short_socket_dir() / "vaultd.sock")
     index = [sys.executable, "-m", "vaultd", "index", "--config", str(config)]
     assert subprocess.run(index, capture_output=True, timeout=300).returncode == 0
-    code, checks = _doctor(config)
-    assert checks["privacy"]["status"] == "ok", checks["privacy"]
-
     data = tmp_path / "state" / "data"
     os.chmod(data, 0o755)
     os.chmod(data / "vaultd.db", 0o644)

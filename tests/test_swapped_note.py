@@ -31,11 +31,12 @@ pytestmark = pytest.mark.slow
 MARKER = "OUTSIDE-THE-VAULT-7f3a"
 HOME = "# Home\n\nThe start page of the vault.\n"
 INNER = "# Inner\n\nA note in a folder.\n"
-RACE_SECONDS = 6.0
+RACE_SECONDS = 4.0
 
 
-@pytest.fixture
-def daemon(tmp_path: Path) -> Iterator[tuple[RunningDaemon, Path, Path]]:
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningDaemon, Path, Path]]:
+    tmp_path = tmp_path_factory.mktemp("swapped")
     vault = tmp_path / "vault"
     (vault / "Folder").mkdir(parents=True)
     (vault / "Home.md").write_text(HOME, encoding="utf-8")
