@@ -168,7 +168,7 @@ def vectors_only(source: Path, target: Path) -> None:
     into it does all the work of a first index except running the model."""
     copy_manifest(source, target)
     with sqlite3.connect(target / FILE_NAME) as db:
-        for table in ("chunks", "note_tags", "note_links", "notes", "in_flight"):
+        for table in ("chunks", "note_tags", "note_links", "notes", "in_flight", "suspects"):
             db.execute(f"DELETE FROM {table}")
 
 
