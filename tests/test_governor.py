@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -161,15 +162,37 @@ def test_daemon_yields_to_a_busy_machine_but_serves_edits(tmp_path: Path) -> Non
             assert "the machine is busy; bulk indexing waits" in daemon.log_text()
             for burner in burners:
                 burner.kill()
-            if not _resumes_or_machine_stays_busy(governor, threshold=0.3):
+            total = len(list(vault.rglob("*.md")))
+            if not _finishes_unless_others_keep_it_busy(daemon.request, governor, total):
                 # Programs this test did not start keep the machine busy (a shared CI machine,
-                # the suite run beside CPU burners): waiting on is the rule working, and the
-                # rest of the vault waits with it.
+                # the suite run beside CPU burners or beside another test worker): waiting on
+                # is the rule working, and the rest of the vault waits with it.
                 return
             daemon.wait_idle(timeout=300)
             status = daemon.request("GET", "/v1/status")
-            assert status["notes"] == len(list(vault.rglob("*.md"))) > notes_then
+            assert status["notes"] == total > notes_then
             assert "the machine is quiet again; bulk indexing resumes" in daemon.log_text()
+
+
+def _finishes_unless_others_keep_it_busy(
+    request: Callable[[str, str], Any],
+    governor: Callable[[], dict[str, object]],
+    total: int,
+    timeout: float = 600,
+) -> bool:
+    """True once every note is indexed; False if, on the way, the daemon yields again and the
+    machine stays busy with programs this test did not start. Each time it yields, it must
+    resume once the machine goes quiet."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if request("GET", "/v1/status")["notes"] == total:
+            return True
+        if governor()["yielding"] is True and not _resumes_or_machine_stays_busy(
+            governor, threshold=0.3
+        ):
+            return False
+        time.sleep(0.5)
+    raise AssertionError(f"the first index did not finish within {timeout:.0f} s")
 
 
 def _resumes_or_machine_stays_busy(

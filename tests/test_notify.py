@@ -300,7 +300,11 @@ def launched(workdir: Path, listener: Listener) -> Iterator[Live]:
     try:
         daemon = start(config, sockets / "vaultd.sock", workdir / "vaultd.log", env=env)
         try:
-            yield Live(daemon, listener, config, config.read_text(encoding="utf-8"))
+            live = Live(daemon, listener, config, config.read_text(encoding="utf-8"))
+            # The socket answers a moment before readiness is sent: the worker and the
+            # scheduler start in between, which takes a while on a busy machine.
+            listener.wait_for(lambda ms: any(has("READY")(m) for m in ms), "READY=1")
+            yield live
         finally:
             if daemon.process.poll() is None:
                 daemon.stop()
@@ -632,7 +636,11 @@ def launched_with_killers(workdir: Path, listener: Listener, **faults: str) -> I
     try:
         daemon = start(config, sockets / "vaultd.sock", workdir / "vaultd.log", env=env)
         try:
-            yield Live(daemon, listener, config, config.read_text(encoding="utf-8"))
+            live = Live(daemon, listener, config, config.read_text(encoding="utf-8"))
+            # The socket answers a moment before readiness is sent: the worker and the
+            # scheduler start in between, which takes a while on a busy machine.
+            listener.wait_for(lambda ms: any(has("READY")(m) for m in ms), "READY=1")
+            yield live
         finally:
             if daemon.process.poll() is None:
                 daemon.stop()

@@ -125,6 +125,8 @@ def test_a_vault_on_nfs_is_polled_says_why_and_converges(tmp_path: Path) -> None
         assert "not those made by the server, other machines" in reason
         warnings = log_events(daemon, "watching by polling")
         assert len(warnings) == 1 and warnings[0]["reason"] == reason
+        # "started" is logged just after the socket first answers.
+        wait_until(lambda: bool(log_events(daemon, "started")), "the daemon logs its start")
         assert log_events(daemon, "started")[0]["watch"] == "polling"
         # Polling is not a fault: health stays ok.
         assert daemon.request("GET", "/v1/health")["status"] == "ok"
