@@ -42,13 +42,13 @@ from machine import cpu_model
 
 from tests.daemon import short_socket_dir, start, write_config
 from vaultd.config import load_config
+from vaultd.embedding.embedder import workers_for
+from vaultd.embedding.spec import load_spec
+from vaultd.embedding.tokens import TokenCounter, load_tokenizer
 from vaultd.errors import NoteError
-from vaultd.models import load_spec
 from vaultd.pipeline.chunk import chunk_note
 from vaultd.pipeline.discover import Discovery, IgnoreRules
-from vaultd.pipeline.embed import workers_for
 from vaultd.pipeline.parse import parse_note
-from vaultd.tokens import TokenCounter, load_tokenizer
 
 
 class PeakRss(threading.Thread):

@@ -42,13 +42,13 @@ import onnxruntime as ort
 from machine import cpu_model  # bench/ is on sys.path when a script runs
 
 from vaultd.config import Config, load_config
+from vaultd.embedding.embedder import pool, session_options, workers_for
+from vaultd.embedding.spec import ModelSpec, load_spec
+from vaultd.embedding.tokens import TokenCounter, load_tokenizer
 from vaultd.errors import NoteError
-from vaultd.models import ModelSpec, load_spec
 from vaultd.pipeline.chunk import chunk_note
 from vaultd.pipeline.discover import Discovery, IgnoreRules
-from vaultd.pipeline.embed import pool, session_options, workers_for
 from vaultd.pipeline.parse import parse_note
-from vaultd.tokens import TokenCounter, load_tokenizer
 
 DEFAULT_VAULT = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "obsidian-help" / "en"
 TARGET = 1.10

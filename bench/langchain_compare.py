@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vaultd.models import load_spec
-from vaultd.pipeline.embed import Embedder
-from vaultd.tokens import load_tokenizer
+from vaultd.embedding.embedder import Embedder
+from vaultd.embedding.spec import load_spec
+from vaultd.embedding.tokens import load_tokenizer
 
 DEFAULT_VAULT = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "obsidian-help" / "en"
 COLLECTION = "obsidian"

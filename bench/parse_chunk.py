@@ -17,11 +17,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from vaultd.embedding.spec import default_spec
+from vaultd.embedding.tokens import TokenCounter
 from vaultd.errors import NoteError
-from vaultd.models import default_spec
 from vaultd.pipeline.chunk import DEFAULT_MAX_TOKENS, chunk_note
 from vaultd.pipeline.parse import parse_note
-from vaultd.tokens import TokenCounter
 
 DEFAULT_VAULT = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "obsidian-hub"
 

@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from beir import Dataset, Document, dedupe, load_dataset, ndcg_at, percentile, recall_at
 
-from vaultd.app import open_index
 from vaultd.config import load_config
-from vaultd.search import MAX_K, MODES, Mode
+from vaultd.index.open import open_index
+from vaultd.index.search import MAX_K, MODES, Mode
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "scifact"
 #: Published BEIR SciFact nDCG@10, for the printed comparison.

@@ -44,10 +44,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from machine import cpu_model  # bench/ is on sys.path when a script runs
 
-from vaultd.app import open_index
 from vaultd.config import load_config
-from vaultd.export import export_records
-from vaultd.manifest import FILE_NAME
+from vaultd.index.export import export_records
+from vaultd.index.open import open_index
+from vaultd.storage.manifest import FILE_NAME
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 

@@ -24,9 +24,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.daemon import short_socket_dir, start, write_config
-from vaultd.app import open_index
-from vaultd.client import Client
+from vaultd.api.client import Client
 from vaultd.config import load_config
+from vaultd.index.open import open_index
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 

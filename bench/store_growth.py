@@ -40,11 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from machine import cpu_model  # bench/ is on sys.path when a script runs
 
-from vaultd.app import installed_chromadb
 from vaultd.config import LogSection
-from vaultd.indexer import chunk_metadata
+from vaultd.index.indexer import chunk_metadata
+from vaultd.index.open import installed_chromadb
 from vaultd.logs import configure as configure_logs
-from vaultd.pipeline.store import Metadata, VectorStore
+from vaultd.storage.vectors import Metadata, VectorStore
 
 VARIANTS = ("upsert", "churn", "churn-raw")
 WORDS = [

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from vaultd.models import default_spec
-from vaultd.tokens import TokenCounter
+from vaultd.embedding.spec import default_spec
+from vaultd.embedding.tokens import TokenCounter
 
 #: Real vaults written by others, beside the checkout; never copied into the repository.
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

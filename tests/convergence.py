@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 
 from tests.daemon import RunningDaemon, short_socket_dir, write_config
-from vaultd.app import open_index
 from vaultd.config import load_config
-from vaultd.export import export_records
+from vaultd.index.export import export_records
+from vaultd.index.open import open_index
 
 Records = list[dict[str, Any]]
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vaultd.client import Client, DaemonError
-from vaultd.server import MAX_WAIT
+from vaultd.api.client import Client, DaemonError
+from vaultd.api.server import MAX_WAIT
 
 #: How long a test waits for the daemon before calling it a failure: generous, because the
 #: machines that run the suite are shared and loaded, and the limit only bounds a failure.

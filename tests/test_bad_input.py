@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from vaultd.embedding.tokens import TokenCounter
 from vaultd.errors import NoteError
-from vaultd.model import Chunk, Note
 from vaultd.pipeline import parse
 from vaultd.pipeline.chunk import chunk_note
 from vaultd.pipeline.parse import DEFAULT_MAX_BYTES, MAX_FRONTMATTER_BYTES, parse_note
-from vaultd.tokens import TokenCounter
+from vaultd.records import Chunk, Note
 
 
 def assert_within_budget(chunks: list[Chunk], counter: TokenCounter, budget: int) -> None:

@@ -28,8 +28,8 @@ import pytest
 from tests.conftest import shared_path
 from tests.daemon import NEVER_YIELD, PATIENCE, fault_env, short_socket_dir, start
 from vaultd.errors import StoreError
-from vaultd.pipeline import store as store_module
-from vaultd.pipeline.store import (
+from vaultd.storage import vectors as store_module
+from vaultd.storage.vectors import (
     StoreUnavailableError,
     VectorStore,
     auth_headers,
@@ -268,7 +268,7 @@ def test_daemon_degrades_while_the_server_is_away_and_converges(
         # The server is stopped after the daemon's first batch landed, while the next is
         # embedded: batches of 128 chunks here (BULK_BATCH_CHUNKS is larger than this vault),
         # set in the daemon's process before it starts.
-        small_batches = "import vaultd.service\nvaultd.service.BULK_BATCH_CHUNKS = 128\n"
+        small_batches = "from vaultd.daemon import lifecycle\nlifecycle.BULK_BATCH_CHUNKS = 128\n"
         env = fault_env(tmp_path, small_batches)
         assert len(embedded_export) > 128, "the vault needs two batches"
         daemon = start(config, socket_path, tmp_path / "vaultd.log", env=env, wait_ready=False)

@@ -13,10 +13,10 @@ from collections.abc import Callable
 
 import pytest
 
-from vaultd.model import Block, Chunk
+from vaultd.embedding.tokens import TokenCounter
 from vaultd.pipeline.chunk import _split_block, chunk_id, chunk_note, context_line
 from vaultd.pipeline.parse import parse_note
-from vaultd.tokens import TokenCounter
+from vaultd.records import Block, Chunk
 
 BUDGETS = [64, 128, 256]
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import click
 from click.testing import CliRunner
 
-from vaultd.cli import main
+from vaultd.cli.commands import main
 
 
 def commands(group: click.Group, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:

@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tests.conftest import shared_path
-from vaultd.cli import main
+from vaultd.cli.commands import main
+from vaultd.embedding.tokens import TokenCounter
 from vaultd.pipeline.chunk import context_line
-from vaultd.tokens import TokenCounter
 
 REPORT_KEYS = {"path", "title", "aliases", "tags", "frontmatter", "links", "errors", "chunks"}
 CHUNK_KEYS = {"id", "index", "section", "headings", "start_line", "end_line", "tokens", "text"}

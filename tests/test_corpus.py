@@ -8,10 +8,10 @@ import time
 import pytest
 
 from tests.conftest import shared_path
+from vaultd.embedding.tokens import TokenCounter
 from vaultd.errors import NoteError
 from vaultd.pipeline.chunk import chunk_note
 from vaultd.pipeline.parse import decode, parse_note
-from vaultd.tokens import TokenCounter
 
 VAULTS = [
     ("corpora", "obsidian-help", "en"),

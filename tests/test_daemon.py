@@ -17,9 +17,9 @@ import pytest
 
 from tests.convergence import assert_same, export_of, fresh_export
 from tests.daemon import PATIENCE, RunningDaemon, running, short_socket_dir, start, write_config
-from vaultd.app import open_index
 from vaultd.config import load_config
-from vaultd.export import export_records
+from vaultd.index.export import export_records
+from vaultd.index.open import open_index
 
 pytestmark = pytest.mark.slow
 
@@ -382,7 +382,7 @@ SIGNAL_WHILE_LOCKED = """
 import os, signal, sys
 from pathlib import Path
 from vaultd.config import load_config
-from vaultd.service import Daemon
+from vaultd.daemon.lifecycle import Daemon
 
 daemon = Daemon(load_config(Path(sys.argv[1]), env={}), env={})
 with daemon._signals():

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from vaultd.app import CHROMA_DIR, open_index
 from vaultd.config import Config, load_config
-from vaultd.export import export_records
-from vaultd.probe import CLEAN, DIRTY, last_moved_aside, why_probe
+from vaultd.index.export import export_records
+from vaultd.index.open import CHROMA_DIR, open_index
+from vaultd.storage.probe import CLEAN, DIRTY, last_moved_aside, why_probe
 
 
 def setup_index(root: Path) -> tuple[Config, list[dict[str, Any]]]:
@@ -99,7 +99,7 @@ def test_an_untouched_store_is_not_probed(tmp_path: Path, monkeypatch: pytest.Mo
     def unexpected(chroma_dir: Path) -> str | None:
         raise AssertionError(f"{chroma_dir} was probed")
 
-    monkeypatch.setattr("vaultd.probe.probe", unexpected)
+    monkeypatch.setattr("vaultd.storage.probe.probe", unexpected)
     repaired, after = reopened(config)
     assert repaired == 0
     assert_same(after, before)
@@ -128,7 +128,7 @@ def test_a_failed_clean_close_record_keeps_the_dirty_marker(
     def full(path: Path, text: str) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("vaultd.probe._write_atomically", full)
+    monkeypatch.setattr("vaultd.storage.probe._write_atomically", full)
     with open_index(config, env={}):
         pass
     assert (data / DIRTY).exists() and not (data / CLEAN).exists()

@@ -19,7 +19,7 @@ import pytest
 
 from tests.daemon import short_socket_dir, write_config
 from tests.test_server import write_vault
-from vaultd.doctor import diagnose
+from vaultd.cli.doctor import diagnose
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -23,7 +23,7 @@ from mcp import ClientSession
 
 from tests.daemon import NEVER_YIELD, RunningDaemon, start, wait_until
 from tests.test_mcp import call_with_config, payload
-from vaultd.client import Client
+from vaultd.api.client import Client
 from vaultd.errors import VaultMismatchError
 from vaultd.layout import vault_id
 

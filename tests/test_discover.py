@@ -9,8 +9,8 @@ import pytest
 
 from vaultd.config import VaultSection
 from vaultd.errors import VaultdError
-from vaultd.model import FileState
 from vaultd.pipeline.discover import Discovery, IgnoreRules
+from vaultd.records import FileState
 
 
 @pytest.fixture

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from vaultd.app import open_index
-from vaultd.cli import main
+from vaultd.cli.commands import main
 from vaultd.config import load_config
+from vaultd.embedding.embedder import Embedder
 from vaultd.errors import EmbedError
-from vaultd.export import export_records
-from vaultd.pipeline.embed import Embedder
+from vaultd.index.export import export_records
+from vaultd.index.open import open_index
 
 
 def make_vault(root: Path) -> Path:

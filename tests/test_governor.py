@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import FakeClock, shared_path
 from tests.daemon import running, wait_until
-from vaultd.governor import MIN_WINDOW, YIELD_FIRST, YIELD_MAX, CpuMeter, Governor
+from vaultd.daemon.governor import MIN_WINDOW, YIELD_FIRST, YIELD_MAX, CpuMeter, Governor
 
 
 class Meter(CpuMeter):

@@ -16,10 +16,10 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import shared_path
-from vaultd.cli import main
+from vaultd.cli.commands import main
+from vaultd.embedding.tokens import TokenCounter
 from vaultd.pipeline.chunk import chunk_note
 from vaultd.pipeline.parse import parse_note
-from vaultd.tokens import TokenCounter
 
 pytestmark = [pytest.mark.corpus, pytest.mark.slow]
 

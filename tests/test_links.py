@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vaultd.links import LinkResolver
+from vaultd.index.links import LinkResolver
 
 PATHS = [
     "Home.md",

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vaultd.embedding.embedder import Embedder
+from vaultd.embedding.spec import DEFAULT_MODEL_ID, MANIFEST_NAME, default_spec, load_spec, verify
 from vaultd.errors import ModelError
-from vaultd.models import DEFAULT_MODEL_ID, MANIFEST_NAME, default_spec, load_spec, verify
-from vaultd.pipeline.embed import Embedder
-from vaultd.pipeline.store import collection_name
+from vaultd.storage.vectors import collection_name
 
 
 def test_default_model_is_installed_and_pinned() -> None:

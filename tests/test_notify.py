@@ -31,11 +31,11 @@ import pytest
 
 from tests.convergence import assert_converged
 from tests.daemon import PATIENCE, RunningDaemon, short_socket_dir, start, wait_until, write_config
-from vaultd.app import Index
 from vaultd.config import load_config
-from vaultd.notify import Notifier
+from vaultd.daemon.lifecycle import STOP_TIMEOUT, Daemon, Worker
+from vaultd.daemon.notify import Notifier
+from vaultd.index.open import Index
 from vaultd.pipeline.watch import Watcher
-from vaultd.service import STOP_TIMEOUT, Daemon, Worker
 
 LINUX = sys.platform.startswith("linux")
 PASSCRED = getattr(socket, "SO_PASSCRED", None)

@@ -9,8 +9,8 @@ import unicodedata
 
 import pytest
 
-from vaultd.model import Link, Note
 from vaultd.pipeline.parse import parse_note
+from vaultd.records import Link, Note
 
 
 def parse(text: str, path: str = "note.md") -> Note:

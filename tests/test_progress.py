@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import FakeClock, shared_path
-from vaultd.app import open_index
-from vaultd.cli import main
+from vaultd.cli.commands import main
 from vaultd.config import load_config
+from vaultd.index.open import open_index
 from vaultd.progress import COPY_SHARE, MIN_SECONDS, Snapshot, Tracker, estimate, text_weight
 
 

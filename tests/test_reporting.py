@@ -24,7 +24,7 @@ import pytest
 
 from tests.daemon import RunningDaemon, fault_env, short_socket_dir, start, wait_until
 from vaultd.faults import CRASH_ON, CRASH_SIGNAL
-from vaultd.manifest import FILE_NAME
+from vaultd.storage.manifest import FILE_NAME
 
 pytestmark = pytest.mark.slow
 
@@ -216,12 +216,12 @@ def test_read_only_commands_on_a_never_indexed_vault_say_so_and_create_nothing(
 #: "others use 85% of all cores" while the flag file exists.
 BUSY_METER = """
 import os
-import vaultd.governor
+import vaultd.daemon.governor
 
 def _others(self):
     return 0.85 if os.path.exists(os.environ["VAULTD_TEST_BUSY_FLAG"]) else 0.0
 
-vaultd.governor.CpuMeter.others = _others
+vaultd.daemon.governor.CpuMeter.others = _others
 """
 
 

@@ -23,14 +23,14 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import shared_path
-from vaultd import search as search_module
-from vaultd.app import Index, open_index
-from vaultd.cli import main
+from vaultd.api.server import Api, ApiError
+from vaultd.cli.commands import main
 from vaultd.config import SearchSection, load_config
-from vaultd.manifest import SCHEMA_VERSION, Manifest
-from vaultd.model import Hit
-from vaultd.search import Filters, QueryError, parse_since, parse_where, parse_where_flag
-from vaultd.server import Api, ApiError
+from vaultd.index import search as search_module
+from vaultd.index.open import Index, open_index
+from vaultd.index.search import Filters, QueryError, parse_since, parse_where, parse_where_flag
+from vaultd.records import Hit
+from vaultd.storage.manifest import SCHEMA_VERSION, Manifest
 
 OLD = time.mktime((2020, 6, 1, 12, 0, 0, 0, 0, -1))
 

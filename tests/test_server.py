@@ -25,8 +25,8 @@ from urllib.parse import quote
 import pytest
 
 from tests.daemon import RunningDaemon, short_socket_dir, start, wait_until, write_config
-from vaultd.search import MAX_K
-from vaultd.server import MAX_BODY, MAX_WAIT
+from vaultd.api.server import MAX_BODY, MAX_WAIT
+from vaultd.index.search import MAX_K
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -662,9 +662,9 @@ def test_cli_reindex_refuses_a_path_out_of_the_vault_with_a_usage_error(setup: S
 def test_the_mcp_bridge_uses_the_same_rule(setup: Setup) -> None:
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from vaultd.client import Client
+    from vaultd.api.client import Client
+    from vaultd.cli.mcp_bridge import Bridge
     from vaultd.errors import VaultPathError
-    from vaultd.mcp_bridge import Bridge
     from vaultd.vaultpath import vault_path
 
     bridge = Bridge(Client(setup.sock, timeout=30))
@@ -691,7 +691,7 @@ def no_daemon_config(tmp_path: Path) -> Path:
 def test_an_empty_query_is_refused_alike_by_the_daemon_and_the_cli(
     setup: Setup, tmp_path: Path
 ) -> None:
-    from vaultd.search import QueryError, check_query
+    from vaultd.index.search import QueryError, check_query
 
     with pytest.raises(QueryError) as rule:
         check_query("")
@@ -723,7 +723,7 @@ def distinct_words(n: int) -> str:
 
 
 def test_queries_over_the_caps_are_400_and_at_the_caps_are_searched(setup: Setup) -> None:
-    from vaultd.search import MAX_QUERY_CHARS, MAX_QUERY_TERMS
+    from vaultd.index.search import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 
     assert len(distinct_words(MAX_QUERY_TERMS)) <= MAX_QUERY_CHARS
     assert post(setup.sock, "/v1/search", {"query": distinct_words(MAX_QUERY_TERMS)}).status == 200
@@ -749,7 +749,7 @@ def test_queries_over_the_caps_are_400_and_at_the_caps_are_searched(setup: Setup
 def test_the_cli_refuses_a_query_over_the_caps_with_the_daemons_message(
     setup: Setup, tmp_path: Path
 ) -> None:
-    from vaultd.search import MAX_QUERY_TERMS
+    from vaultd.index.search import MAX_QUERY_TERMS
 
     query = distinct_words(MAX_QUERY_TERMS + 1)
     message = post(setup.sock, "/v1/search", {"query": query}).body["error"]["message"]

@@ -39,9 +39,8 @@ from tests.test_server import (
     vaultd,
     write_vault,
 )
-from vaultd.errors import StartupError
-from vaultd.locate import MAX_SOCKET_PATH, socket_path
-from vaultd.server import (
+from vaultd.api.locate import MAX_SOCKET_PATH, socket_path
+from vaultd.api.server import (
     HEADER_TIMEOUT,
     IDLE_TIMEOUT,
     MAX_CONNECTIONS,
@@ -49,6 +48,7 @@ from vaultd.server import (
     _clear_stale,
     _safe_directory,
 )
+from vaultd.errors import StartupError
 
 NOBODY = 65534
 #: Slack for scheduling and the test's own polling on top of the server's timeouts.

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from vaultd import unitfiles
-from vaultd.cli import main
+from vaultd.cli import service as unitfiles
+from vaultd.cli.commands import main
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = {
@@ -104,7 +104,7 @@ def test_unit_file_directives() -> None:
     assert "#CPUQuota=" in SHIPPED["systemd"].read_text(encoding="utf-8")
     assert one(unit, "Install", "WantedBy") == "default.target"
     # The stop timeout leaves room for vaultd's own bound on the batch in flight.
-    from vaultd.service import STOP_TIMEOUT
+    from vaultd.daemon.lifecycle import STOP_TIMEOUT
 
     assert int(one(unit, "Service", "TimeoutStopSec")) > STOP_TIMEOUT
 

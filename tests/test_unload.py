@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from tests.daemon import running, wait_until
-from vaultd.models import default_spec
-from vaultd.pipeline.embed import Embedder
-from vaultd.pipeline.store import VectorStore
+from vaultd.embedding.embedder import Embedder
+from vaultd.embedding.spec import default_spec
+from vaultd.storage.vectors import VectorStore
 
 
 def _vectors(count: int) -> np.ndarray:

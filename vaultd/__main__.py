@@ -1,3 +1,3 @@
-from vaultd.cli import main
+from vaultd.cli.commands import main
 
 main()

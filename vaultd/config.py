@@ -238,7 +238,7 @@ class ChunkingSection:
 class ServerSection:
     """`[server]`: the local socket API."""
 
-    #: Empty means one socket per vault in the runtime directory (see vaultd.locate).
+    #: Empty means one socket per vault in the runtime directory (see vaultd.api.locate).
     socket: str = field(default="", metadata={"parse": _string})
 
 

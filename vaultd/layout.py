@@ -21,7 +21,7 @@ from pathlib import Path
 MANIFEST = "vaultd.db"
 LOCK = "vaultd.lock"
 CHROMA = "chroma"
-#: Where a running daemon says it listens (see vaultd.locate).
+#: Where a running daemon says it listens (see vaultd.api.locate).
 DAEMON_RECORD = "daemon.json"
 
 #: The process umask for everything vaultd creates.

@@ -23,10 +23,10 @@ import pytest
 
 from tests.convergence import assert_converged
 from tests.daemon import RunningDaemon, running, write_config
-from vaultd.app import CHROMA_DIR, open_index
 from vaultd.config import load_config
-from vaultd.models import load_spec
-from vaultd.pipeline.store import collection_name
+from vaultd.embedding.spec import load_spec
+from vaultd.index.open import CHROMA_DIR, open_index
+from vaultd.storage.vectors import collection_name
 
 TOPICS = [
     "volcano eruption lava",

@@ -32,11 +32,11 @@ import pytest
 
 from tests.convergence import assert_converged, assert_same, export_of, fresh_export
 from tests.daemon import RunningDaemon, running, wait_until, write_config
-from vaultd.app import open_index
-from vaultd.client import DaemonError
+from vaultd.api.client import DaemonError
 from vaultd.config import load_config
 from vaultd.errors import StoreError
-from vaultd.pipeline.store import StoreFullError
+from vaultd.index.open import open_index
+from vaultd.storage.vectors import StoreFullError
 
 NEW = {"quokka.md": "quokka", "zymurgy.md": "zymurgy", "xylophone.md": "xylophone"}
 
@@ -268,7 +268,7 @@ def test_an_io_error_for_one_batch_holds_the_manifest_back_and_the_next_pass_con
 
 
 def test_disk_full_is_told_apart_from_other_store_errors() -> None:
-    from vaultd.pipeline.store import is_disk_full
+    from vaultd.storage.vectors import is_disk_full
 
     full = sqlite3.OperationalError("database or disk is full")
     full.sqlite_errorcode = sqlite3.SQLITE_FULL

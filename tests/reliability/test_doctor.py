@@ -19,10 +19,8 @@ import pytest
 
 from tests import daemon as daemons
 from tests.convergence import Records, assert_converged, assert_same, export_of, fresh_export
-from vaultd import doctor
-from vaultd.app import CHROMA_DIR, open_index
-from vaultd.config import load_config
-from vaultd.doctor import (
+from vaultd.cli import doctor
+from vaultd.cli.doctor import (
     FREE_FAIL_BYTES,
     FREE_WARN_BYTES,
     GiB,
@@ -36,10 +34,12 @@ from vaultd.doctor import (
     diagnose,
     render_text,
 )
+from vaultd.config import load_config
+from vaultd.embedding.spec import MANIFEST_NAME, default_spec
 from vaultd.faults import PARSE_FAIL_ON
-from vaultd.lock import LOCK_NAME, DataDirLock
-from vaultd.models import MANIFEST_NAME, default_spec
-from vaultd.probe import why_probe
+from vaultd.index.open import CHROMA_DIR, open_index
+from vaultd.storage.lock import LOCK_NAME, DataDirLock
+from vaultd.storage.probe import why_probe
 
 
 @pytest.fixture
@@ -310,7 +310,8 @@ def test_a_lock_held_by_another_process_is_reported_and_left_alone(
         [
             sys.executable,
             "-c",
-            "import sys, time\nfrom pathlib import Path\nfrom vaultd.lock import DataDirLock\n"
+            "import sys, time\nfrom pathlib import Path\n"
+            "from vaultd.storage.lock import DataDirLock\n"
             "DataDirLock(Path(sys.argv[1])).acquire()\nprint('held', flush=True)\ntime.sleep(60)",
             str(data),
         ],
@@ -422,9 +423,9 @@ def test_a_running_daemon_is_asked_over_its_socket(
         with monkeypatch.context() as patch:
             # Spies, not faults: the store and the lock belong to the daemon.
             patch.setattr(DataDirLock, "acquire", forbidden)
-            patch.setattr("vaultd.probe.probe", forbidden)
-            patch.setattr("vaultd.doctor.read_manifest", forbidden)
-            patch.setattr("vaultd.pipeline.store.VectorStore.__init__", forbidden)
+            patch.setattr("vaultd.storage.probe.probe", forbidden)
+            patch.setattr("vaultd.cli.doctor.read_manifest", forbidden)
+            patch.setattr("vaultd.storage.vectors.VectorStore.__init__", forbidden)
             report = diagnose(daemon.config, None, {})
         assert statuses(report) == dict.fromkeys(doctor.ORDER, "ok"), render_text(report)
         assert f"running daemon (pid {daemon.process.pid})" in report.by_name("lock").message

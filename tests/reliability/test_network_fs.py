@@ -36,8 +36,8 @@ from tests.daemon import (
     write_config,
 )
 from vaultd.config import load_config
+from vaultd.daemon.lifecycle import Daemon, Worker
 from vaultd.pipeline.watch import Watcher
-from vaultd.service import Daemon, Worker
 
 SITECUSTOMIZE = """
 import os

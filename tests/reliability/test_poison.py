@@ -24,11 +24,11 @@ from click.testing import CliRunner
 
 from tests.convergence import Records, assert_converged, assert_same, export_of, fresh_export
 from tests.daemon import PATIENCE, RunningDaemon, running, short_socket_dir, start, write_config
-from vaultd.app import open_index
-from vaultd.cli import main
+from vaultd.cli.commands import main
 from vaultd.config import QUARANTINE_AFTER, load_config
 from vaultd.faults import CRASH_ON, CRASH_SIGNAL, EMBED_FAIL_ON, PARSE_FAIL_ON
-from vaultd.manifest import FILE_NAME, SCHEMA_VERSION
+from vaultd.index.open import open_index
+from vaultd.storage.manifest import FILE_NAME, SCHEMA_VERSION
 
 K = QUARANTINE_AFTER
 #: How Popen reports a process the fault hook killed.

@@ -25,11 +25,11 @@ import pytest
 
 from tests.convergence import assert_same, export_of, fresh_export
 from tests.daemon import short_socket_dir, write_config
-from vaultd.app import CHROMA_DIR, open_index
 from vaultd.config import load_config
-from vaultd.indexer import chunk_metadata
-from vaultd.pipeline import store as store_module
-from vaultd.pipeline.store import COMPACT_MIN_DEAD, Metadata, VectorStore, log_pruning
+from vaultd.index.indexer import chunk_metadata
+from vaultd.index.open import CHROMA_DIR, open_index
+from vaultd.storage import vectors as store_module
+from vaultd.storage.vectors import COMPACT_MIN_DEAD, Metadata, VectorStore, log_pruning
 
 RECORDS = 500
 DIM = 32

@@ -27,13 +27,13 @@ import pytest
 
 from tests.convergence import Records, assert_same, export_of, fresh_export
 from tests.daemon import short_socket_dir, write_config
-from vaultd.app import CHROMA_DIR, CHROMADB_META, installed_chromadb, open_index
 from vaultd.config import load_config
+from vaultd.embedding.spec import DEFAULT_MODEL_ID, MANIFEST_NAME, default_spec
 from vaultd.errors import StoreMismatchError
-from vaultd.manifest import Manifest
-from vaultd.models import DEFAULT_MODEL_ID, MANIFEST_NAME, default_spec
-from vaultd.pipeline.store import collection_name
-from vaultd.probe import DIRTY, fingerprint
+from vaultd.index.open import CHROMA_DIR, CHROMADB_META, installed_chromadb, open_index
+from vaultd.storage.manifest import Manifest
+from vaultd.storage.probe import DIRTY, fingerprint
+from vaultd.storage.vectors import collection_name
 
 NOTES = {
     "volcano.md": "# Volcano\n\nLava flows down the slope after the eruption.\n",

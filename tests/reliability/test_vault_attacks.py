@@ -31,7 +31,7 @@ import pytest
 
 from tests.convergence import assert_converged, fresh_export
 from tests.daemon import PATIENCE, RunningDaemon, running, short_socket_dir, start, write_config
-from vaultd.client import DaemonError
+from vaultd.api.client import DaemonError
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from vaultd.model import Block, Chunk, Note
+from vaultd.records import Block, Chunk, Note
 
 DEFAULT_MAX_TOKENS = 256
 #: The prefix never takes more than this share of the budget; a longer one is cut.
@@ -34,7 +34,7 @@ _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 
 
 class Counter(Protocol):
-    """Token counting in the embedding model's tokenizer (see vaultd.tokens)."""
+    """Token counting in the embedding model's tokenizer (see vaultd.embedding.tokens)."""
 
     special_tokens: int
     #: Counts of whitespace-joined texts add up (see TokenCounter.additive).

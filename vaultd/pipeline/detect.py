@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from vaultd.model import Change, FileState, KnownNote
+from vaultd.records import Change, FileState, KnownNote
 
 
 @dataclass(slots=True)

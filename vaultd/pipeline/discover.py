@@ -40,9 +40,9 @@ import structlog
 
 from vaultd.config import VaultSection
 from vaultd.errors import NoteUnavailableError, VaultdError
-from vaultd.model import FileState
+from vaultd.records import FileState
 
-log = structlog.get_logger("vaultd.discover")
+log = structlog.get_logger(__name__)
 
 _MB = 1024 * 1024
 

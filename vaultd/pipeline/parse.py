@@ -33,7 +33,7 @@ from mistune.plugins.math import math as math_plugin
 from mistune.plugins.table import table as table_plugin
 
 from vaultd.errors import LeftOutError, NoteError
-from vaultd.model import Block, BlockKind, Link, Note
+from vaultd.records import Block, BlockKind, Link, Note
 
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 #: Frontmatter beyond this is not parsed: real notes carry a few hundred bytes.

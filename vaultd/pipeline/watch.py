@@ -46,7 +46,7 @@ from watchdog.utils import UnsupportedLibcError
 if TYPE_CHECKING:
     from watchdog.observers.inotify_c import CallbackId, Mask, WatchCallback, WatchDescriptor
 
-log = structlog.get_logger("vaultd.watch")
+log = structlog.get_logger(__name__)
 
 Backend = Literal["auto", "native", "polling"]
 #: More pending paths than this and a full reconcile is cheaper than tracking them.

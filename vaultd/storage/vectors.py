@@ -56,7 +56,7 @@ from vaultd.errors import StoreError, StoreMismatchError
 
 #: Chroma's own loggers are chatty at INFO about telemetry and migrations.
 logging.getLogger("chromadb").setLevel(logging.WARNING)
-log = structlog.get_logger("vaultd.store")
+log = structlog.get_logger(__name__)
 
 Metadata = Mapping[str, str | int | float | bool | list[str]]
 #: Ids read per call when listing a collection: about 8 MB of ids.

@@ -33,7 +33,7 @@ from typing import Any, Literal
 import numpy as np
 
 from vaultd.errors import StoreError
-from vaultd.model import Chunk, KnownNote, Note
+from vaultd.records import Chunk, KnownNote, Note
 
 SCHEMA_VERSION = 5
 FILE_NAME = "vaultd.db"

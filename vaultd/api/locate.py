@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vaultd.client import Client
+from vaultd.api.client import Client
 from vaultd.errors import StartupError, VaultdError, VaultMismatchError
 from vaultd.layout import DAEMON_RECORD, vault_id, vault_slug
 

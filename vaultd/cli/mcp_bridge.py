@@ -15,7 +15,7 @@ from urllib.parse import quote, urlencode
 from pydantic import Field
 
 from vaultd import __version__
-from vaultd.client import Client, DaemonError
+from vaultd.api.client import Client, DaemonError
 from vaultd.errors import VaultdError, VaultPathError
 from vaultd.vaultpath import vault_path
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vaultd.pipeline.store import Metadata, VectorStore
+from vaultd.storage.vectors import Metadata, VectorStore
 
 #: Records per write: big enough that Chroma's per-call costs vanish, small enough that the
 #: writer keeps up with the model from the first runs on.

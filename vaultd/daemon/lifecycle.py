@@ -28,20 +28,20 @@ from typing import Any
 
 import structlog
 
-from vaultd.app import Index, open_index
 from vaultd.config import Config, load_config
+from vaultd.daemon.governor import Governor
+from vaultd.daemon.memory import trim_heap
+from vaultd.daemon.notify import Notifier
+from vaultd.daemon.state import State
 from vaultd.errors import VaultdError
-from vaultd.governor import Governor
-from vaultd.indexer import Summary
-from vaultd.memory import trim_heap
-from vaultd.notify import Notifier
-from vaultd.pipeline.store import is_disk_full
+from vaultd.index.indexer import Summary
+from vaultd.index.open import Index, open_index
 from vaultd.pipeline.watch import Settled, Watcher
-from vaultd.probe import last_moved_aside
 from vaultd.progress import Tracker
-from vaultd.state import State
+from vaultd.storage.probe import last_moved_aside
+from vaultd.storage.vectors import is_disk_full
 
-log = structlog.get_logger("vaultd.service")
+log = structlog.get_logger(__name__)
 
 #: How long a graceful stop may wait for the batch in flight (systemd's default is 90 s).
 STOP_TIMEOUT = 20.0
@@ -436,7 +436,7 @@ class Daemon:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def run(self) -> int:
-        from vaultd.server import check_socket_path
+        from vaultd.api.server import check_socket_path
 
         # Refuse an unusable socket path before the slow part of start-up.
         check_socket_path(self.config, self.env)
@@ -488,7 +488,7 @@ class Daemon:
 
     def _start_server(self, stack: ExitStack) -> Any:
         try:
-            from vaultd.server import start_server
+            from vaultd.api.server import start_server
         except ImportError:
             return None
         server = start_server(self)
@@ -496,7 +496,7 @@ class Daemon:
         return server
 
     def _start_scheduler(self, stack: ExitStack) -> Any:
-        from vaultd.scheduler import start_scheduler
+        from vaultd.daemon.scheduler import start_scheduler
 
         scheduler = start_scheduler(self)
         stack.callback(scheduler.shutdown)
@@ -673,7 +673,7 @@ class Daemon:
         if self.worker is not None:
             self.worker.unload_after = config.schedule.unload_seconds
         if self.scheduler is not None:
-            from vaultd.scheduler import reschedule
+            from vaultd.daemon.scheduler import reschedule
 
             reschedule(self.scheduler, self)
         log.info("configuration reloaded")

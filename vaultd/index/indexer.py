@@ -34,21 +34,21 @@ import numpy as np
 import structlog
 
 from vaultd.config import QUARANTINE_AFTER
+from vaultd.embedding.embedder import Embedder
+from vaultd.embedding.tokens import TokenCounter
 from vaultd.errors import EmbedError, LeftOutError, NoteError, NoteUnavailableError, StoreError
 from vaultd.faults import Faults
-from vaultd.manifest import Manifest, NoteUpdate, StoredChunk, tag_ancestors
-from vaultd.model import Change, Chunk, FileState, KnownNote, Note
+from vaultd.index.writer import Record, Writer
 from vaultd.pipeline.chunk import chunk_id, chunk_note
 from vaultd.pipeline.detect import classify, keep_unreadable, scan
 from vaultd.pipeline.discover import Discovery
-from vaultd.pipeline.embed import Embedder
 from vaultd.pipeline.parse import parse_note
-from vaultd.pipeline.store import Metadata, VectorStore
 from vaultd.progress import text_weight
-from vaultd.tokens import TokenCounter
-from vaultd.writer import Record, Writer
+from vaultd.records import Change, Chunk, FileState, KnownNote, Note
+from vaultd.storage.manifest import Manifest, NoteUpdate, StoredChunk, tag_ancestors
+from vaultd.storage.vectors import Metadata, VectorStore
 
-log = structlog.get_logger("vaultd.indexer")
+log = structlog.get_logger(__name__)
 
 
 def _quiet(phase: str, done: int, total: int) -> None:

@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from vaultd.config import SearchSection
+from vaultd.embedding.embedder import Embedder
 from vaultd.errors import VaultdError
-from vaultd.manifest import UNSPACED_RANGES, Condition, ConditionOp, Manifest, StoredChunk
-from vaultd.model import Hit
-from vaultd.pipeline.embed import Embedder
-from vaultd.pipeline.store import VectorStore
+from vaultd.records import Hit
+from vaultd.storage.manifest import UNSPACED_RANGES, Condition, ConditionOp, Manifest, StoredChunk
+from vaultd.storage.vectors import VectorStore
 from vaultd.vaultpath import vault_path
 
 Mode = Literal["hybrid", "vector", "keyword"]

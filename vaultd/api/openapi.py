@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from vaultd import __version__
-from vaultd.search import (
+from vaultd.api.server import MAX_BODY, MAX_TAGS
+from vaultd.index.search import (
     MAX_CONDITIONS,
     MAX_IN_VALUES,
     MAX_K,
@@ -14,7 +15,6 @@ from vaultd.search import (
     MAX_QUERY_TERMS,
     MODES,
 )
-from vaultd.server import MAX_BODY, MAX_TAGS
 
 _ERROR = {
     "type": "object",

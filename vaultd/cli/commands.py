@@ -88,7 +88,7 @@ def inspect(file: Path, as_json: bool, config_file: Path | None, vault: Path | N
     Touches no index. The note's path is shown relative to the vault when FILE is inside it.
     """
     from vaultd.config import load_config
-    from vaultd.preview import preview_file, render_text
+    from vaultd.index.preview import preview_file, render_text
 
     config = load_config(config_file, vault=vault, env=os.environ)
     report = preview_file(file, config)
@@ -101,10 +101,10 @@ def inspect(file: Path, as_json: bool, config_file: Path | None, vault: Path | N
 def _daemon(config: Any) -> Any:
     """A client for the running daemon of this vault, or None when none answers.
 
-    Only that vault's daemon: see vaultd.locate. A configured socket served by another vault's
+    Only that vault's daemon: see vaultd.api.locate. A configured socket served by another vault's
     daemon raises VaultMismatchError.
     """
-    from vaultd.locate import find_daemon
+    from vaultd.api.locate import find_daemon
 
     if config.vault.path is None:
         return None
@@ -209,7 +209,7 @@ def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | No
     Only what changed costs work: unchanged files are not read, touched files are not
     re-embedded, renames re-use their vectors and edits embed only the chunks that changed.
     """
-    from vaultd.app import open_index
+    from vaultd.index.open import open_index
 
     config = _load(config_file, vault)
     progress = _Progress(enabled=not quiet)
@@ -319,8 +319,8 @@ def search(
     Exits 2 for a query or filter that cannot be searched (empty, too long, malformed), with or
     without a daemon.
     """
-    from vaultd.app import open_index
-    from vaultd.search import Filters, check_query, parse_where_flag, where_json
+    from vaultd.index.open import open_index
+    from vaultd.index.search import Filters, check_query, parse_where_flag, where_json
 
     # Here, not only in the daemon: the same query fails the same way with or without one.
     check_query(query)
@@ -342,7 +342,7 @@ def search(
             "merge": merge,
             "explain": explain,
         }
-        from vaultd.model import Hit
+        from vaultd.records import Hit
 
         found = client.request("POST", "/v1/search", body)["hits"]
         hits = [Hit.from_json(h) for h in found]
@@ -370,7 +370,7 @@ def search(
             click.style(f"{rank}. {place}", bold=True) + f"  {h.title}{section}  ({h.score:.4f})"
         )
         if explain:
-            from vaultd.search import explain_line
+            from vaultd.index.search import explain_line
 
             click.echo(f"   {explain_line(h.parts)}")
         snippet = " ".join(h.text.split())
@@ -387,8 +387,8 @@ def export(with_vectors: bool, config_file: Path | None, vault: Path | None) -> 
 
     With a daemon running, it exports (it owns the data directory); otherwise this opens it.
     """
-    from vaultd.app import open_index
-    from vaultd.export import export_records
+    from vaultd.index.export import export_records
+    from vaultd.index.open import open_index
 
     config = _load(config_file, vault)
     client = _daemon(config)
@@ -413,7 +413,7 @@ def run(config_file: Path | None, vault: Path | None) -> None:
     This is what a service manager starts (see `vaultd service install`). SIGTERM or Ctrl-C
     stops it gracefully, a second Ctrl-C at once; SIGHUP reloads the configuration.
     """
-    from vaultd.service import Daemon
+    from vaultd.daemon.lifecycle import Daemon
 
     config = _load(config_file, vault)
     code = Daemon(config, config_file=config_file, vault_override=vault).run()
@@ -435,8 +435,8 @@ def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
     Exits 0 when healthy, 1 when degraded, notes failed or are quarantined, or the vault was
     never indexed.
     """
-    from vaultd.app import open_index
     from vaultd.errors import NotIndexedError
+    from vaultd.index.open import open_index
 
     config = _load(config_file, vault)
     client = _daemon(config)
@@ -558,7 +558,7 @@ def reindex(paths: tuple[str, ...], config_file: Path | None, vault: Path | None
     With a daemon running the work is queued there; otherwise it runs here and now. Exits 2
     when a PATH is not inside the vault (absolute, or with a `..` component).
     """
-    from vaultd.app import open_index
+    from vaultd.index.open import open_index
     from vaultd.vaultpath import vault_path
 
     paths = tuple(dict.fromkeys(vault_path(p) for p in paths))
@@ -616,8 +616,8 @@ def doctor(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
 
     Exit codes: 0 nothing failed (warnings allowed), 1 at least one check failed.
     """
+    from vaultd.cli.doctor import diagnose, render_text
     from vaultd.config import LogSection
-    from vaultd.doctor import diagnose, render_text
     from vaultd.logs import configure
 
     # The findings say everything; library log lines would only repeat them (and stdout must
@@ -683,7 +683,7 @@ def service_install(kind: str, config_file: Path | None, dry_run: bool) -> None:
     """
     import shlex
 
-    from vaultd.unitfiles import install
+    from vaultd.cli.service import install
 
     result = install(kind, config_file, dry_run)
     if dry_run:
@@ -708,7 +708,7 @@ def service_install(kind: str, config_file: Path | None, dry_run: bool) -> None:
 @_handle_errors
 def service_uninstall(kind: str, dry_run: bool) -> None:
     """Remove the service file of the current user and print the command that stops it."""
-    from vaultd.unitfiles import uninstall
+    from vaultd.cli.service import uninstall
 
     result = uninstall(kind, dry_run)
     if result.existed:
@@ -723,13 +723,13 @@ def service_uninstall(kind: str, dry_run: bool) -> None:
 
 # -- several vaults: `vaultd search --all` -------------------------------------------------------
 
-#: The reciprocal rank fusion constant, as in vaultd.search (not imported: that loads the model).
+#: The reciprocal rank fusion constant of vaultd.index.search (importing it loads the model).
 _RRF_K = 60
 
 
 def _socket_dir(config: Any) -> Path:
     """Where the daemons' sockets live: beside the configured socket, else the default one."""
-    from vaultd.locate import sockets_dir
+    from vaultd.api.locate import sockets_dir
 
     found = sockets_dir(config.server.socket, os.environ)
     if found is not None:
@@ -745,7 +745,7 @@ def _socket_dir(config: Any) -> Path:
 
 def _ask_daemon(sock: Path, body: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     """(the daemon's vault, its hits); raises VaultdError when it does not answer."""
-    from vaultd.client import Client
+    from vaultd.api.client import Client
 
     client = Client(sock, timeout=30)
     health = client.health()
@@ -801,7 +801,7 @@ def _search_body(options: dict[str, Any]) -> dict[str, Any]:
     if options.get("tags_any"):
         body["tags_any"] = list(options["tags_any"])
     if options.get("where"):
-        from vaultd.search import parse_where_flag, where_json
+        from vaultd.index.search import parse_where_flag, where_json
 
         body["where"] = where_json([parse_where_flag(c) for c in options["where"]])
     for option, field in (
@@ -815,7 +815,7 @@ def _search_body(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _search_every_vault(kwargs: dict[str, Any]) -> None:
-    from vaultd.search import Filters, check_query
+    from vaultd.index.search import Filters, check_query
 
     # Each daemon would refuse them alike, and be counted as not answering.
     check_query(kwargs["query"])
@@ -888,9 +888,9 @@ def mcp(socket_file: Path | None, config_file: Path | None, vault: Path | None) 
     Forwards to the running daemon (`vaultd run`) of this vault, which must be up. Tools:
     search, read_note (a note, or a line range of it) and links (links and backlinks).
     """
-    from vaultd.client import Client
+    from vaultd.api.client import Client
+    from vaultd.cli.mcp_bridge import NoDaemonError, serve
     from vaultd.layout import vault_id
-    from vaultd.mcp_bridge import NoDaemonError, serve
 
     config = _load(config_file, vault)
     if socket_file is not None:
@@ -910,7 +910,7 @@ def mcp(socket_file: Path | None, config_file: Path | None, vault: Path | None) 
 
 
 def _no_socket(config: Any) -> str:
-    from vaultd.locate import looked_at
+    from vaultd.api.locate import looked_at
 
     sockets = looked_at(
         config.server.socket, config.require_vault(), config.require_store(), os.environ
@@ -919,7 +919,7 @@ def _no_socket(config: Any) -> str:
 
 
 def _no_daemon_message(config: Any) -> str:
-    from vaultd.locate import looked_at
+    from vaultd.api.locate import looked_at
 
     where = ", ".join(
         looked_at(config.server.socket, config.require_vault(), config.require_store(), os.environ)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from vaultd.pipeline.store import VectorStore
+from vaultd.storage.vectors import VectorStore
 
 PAGE = 1000
 

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from vaultd.config import Config
+from vaultd.embedding.spec import load_spec
+from vaultd.embedding.tokens import TokenCounter
 from vaultd.errors import NoteError
-from vaultd.model import chunk_json
-from vaultd.models import load_spec
 from vaultd.pipeline.chunk import chunk_note
 from vaultd.pipeline.parse import parse_note
-from vaultd.tokens import TokenCounter
+from vaultd.records import chunk_json
 
 
 def note_path(file: Path, vault: Path | None) -> str:

@@ -12,9 +12,9 @@ import structlog
 from apscheduler.schedulers.background import BackgroundScheduler
 
 if TYPE_CHECKING:
-    from vaultd.service import Daemon
+    from vaultd.daemon.lifecycle import Daemon
 
-log = structlog.get_logger("vaultd.scheduler")
+log = structlog.get_logger(__name__)
 
 
 def _rescan(daemon: Daemon) -> None:

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from vaultd.config import Config, load_config
 from vaultd.errors import ConfigError, DataDirError, LockedError, VaultdError
-from vaultd.lock import read_only
+from vaultd.storage.lock import read_only
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -205,9 +205,9 @@ def _model_remedy(custom: bool, path: Path | None, package: str) -> str:
 
 def check_model(config: Config) -> tuple[Check, str | None]:
     """The model's files, their hashes and a real ONNX run. Returns the model id when known."""
+    from vaultd.embedding.embedder import Embedder
+    from vaultd.embedding.spec import load_spec, verify
     from vaultd.errors import EmbedError, ModelError
-    from vaultd.models import load_spec, verify
-    from vaultd.pipeline.embed import Embedder
 
     setting = config.embedding.model
     custom = setting not in ("", "default")
@@ -392,7 +392,7 @@ def check_privacy(data_dir: Path, log_file: str) -> Check:
         for root in roots
         if any(e.path == root or e.path.is_relative_to(root) for e in found)
     ]
-    from vaultd.lock import read_only
+    from vaultd.storage.lock import read_only
 
     if read_only(data_dir):
         remedy = (
@@ -471,7 +471,7 @@ class Answer:
 
 
 def ask_daemon(path: Path) -> Answer:
-    from vaultd.client import Client
+    from vaultd.api.client import Client
 
     try:
         path.lstat()
@@ -531,7 +531,7 @@ def _dir_problem(directory: Path, data_dir: Path) -> tuple[Status, str, str] | N
 
 
 def check_socket(path: Path, answer: Answer, vault: Path | None, data_dir: Path) -> Check:
-    from vaultd.locate import MAX_SOCKET_PATH
+    from vaultd.api.locate import MAX_SOCKET_PATH
 
     size = len(os.fsencode(path))
     problem = _dir_problem(path.parent, data_dir)
@@ -611,7 +611,7 @@ def check_socket(path: Path, answer: Answer, vault: Path | None, data_dir: Path)
 
 def lock_pid(data_dir: Path) -> int | None:
     """The pid the lock's holder (or its last holder) wrote into the lock file."""
-    from vaultd.lock import LOCK_NAME
+    from vaultd.storage.lock import LOCK_NAME
 
     try:
         return int((data_dir / LOCK_NAME).read_text(encoding="ascii").strip())
@@ -641,7 +641,7 @@ class ManifestView:
 def read_manifest(data_dir: Path, model_id: str | None) -> ManifestView:
     """Open `vaultd.db` query-only (never created, migrated or written); StoreError if broken."""
     from vaultd.errors import StoreError
-    from vaultd.manifest import FILE_NAME
+    from vaultd.storage.manifest import FILE_NAME
 
     path = data_dir / FILE_NAME
     try:
@@ -725,7 +725,7 @@ def check_manifest(
     data_dir: Path, vault: Path | None, model_id: str | None
 ) -> tuple[Check, ManifestView | None]:
     from vaultd.errors import StoreError
-    from vaultd.manifest import FILE_NAME, SCHEMA_VERSION
+    from vaultd.storage.manifest import FILE_NAME, SCHEMA_VERSION
 
     if not (data_dir / FILE_NAME).exists():
         return (
@@ -812,9 +812,9 @@ def check_chroma(
     view: ManifestView | None,
 ) -> Check:
     """Probe the store in a child process, then compare its ids with the manifest's."""
-    from vaultd.app import CHROMA_DIR
-    from vaultd.pipeline.store import VectorStore, collection_name
-    from vaultd.probe import DIRTY, mark_closed, probe, why_probe
+    from vaultd.index.open import CHROMA_DIR
+    from vaultd.storage.probe import DIRTY, mark_closed, probe, why_probe
+    from vaultd.storage.vectors import VectorStore, collection_name
 
     expected = view.chunk_ids if view is not None else frozenset()
     chroma_dir = data_dir / CHROMA_DIR
@@ -1078,7 +1078,7 @@ def _index_checks(
 
     Returns the daemon's watch status when a daemon of this vault answered.
     """
-    from vaultd.locate import candidates
+    from vaultd.api.locate import candidates
 
     sock: Path | None = None
     try:
@@ -1119,7 +1119,7 @@ def _offline_checks(
     found: dict[str, Check],
 ) -> None:
     from vaultd.errors import StoreError
-    from vaultd.lock import DataDirLock
+    from vaultd.storage.lock import DataDirLock
 
     if not data_dir.is_dir():
         found["lock"] = Check("lock", "ok", "free: the data directory does not exist yet")

@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-log = structlog.get_logger("vaultd.probe")
+log = structlog.get_logger(__name__)
 
 DIRTY = "vaultd.dirty"
 #: The store's files (relative path → [size, mtime_ns]) as the last clean close left them.

@@ -36,18 +36,18 @@ import structlog
 from packaging.version import InvalidVersion, Version
 
 from vaultd.config import Config
+from vaultd.embedding.embedder import Embedder
+from vaultd.embedding.spec import ModelSpec, load_spec
+from vaultd.embedding.tokens import TokenCounter
 from vaultd.errors import NotIndexedError, StoreError, StoreMismatchError
-from vaultd.indexer import Indexer, Progress, Summary
+from vaultd.index.indexer import Indexer, Progress, Summary
+from vaultd.index.search import Searcher
 from vaultd.layout import CHROMA, tighten
-from vaultd.lock import DataDirLock, unusable
-from vaultd.manifest import FILE_NAME, Manifest
-from vaultd.models import ModelSpec, load_spec
 from vaultd.pipeline.discover import Discovery, IgnoreRules
-from vaultd.pipeline.embed import Embedder
-from vaultd.pipeline.store import VectorStore, collection_name, enable_log_pruning
-from vaultd.probe import check_store, mark_closed, mark_open
-from vaultd.search import Searcher
-from vaultd.tokens import TokenCounter
+from vaultd.storage.lock import DataDirLock, unusable
+from vaultd.storage.manifest import FILE_NAME, Manifest
+from vaultd.storage.probe import check_store, mark_closed, mark_open
+from vaultd.storage.vectors import VectorStore, collection_name, enable_log_pruning
 
 CHROMA_DIR = CHROMA
 #: Manifest meta keys (see the module's docstring).
@@ -55,7 +55,7 @@ CHROMADB_META = "chromadb_version"
 MODEL_META = "model"
 DIMENSIONS_META = "model_dimensions"
 
-log = structlog.get_logger("vaultd.app")
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)

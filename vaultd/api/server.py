@@ -32,7 +32,8 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 import structlog
 
 from vaultd import __version__
-from vaultd.client import VAULT_HEADER, VAULT_PATH_HEADER
+from vaultd.api.client import VAULT_HEADER, VAULT_PATH_HEADER
+from vaultd.api.locate import remove_record, socket_path, write_record
 from vaultd.errors import (
     NoteError,
     NoteUnavailableError,
@@ -40,17 +41,16 @@ from vaultd.errors import (
     VaultdError,
     VaultPathError,
 )
+from vaultd.index.links import LinkResolver
+from vaultd.index.search import MAX_K, MAX_PER_NOTE, MODES, Filters, QueryError, check_query
 from vaultd.layout import vault_id
-from vaultd.links import LinkResolver
-from vaultd.locate import remove_record, socket_path, write_record
-from vaultd.model import chunk_json
-from vaultd.search import MAX_K, MAX_PER_NOTE, MODES, Filters, QueryError, check_query
+from vaultd.records import chunk_json
 from vaultd.vaultpath import vault_path
 
 if TYPE_CHECKING:
-    from vaultd.service import Daemon
+    from vaultd.daemon.lifecycle import Daemon
 
-log = structlog.get_logger("vaultd.server")
+log = structlog.get_logger(__name__)
 
 MAX_BODY = 1024 * 1024
 #: A request line and headers must arrive within this many seconds.
@@ -387,7 +387,7 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.api = api
         self.vault_id = vault_id(vault)
         self.vault_path = quote(str(vault), safe="/")
-        #: The data directory holding this server's record (see vaultd.locate), once written.
+        #: The data directory holding this server's record (see vaultd.api.locate), once written.
         self.record_dir: Path | None = None
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._uid = os.getuid()
@@ -578,7 +578,7 @@ class Api:
 
     def export(self, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
         """Every chunk record in the store, as `vaultd export` prints it (JSON lines)."""
-        from vaultd.export import export_records
+        from vaultd.index.export import export_records
 
         index = self._index()
         return HTTPStatus.OK, Lines(
@@ -586,7 +586,7 @@ class Api:
         )
 
     def openapi(self) -> tuple[HTTPStatus, Any]:
-        from vaultd.openapi import schema
+        from vaultd.api.openapi import schema
 
         return HTTPStatus.OK, schema()
 

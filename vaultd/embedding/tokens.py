@@ -11,8 +11,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
+from vaultd.embedding.spec import ModelSpec, verify
 from vaultd.errors import ModelError
-from vaultd.models import ModelSpec, verify
 
 
 @lru_cache(maxsize=4)

@@ -29,9 +29,9 @@ import numpy as np
 import onnxruntime as ort
 from numpy.typing import NDArray
 
+from vaultd.embedding.spec import ModelSpec, verify
+from vaultd.embedding.tokens import load_tokenizer
 from vaultd.errors import EmbedError, ModelError
-from vaultd.models import ModelSpec, verify
-from vaultd.tokens import load_tokenizer
 
 Vectors = NDArray[np.float32]
 
