@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vaultd.api.client import Client, DaemonError
+from vaultd.api.client import Client
 from vaultd.api.server import MAX_WAIT
+from vaultd.errors import DaemonError
 
 #: How long a test waits for the daemon before calling it a failure: generous, because the
 #: machines that run the suite are shared and loaded, and the limit only bounds a failure.

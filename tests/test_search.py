@@ -23,12 +23,13 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import shared_path
-from vaultd.api.server import Api, ApiError
+from vaultd.api.server import Api
 from vaultd.cli.commands import main
 from vaultd.config import SearchSection, load_config
+from vaultd.errors import ApiError, QueryError
 from vaultd.index import search as search_module
 from vaultd.index.open import Index, open_index
-from vaultd.index.search import Filters, QueryError, parse_since, parse_where, parse_where_flag
+from vaultd.index.search import Filters, parse_since, parse_where, parse_where_flag
 from vaultd.records import Hit
 from vaultd.storage.manifest import SCHEMA_VERSION, Manifest
 

@@ -691,7 +691,8 @@ def no_daemon_config(tmp_path: Path) -> Path:
 def test_an_empty_query_is_refused_alike_by_the_daemon_and_the_cli(
     setup: Setup, tmp_path: Path
 ) -> None:
-    from vaultd.index.search import QueryError, check_query
+    from vaultd.errors import QueryError
+    from vaultd.index.search import check_query
 
     with pytest.raises(QueryError) as rule:
         check_query("")

@@ -24,7 +24,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from tests.daemon import RunningDaemon, running
-from vaultd.api.client import DaemonError
+from vaultd.errors import DaemonError
 
 pytestmark = pytest.mark.slow
 

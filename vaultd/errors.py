@@ -7,6 +7,7 @@ stage calls them, so callers above a stage only ever see this tree.
 from __future__ import annotations
 
 import shlex
+from http import HTTPStatus
 from typing import Literal, get_args
 
 
@@ -135,3 +136,37 @@ class NoteUnavailableError(NoteError):
         self.reason = reason
         #: "missing", "excluded", "link", "too_big" or "unreadable".
         self.kind = kind
+
+
+class QueryError(VaultdError):
+    """Raised when a search's query or filters cannot be taken; the message names the part."""
+
+    exit_code = 2  # a usage error: the same input fails the same way every time
+
+
+class DaemonError(VaultdError):
+    """Raised when the daemon answered with an error."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{message} ({code}, HTTP {status})")
+        self.status = status
+        self.code = code
+
+
+class NoDaemonError(VaultdError):
+    """Raised when no vaultd daemon answers on the socket the bridge should forward to."""
+
+
+class ApiError(VaultdError):
+    """Raised inside the socket API for a request it refuses: the HTTP status and error code
+    the client is sent."""
+
+    def __init__(
+        self, status: HTTPStatus, code: str, message: str, *, allow: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        #: The methods the route takes, for a 405's Allow header.
+        self.allow = allow

@@ -32,9 +32,8 @@ import pytest
 
 from tests.convergence import assert_converged, assert_same, export_of, fresh_export
 from tests.daemon import RunningDaemon, running, wait_until, write_config
-from vaultd.api.client import DaemonError
 from vaultd.config import load_config
-from vaultd.errors import StoreError
+from vaultd.errors import DaemonError, StoreError
 from vaultd.index.open import open_index
 from vaultd.storage.vectors import StoreFullError
 

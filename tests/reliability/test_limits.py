@@ -21,7 +21,7 @@ import pytest
 
 from tests.convergence import assert_converged
 from tests.daemon import RunningDaemon, fault_env, running, wait_until
-from vaultd.api.client import DaemonError
+from vaultd.errors import DaemonError
 
 SITECUSTOMIZE = """
 import os

@@ -31,7 +31,7 @@ import pytest
 
 from tests.convergence import assert_converged, fresh_export
 from tests.daemon import PATIENCE, RunningDaemon, running, short_socket_dir, start, write_config
-from vaultd.api.client import DaemonError
+from vaultd.errors import DaemonError
 
 pytestmark = pytest.mark.slow
 

@@ -10,21 +10,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from vaultd.errors import VaultdError, VaultMismatchError
+from vaultd.errors import DaemonError, VaultdError, VaultMismatchError
 
 #: Every answer names the vault its daemon serves (its id, see vaultd.layout.vault_id).
 VAULT_HEADER = "Vaultd-Vault"
 #: And its path, percent-encoded (headers are Latin-1; paths are not), for error messages.
 VAULT_PATH_HEADER = "Vaultd-Vault-Path"
-
-
-class DaemonError(VaultdError):
-    """Raised when the daemon answered with an error."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(f"{message} ({code}, HTTP {status})")
-        self.status = status
-        self.code = code
 
 
 class _UnixConnection(http.client.HTTPConnection):

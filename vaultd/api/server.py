@@ -35,14 +35,16 @@ from vaultd import __version__
 from vaultd.api.client import VAULT_HEADER, VAULT_PATH_HEADER
 from vaultd.api.locate import remove_record, socket_path, write_record
 from vaultd.errors import (
+    ApiError,
     NoteError,
     NoteUnavailableError,
+    QueryError,
     StartupError,
     VaultdError,
     VaultPathError,
 )
 from vaultd.index.links import LinkResolver
-from vaultd.index.search import MAX_K, MAX_PER_NOTE, MODES, Filters, QueryError, check_query
+from vaultd.index.search import MAX_K, MAX_PER_NOTE, MODES, Filters, check_query
 from vaultd.layout import vault_id
 from vaultd.records import chunk_json
 from vaultd.vaultpath import vault_path
@@ -71,18 +73,6 @@ _HTTP_1 = re.compile(r"HTTP/0*1\.[0-9]+")
 #: digits ("+5", "5 ", "5_0", "٥"), which another parser in front of us may read differently.
 _LENGTH = re.compile(r"[0-9]+")
 NOTES_PREFIX = "/v1/notes/"
-
-
-class ApiError(Exception):
-    def __init__(
-        self, status: HTTPStatus, code: str, message: str, *, allow: tuple[str, ...] = ()
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        #: The methods the route takes, for a 405's Allow header.
-        self.allow = allow
 
 
 def _safe_directory(directory: Path) -> None:

@@ -889,7 +889,8 @@ def mcp(socket_file: Path | None, config_file: Path | None, vault: Path | None) 
     search, read_note (a note, or a line range of it) and links (links and backlinks).
     """
     from vaultd.api.client import Client
-    from vaultd.cli.mcp_bridge import NoDaemonError, serve
+    from vaultd.cli.mcp_bridge import serve
+    from vaultd.errors import NoDaemonError
     from vaultd.layout import vault_id
 
     config = _load(config_file, vault)

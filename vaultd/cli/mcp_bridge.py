@@ -15,8 +15,8 @@ from urllib.parse import quote, urlencode
 from pydantic import Field
 
 from vaultd import __version__
-from vaultd.api.client import Client, DaemonError
-from vaultd.errors import VaultdError, VaultPathError
+from vaultd.api.client import Client
+from vaultd.errors import DaemonError, NoDaemonError, VaultdError, VaultPathError
 from vaultd.vaultpath import vault_path
 
 INSTRUCTIONS = (
@@ -27,10 +27,6 @@ INSTRUCTIONS = (
 
 #: What a search hit tells the assistant (the chunk id and score parts are vaultd's business).
 HIT_FIELDS = ("path", "title", "section", "start_line", "end_line", "score", "tags", "text")
-
-
-class NoDaemonError(VaultdError):
-    """Raised when no vaultd daemon answers on the socket the bridge should forward to."""
 
 
 def _tool_error(message: str) -> Exception:

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from vaultd.config import SearchSection
 from vaultd.embedding.embedder import Embedder
-from vaultd.errors import VaultdError
+from vaultd.errors import QueryError, VaultdError
 from vaultd.records import Hit
 from vaultd.storage.manifest import UNSPACED_RANGES, Condition, ConditionOp, Manifest, StoredChunk
 from vaultd.storage.vectors import VectorStore
@@ -76,12 +76,6 @@ _STOP_WORDS = (
     "was we were what when where which who why will with would you your"
 )
 STOP_WORDS = frozenset(_STOP_WORDS.split())
-
-
-class QueryError(VaultdError):
-    """Raised when a search's query or filters cannot be taken; the message names the part."""
-
-    exit_code = 2  # a usage error: the same input fails the same way every time
 
 
 # -- filters -----------------------------------------------------------------------------------
