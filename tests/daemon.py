@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from vaultd.api.client import Client
-from vaultd.api.server import MAX_WAIT
+from vaultd.api.limits import MAX_WAIT
 from vaultd.errors import DaemonError
 
 #: How long a test waits for the daemon before calling it a failure: generous, because the

@@ -16,7 +16,6 @@ import time
 from collections.abc import Iterator
 from http import HTTPStatus
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -26,6 +25,8 @@ from tests.conftest import shared_path
 from vaultd.api.server import Api
 from vaultd.cli.commands import main
 from vaultd.config import SearchSection, load_config
+from vaultd.daemon.serving import DaemonService
+from vaultd.daemon.state import State
 from vaultd.errors import ApiError, QueryError
 from vaultd.index import search as search_module
 from vaultd.index.open import Index, open_index
@@ -419,7 +420,7 @@ def test_chinese_in_hybrid_mode_and_with_filters(index: Index) -> None:
 
 
 def api_search(index: Index, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
-    api = Api(SimpleNamespace(index=index, worker=None, state=None))  # type: ignore[arg-type]
+    api = Api(DaemonService(index, State(), lambda: None, dict))
     return api.handle("POST", "/v1/search", json.dumps(body).encode())
 
 

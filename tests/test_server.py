@@ -25,7 +25,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.daemon import RunningDaemon, short_socket_dir, start, wait_until, write_config
-from vaultd.api.server import MAX_BODY, MAX_WAIT
+from vaultd.api.limits import MAX_BODY, MAX_WAIT
 from vaultd.index.search import MAX_K
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -39,12 +39,12 @@ from tests.test_server import (
     vaultd,
     write_vault,
 )
+from vaultd.api.limits import MAX_WAIT
 from vaultd.api.locate import MAX_SOCKET_PATH, socket_path
 from vaultd.api.server import (
     HEADER_TIMEOUT,
     IDLE_TIMEOUT,
     MAX_CONNECTIONS,
-    MAX_WAIT,
     _clear_stale,
     _safe_directory,
 )

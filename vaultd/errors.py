@@ -170,3 +170,9 @@ class ApiError(VaultdError):
         self.message = message
         #: The methods the route takes, for a 405's Allow header.
         self.allow = allow
+
+
+class NotReadyError(VaultdError):
+    """Raised when the daemon is asked for what it cannot do until it has started."""
+
+    exit_code = 75  # EX_TEMPFAIL: the same request succeeds a moment later

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from vaultd import __version__
-from vaultd.api.server import MAX_BODY, MAX_TAGS
+from vaultd.api.limits import MAX_BODY, MAX_TAGS
 from vaultd.index.search import (
     MAX_CONDITIONS,
     MAX_IN_VALUES,

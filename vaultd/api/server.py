@@ -33,36 +33,32 @@ import structlog
 
 from vaultd import __version__
 from vaultd.api.client import VAULT_HEADER, VAULT_PATH_HEADER
+from vaultd.api.limits import MAX_BODY, MAX_TAGS, MAX_WAIT
 from vaultd.api.locate import remove_record, socket_path, write_record
 from vaultd.errors import (
     ApiError,
     NoteError,
     NoteUnavailableError,
+    NotReadyError,
     QueryError,
     StartupError,
     VaultdError,
     VaultPathError,
 )
-from vaultd.index.links import LinkResolver
 from vaultd.index.search import MAX_K, MAX_PER_NOTE, MODES, Filters, check_query
 from vaultd.layout import vault_id
-from vaultd.records import chunk_json
 from vaultd.vaultpath import vault_path
 
 if TYPE_CHECKING:
-    from vaultd.daemon.lifecycle import Daemon
+    from vaultd.api.service import Service
 
 log = structlog.get_logger(__name__)
 
-MAX_BODY = 1024 * 1024
 #: A request line and headers must arrive within this many seconds.
 HEADER_TIMEOUT = 10.0
 #: An idle keep-alive connection is closed after this many seconds.
 IDLE_TIMEOUT = 10.0
 MAX_CONNECTIONS = 64
-MAX_WAIT = 60.0
-#: Tag filters per search; each one is a sub-query, and SQLite's expression depth is finite.
-MAX_TAGS = 64
 #: The longest request line read (as the standard library's handler reads it).
 MAX_REQUEST_LINE = 65536
 #: A method is an RFC 9110 token; anything else is not a request.
@@ -246,6 +242,8 @@ class Handler(BaseHTTPRequestHandler):
             status, payload = exc.status, _error_body(exc.code, exc.message)
             if exc.allow:
                 headers["Allow"] = ", ".join(exc.allow)
+        except NotReadyError as exc:
+            status, payload = HTTPStatus.SERVICE_UNAVAILABLE, _error_body("not_ready", str(exc))
         except VaultdError as exc:
             status, payload = HTTPStatus.SERVICE_UNAVAILABLE, _error_body("unavailable", str(exc))
         except Exception:
@@ -420,10 +418,10 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
 
 class Api:
-    """Routes requests to the daemon; raises ApiError for anything the client got wrong."""
+    """Routes requests to the service; raises ApiError for anything the client got wrong."""
 
-    def __init__(self, daemon: Daemon) -> None:
-        self.daemon = daemon
+    def __init__(self, service: Service) -> None:
+        self.service = service
         #: Each route's methods; a handler takes the request's body.
         self.routes: dict[str, dict[str, Callable[[bytes], tuple[HTTPStatus, Any]]]] = {
             "/v1/health": {"GET": lambda _: self.health()},
@@ -461,25 +459,22 @@ class Api:
     # -- endpoints -----------------------------------------------------------------------------
 
     def health(self) -> tuple[HTTPStatus, Any]:
-        snap = self.daemon.state.snapshot()
-        index = self._index()
+        health, reasons = self.service.health()
+        vault = self.service.vault
         body = {
-            "status": snap["status"],
+            "status": health,
             "version": __version__,
-            "vault": str(index.vault),
-            "vault_id": vault_id(index.vault),
+            "vault": str(vault),
+            "vault_id": vault_id(vault),
             "pid": os.getpid(),
-            "data_dir": str(index.data_dir),
+            "data_dir": str(self.service.data_dir),
         }
-        if snap["reasons"]:
-            body["reason"] = "; ".join(snap["reasons"].values())
+        if reasons:
+            body["reason"] = "; ".join(reasons)
         return HTTPStatus.OK, body
 
     def status(self) -> tuple[HTTPStatus, Any]:
-        body = self.daemon.status()
-        # Beside "failed": notes set aside until they change or are asked for by name.
-        body.setdefault("quarantined", [q.as_json() for q in self._index().manifest.quarantined()])
-        return HTTPStatus.OK, body
+        return HTTPStatus.OK, self.service.status()
 
     def search(self, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
         query = _field(body, "query", str, required=True)
@@ -514,15 +509,8 @@ class Api:
                 )
             target = wait_for if wait_for == "idle" else _vault_path("wait_for", wait_for)
             self._wait(target, float(min(max(timeout, 0), MAX_WAIT)))
-        index = self._index()
-        hits = index.searcher.search(
-            query,
-            k=k,
-            mode=mode,
-            filters=filters,
-            per_note=per_note,
-            merge=merge,
-            settings=index.config.search,
+        hits = self.service.search(
+            query, k=k, mode=mode, filters=filters, per_note=per_note, merge=merge
         )
         return HTTPStatus.OK, {"hits": [h.as_json(explain) for h in hits]}
 
@@ -530,24 +518,11 @@ class Api:
         if not name:
             raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"name a note: {NOTES_PREFIX}PATH")
         path = _vault_path("the note path", name)
-        index = self._index()
-        row = index.manifest.note_row(path)
-        if row is None:
+        body = self.service.note(path)
+        if body is None:
             raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no indexed note {path!r}")
-        chunks = index.manifest.chunks_of(path)
-        row.pop("mtime_ns", None)
-        resolver = LinkResolver(index.manifest.note_paths())
-        row["links"] = [
-            {**link, "path": resolver.resolve(str(link.get("target", "")), path)}
-            for link in row.get("links", [])
-        ]
-        body = {
-            **row,
-            "backlinks": index.manifest.backlinks(path, row.get("aliases", [])),
-            "chunks": [chunk_json(c) for c in chunks],
-        }
         if _flag(query, "text"):
-            body.update(_note_text(index, path, query))
+            body.update(_note_text(self.service, path, query))
         return HTTPStatus.OK, body
 
     def reindex(self, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
@@ -555,25 +530,12 @@ class Api:
         if not all(isinstance(p, str) for p in given):
             raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "paths must be vault paths")
         paths = list(dict.fromkeys(_vault_path("paths", p) for p in given))
-        worker = self.daemon.worker
-        if worker is None:
-            raise ApiError(HTTPStatus.SERVICE_UNAVAILABLE, "not_ready", "the daemon is starting")
-        if paths:
-            # Asked for by name: a quarantined note among them gets one more try.
-            self._index().indexer.retry(paths)
-            worker.request_paths(set(paths))
-        else:
-            worker.request_full()
+        self.service.reindex(paths)
         return HTTPStatus.ACCEPTED, {"accepted": True, "paths": paths or "all"}
 
     def export(self, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
         """Every chunk record in the store, as `vaultd export` prints it (JSON lines)."""
-        from vaultd.index.export import export_records
-
-        index = self._index()
-        return HTTPStatus.OK, Lines(
-            export_records(index.store, with_vectors=_flag(query, "vectors"))
-        )
+        return HTTPStatus.OK, Lines(self.service.export(_flag(query, "vectors")))
 
     def openapi(self) -> tuple[HTTPStatus, Any]:
         from vaultd.api.openapi import schema
@@ -582,22 +544,8 @@ class Api:
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _index(self) -> Any:
-        index = self.daemon.index
-        if index is None:
-            raise ApiError(HTTPStatus.SERVICE_UNAVAILABLE, "not_ready", "the daemon is starting")
-        return index
-
     def _wait(self, target: str, timeout: float) -> None:
-        worker = self.daemon.worker
-        index = self._index()
-        if worker is None:
-            raise ApiError(HTTPStatus.SERVICE_UNAVAILABLE, "not_ready", "the daemon is starting")
-        if target == "idle":
-            done = self.daemon.state.wait(worker.idle, timeout)
-        else:
-            done = self.daemon.state.wait(lambda: _indexed(index, target), timeout)
-        if not done:
+        if not self.service.wait(target, timeout):
             raise ApiError(
                 HTTPStatus.SERVICE_UNAVAILABLE,
                 "timeout",
@@ -629,25 +577,6 @@ def _search_filters(body: Mapping[str, Any]) -> Filters:
         raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", str(exc)) from None
 
 
-def _indexed(index: Any, path: str) -> bool:
-    """Whether the manifest holds exactly what the file holds now (or knows it is gone)."""
-    import hashlib
-
-    state = index.indexer.discovery.state_of(path)
-    known = index.manifest.known_subset([path], []).get(path)
-    if state is None:
-        return known is None
-    if known is None:
-        return False
-    if known.size == state.size and known.mtime_ns == state.mtime_ns:
-        return True
-    try:
-        data, _ = index.indexer.discovery.read_note(path)
-    except OSError:
-        return False
-    return bool(hashlib.sha256(data).hexdigest() == known.sha256)
-
-
 def _flag(query: Mapping[str, list[str]], name: str) -> bool:
     values = query.get(name)
     return values is not None and values[-1].lower() in ("1", "true", "yes")
@@ -666,7 +595,7 @@ def _line_number(query: Mapping[str, list[str]], name: str) -> int | None:
     return number
 
 
-def _note_text(index: Any, path: str, query: Mapping[str, list[str]]) -> dict[str, Any]:
+def _note_text(service: Service, path: str, query: Mapping[str, list[str]]) -> dict[str, Any]:
     """The note's text as it is on disk now, or the lines asked for.
 
     Read as the indexer reads (Discovery.read_note): never through a symlink swapped in for the
@@ -677,8 +606,7 @@ def _note_text(index: Any, path: str, query: Mapping[str, list[str]]) -> dict[st
     start = _line_number(query, "start_line")
     end = _line_number(query, "end_line")
     try:
-        data, _ = index.indexer.discovery.read_note(path)
-        text, _ = decode(data, path)
+        text, _ = decode(service.read_note(path), path)
     except NoteUnavailableError as exc:
         raise ApiError(HTTPStatus.NOT_FOUND, "not_found", str(exc)) from None
     except OSError as exc:
@@ -759,16 +687,14 @@ def check_socket_path(config: Any, env: Mapping[str, str]) -> Path:
     return path
 
 
-def start_server(daemon: Daemon) -> SocketServer:
-    index = daemon.index
-    assert index is not None
-    path = daemon_socket_path(daemon.config, daemon.env)
+def start_server(service: Service, config: Any, env: Mapping[str, str]) -> SocketServer:
+    path = daemon_socket_path(config, env)
     _safe_directory(path.parent)
     _clear_stale(path)
-    server = SocketServer(path, Api(daemon), index.vault)
+    server = SocketServer(path, Api(service), service.vault)
     thread = threading.Thread(target=server.serve_forever, name="vaultd-server", daemon=True)
     thread.start()
     # Once it answers: a client that cannot compute the path (another environment) reads it.
-    write_record(index.data_dir, path, index.vault)
-    server.record_dir = index.data_dir
+    write_record(service.data_dir, path, service.vault)
+    server.record_dir = service.data_dir
     return server

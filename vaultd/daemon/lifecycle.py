@@ -32,6 +32,7 @@ from vaultd.config import Config, load_config
 from vaultd.daemon.governor import Governor
 from vaultd.daemon.memory import trim_heap
 from vaultd.daemon.notify import Notifier
+from vaultd.daemon.serving import DaemonService
 from vaultd.daemon.state import State
 from vaultd.errors import VaultdError
 from vaultd.index.indexer import Summary
@@ -491,16 +492,41 @@ class Daemon:
             from vaultd.api.server import start_server
         except ImportError:
             return None
-        server = start_server(self)
+        assert self.index is not None
+        service = DaemonService(self.index, self.state, lambda: self.worker, self.status)
+        server = start_server(service, self.config, self.env)
         stack.callback(server.close)
         return server
 
     def _start_scheduler(self, stack: ExitStack) -> Any:
         from vaultd.daemon.scheduler import start_scheduler
 
-        scheduler = start_scheduler(self)
+        scheduler = start_scheduler(self.config.schedule, self._rescan, self._log_health)
         stack.callback(scheduler.shutdown)
         return scheduler
+
+    def _rescan(self) -> None:
+        """The scheduled safety net: a full pass catches whatever events were missed."""
+        if self.worker is not None:
+            log.info("scheduled rescan")
+            self.worker.request_full()
+
+    def _log_health(self) -> None:
+        status = self.status()
+        log.info(
+            "health",
+            status=status["status"],
+            reasons=status["reasons"] or None,
+            notes=status["notes"],
+            chunks=status["chunks"],
+            failed=len(status["failed"]),
+            queue_depth=status["queue_depth"],
+            lag_p50=status["lag_seconds"]["p50"],
+            lag_p95=status["lag_seconds"]["p95"],
+            last_reconcile_at=status["last_reconcile_at"],
+            rss_mb=status["rss_mb"],
+            watch=status["watch"]["mode"],
+        )
 
     def _stop_worker(self) -> None:
         worker = self.worker
@@ -675,7 +701,7 @@ class Daemon:
         if self.scheduler is not None:
             from vaultd.daemon.scheduler import reschedule
 
-            reschedule(self.scheduler, self)
+            reschedule(self.scheduler, config.schedule, self._rescan, self._log_health)
         log.info("configuration reloaded")
         self.notifier.ready("configuration reloaded")
 

@@ -6,53 +6,29 @@ APScheduler's defaults would silently skip a run missed during suspend (misfire 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-import structlog
 from apscheduler.schedulers.background import BackgroundScheduler
 
-if TYPE_CHECKING:
-    from vaultd.daemon.lifecycle import Daemon
-
-log = structlog.get_logger(__name__)
+from vaultd.config import ScheduleSection
 
 
-def _rescan(daemon: Daemon) -> None:
-    if daemon.worker is not None:
-        log.info("scheduled rescan")
-        daemon.worker.request_full()
-
-
-def _health(daemon: Daemon) -> None:
-    status = daemon.status()
-    log.info(
-        "health",
-        status=status["status"],
-        reasons=status["reasons"] or None,
-        notes=status["notes"],
-        chunks=status["chunks"],
-        failed=len(status["failed"]),
-        queue_depth=status["queue_depth"],
-        lag_p50=status["lag_seconds"]["p50"],
-        lag_p95=status["lag_seconds"]["p95"],
-        last_reconcile_at=status["last_reconcile_at"],
-        rss_mb=status["rss_mb"],
-        watch=status["watch"]["mode"],
-    )
-
-
-def _add_jobs(scheduler: Any, daemon: Daemon) -> None:
-    schedule = daemon.config.schedule
+def _add_jobs(
+    scheduler: Any,
+    schedule: ScheduleSection,
+    rescan: Callable[[], None],
+    health: Callable[[], None],
+) -> None:
     for job_id, func, seconds in (
-        ("rescan", _rescan, schedule.rescan_seconds),
-        ("health", _health, schedule.health_seconds),
+        ("rescan", rescan, schedule.rescan_seconds),
+        ("health", health, schedule.health_seconds),
     ):
         if seconds > 0:
             scheduler.add_job(
                 func,
                 "interval",
                 seconds=seconds,
-                args=[daemon],
                 id=job_id,
                 replace_existing=True,
                 coalesce=True,
@@ -61,13 +37,21 @@ def _add_jobs(scheduler: Any, daemon: Daemon) -> None:
             )
 
 
-def start_scheduler(daemon: Daemon) -> Any:
+def start_scheduler(
+    schedule: ScheduleSection, rescan: Callable[[], None], health: Callable[[], None]
+) -> Any:
+    """Run `rescan` and `health` at the intervals `schedule` gives (0: never)."""
     scheduler = BackgroundScheduler(daemon=True)
-    _add_jobs(scheduler, daemon)
+    _add_jobs(scheduler, schedule, rescan, health)
     scheduler.start()
     return scheduler
 
 
-def reschedule(scheduler: Any, daemon: Daemon) -> None:
+def reschedule(
+    scheduler: Any,
+    schedule: ScheduleSection,
+    rescan: Callable[[], None],
+    health: Callable[[], None],
+) -> None:
     scheduler.remove_all_jobs()
-    _add_jobs(scheduler, daemon)
+    _add_jobs(scheduler, schedule, rescan, health)

@@ -244,6 +244,23 @@ class Indexer:
         with self._retry_lock:
             self._retry.update(paths)
 
+    def is_current(self, path: str) -> bool:
+        """Whether the manifest holds exactly what the file holds now (or knows it is gone):
+        what a client waiting for its edit to be searchable waits for."""
+        state = self.discovery.state_of(path)
+        known = self.manifest.known_subset([path], []).get(path)
+        if state is None:
+            return known is None
+        if known is None:
+            return False
+        if known.size == state.size and known.mtime_ns == state.mtime_ns:
+            return True
+        try:
+            data, _ = self.discovery.read_note(path)
+        except OSError:
+            return False
+        return hashlib.sha256(data).hexdigest() == known.sha256
+
     def _start_pass(self) -> None:
         if not self._recovered:
             self._recovered = True

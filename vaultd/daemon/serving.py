@@ -1,0 +1,93 @@
+"""The daemon's side of the socket API: `vaultd.api.service.Service` over an open index, the
+live state and whichever indexing worker runs now (a dead one is replaced)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from vaultd.errors import NotReadyError
+from vaultd.index.export import export_records
+from vaultd.index.notes import note_view
+
+if TYPE_CHECKING:
+    from vaultd.daemon.lifecycle import Worker
+    from vaultd.daemon.state import State
+    from vaultd.index.open import Index
+    from vaultd.index.search import Filters, Mode
+    from vaultd.records import Hit
+
+
+class DaemonService:
+    def __init__(
+        self,
+        index: Index,
+        state: State,
+        worker: Callable[[], Worker | None],
+        status: Callable[[], dict[str, Any]],
+    ) -> None:
+        self.index = index
+        self.vault = index.vault
+        self.data_dir = index.data_dir
+        self._state = state
+        self._worker = worker
+        self._status = status
+
+    def health(self) -> tuple[str, list[str]]:
+        snap = self._state.snapshot()
+        return str(snap["status"]), list(snap["reasons"].values())
+
+    def status(self) -> dict[str, Any]:
+        return self._status()
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int,
+        mode: Mode,
+        filters: Filters,
+        per_note: int | None,
+        merge: bool | None,
+    ) -> list[Hit]:
+        return self.index.searcher.search(
+            query,
+            k=k,
+            mode=mode,
+            filters=filters,
+            per_note=per_note,
+            merge=merge,
+            settings=self.index.config.search,
+        )
+
+    def note(self, path: str) -> dict[str, Any] | None:
+        return note_view(self.index.manifest, path)
+
+    def read_note(self, path: str) -> bytes:
+        data, _ = self.index.indexer.discovery.read_note(path)
+        return data
+
+    def reindex(self, paths: Sequence[str]) -> None:
+        worker = self._running_worker()
+        if paths:
+            # Asked for by name: a quarantined note among them gets one more try.
+            self.index.indexer.retry(paths)
+            worker.request_paths(set(paths))
+        else:
+            worker.request_full()
+
+    def export(self, with_vectors: bool) -> Iterator[dict[str, Any]]:
+        return export_records(self.index.store, with_vectors=with_vectors)
+
+    def wait(self, target: str, timeout: float) -> bool:
+        worker = self._running_worker()
+        if target == "idle":
+            return self._state.wait(worker.idle, timeout)
+        indexer = self.index.indexer
+        return self._state.wait(lambda: indexer.is_current(target), timeout)
+
+    def _running_worker(self) -> Worker:
+        worker = self._worker()
+        if worker is None:
+            raise NotReadyError("the daemon is starting")
+        return worker

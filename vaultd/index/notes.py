@@ -1,0 +1,28 @@
+"""An indexed note as the socket API shows it: its manifest row with every link resolved, its
+backlinks and its chunks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vaultd.index.links import LinkResolver
+from vaultd.records import chunk_json
+from vaultd.storage.manifest import Manifest
+
+
+def note_view(manifest: Manifest, path: str) -> dict[str, Any] | None:
+    row = manifest.note_row(path)
+    if row is None:
+        return None
+    chunks = manifest.chunks_of(path)
+    row.pop("mtime_ns", None)
+    resolver = LinkResolver(manifest.note_paths())
+    row["links"] = [
+        {**link, "path": resolver.resolve(str(link.get("target", "")), path)}
+        for link in row.get("links", [])
+    ]
+    return {
+        **row,
+        "backlinks": manifest.backlinks(path, row.get("aliases", [])),
+        "chunks": [chunk_json(c) for c in chunks],
+    }
