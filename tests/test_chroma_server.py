@@ -268,7 +268,7 @@ def test_daemon_degrades_while_the_server_is_away_and_converges(
         # The server is stopped after the daemon's first batch landed, while the next is
         # embedded: batches of 128 chunks here (BULK_BATCH_CHUNKS is larger than this vault),
         # set in the daemon's process before it starts.
-        small_batches = "from vaultd.daemon import lifecycle\nlifecycle.BULK_BATCH_CHUNKS = 128\n"
+        small_batches = "from vaultd.daemon import worker\nworker.BULK_BATCH_CHUNKS = 128\n"
         env = fault_env(tmp_path, small_batches)
         assert len(embedded_export) > 128, "the vault needs two batches"
         daemon = start(config, socket_path, tmp_path / "vaultd.log", env=env, wait_ready=False)

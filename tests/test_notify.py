@@ -32,8 +32,9 @@ import pytest
 from tests.convergence import assert_converged
 from tests.daemon import PATIENCE, RunningDaemon, short_socket_dir, start, wait_until, write_config
 from vaultd.config import load_config
-from vaultd.daemon.lifecycle import STOP_TIMEOUT, Daemon, Worker
+from vaultd.daemon.lifecycle import STOP_TIMEOUT, Daemon
 from vaultd.daemon.notify import Notifier
+from vaultd.daemon.worker import Worker
 from vaultd.index.open import Index
 from vaultd.pipeline.watch import Watcher
 

@@ -36,7 +36,8 @@ from tests.daemon import (
     write_config,
 )
 from vaultd.config import load_config
-from vaultd.daemon.lifecycle import Daemon, Worker
+from vaultd.daemon.lifecycle import Daemon
+from vaultd.daemon.worker import Worker
 from vaultd.pipeline.watch import Watcher
 
 SITECUSTOMIZE = """

@@ -11,8 +11,8 @@ from vaultd.index.export import export_records
 from vaultd.index.notes import note_view
 
 if TYPE_CHECKING:
-    from vaultd.daemon.lifecycle import Worker
     from vaultd.daemon.state import State
+    from vaultd.daemon.worker import Worker
     from vaultd.index.open import Index
     from vaultd.index.search import Filters, Mode
     from vaultd.records import Hit

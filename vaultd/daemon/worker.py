@@ -1,0 +1,278 @@
+"""The single indexing worker: the one thread that changes the index.
+
+It runs full reconciles and the settled edits the watcher hands it, pacing bulk work with the
+governor and pausing it between two batches so that a fresh edit is served first.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import structlog
+
+from vaultd.daemon.governor import Governor
+from vaultd.daemon.memory import trim_heap
+from vaultd.daemon.state import State
+from vaultd.errors import VaultdError
+from vaultd.index.indexer import Summary
+from vaultd.index.open import Index
+from vaultd.pipeline.watch import Settled, Watcher
+from vaultd.progress import Tracker
+from vaultd.storage.vectors import is_disk_full
+
+log = structlog.get_logger(__name__)
+
+#: Chunks per batch of bulk work. A fresh edit does not wait for a batch (the indexer pauses
+#: between two embedding runs); only an edit to a note of the batch in flight waits for it to
+#: be written, about 20 s on two cores. Smaller batches pad more: 128 chunks cost 19% more
+#: model time than one length-sorted pass on obsidian-hub, 1,024 chunks 2%.
+BULK_BATCH_CHUNKS = 1024
+#: Padded tokens per embedding run in the daemon: about half a second of work on two cores,
+#: the longest a fresh edit waits behind the backlog.
+INTERACTIVE_RUN_TOKENS = 2048
+#: Back-off after the worker hit an error, so a persistent fault does not spin.
+ERROR_BACKOFF = 5.0
+
+
+class _Stopping(Exception):
+    """Raised inside the worker to abandon a long reconcile between two batches."""
+
+
+class Worker(threading.Thread):
+    """The single writer: every change to the index goes through this thread."""
+
+    def __init__(self, index: Index, watcher: Watcher, state: State) -> None:
+        super().__init__(name="vaultd-worker", daemon=True)
+        self.index = index
+        self.watcher = watcher
+        self.state = state
+        self.stop_event = threading.Event()
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._full = True  # the first thing to do is a full reconcile
+        self._paths: set[str] = set()
+        self._dirs: set[str] = set()
+        self.paused = False
+        self.busy = False
+        self._in_interactive = False
+        index.indexer.between_batches = self._between_batches
+        index.indexer.batch_chunks = BULK_BATCH_CHUNKS
+        #: Where the full pass in hand has come; status reports it with the time left.
+        self.progress = Tracker()
+        embedding = index.config.embedding
+        self.governor = Governor(embedding.cpu_budget, embedding.yield_above)
+        self._bulk = False
+        index.embedder.max_batch_tokens = INTERACTIVE_RUN_TOKENS
+        #: Seconds unused after which the store's index and the model are closed (0: never).
+        self.unload_after = index.config.schedule.unload_seconds
+
+    # -- requests from other threads -----------------------------------------------------------
+
+    def request_full(self) -> None:
+        with self._lock:
+            self._full = True
+        self._wake.set()
+
+    def request_paths(self, paths: set[str]) -> None:
+        with self._lock:
+            self._paths |= paths
+        self._wake.set()
+
+    def idle(self) -> bool:
+        with self._lock:
+            queued = self._full or bool(self._paths) or bool(self._dirs)
+        return not queued and not self.busy and self.watcher.pending() == 0
+
+    def queue_depth(self) -> int:
+        with self._lock:
+            queued = len(self._paths) + len(self._dirs) + (1 if self._full else 0)
+        return queued + self.watcher.pending()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self._wake.set()
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        worked = False
+        while not self.stop_event.is_set():
+            try:
+                if self._step():
+                    worked = True
+                else:
+                    if worked:
+                        # Idle now: the arena the backlog's batches grew, and the heap's
+                        # free pages, are handed back.
+                        worked = False
+                        self.index.embedder.release_memory()
+                        trim_heap()
+                    if self.unload_after > 0 and self._unload_unused():
+                        trim_heap()
+                    due = self.watcher.next_due()
+                    self._wake.wait(0.2 if due is None else min(max(due, 0.01), 0.2))
+                    self._wake.clear()
+            except _Stopping:
+                break
+            except VaultdError as exc:
+                if is_disk_full(exc):
+                    # The write that failed was the store's or the manifest's: nothing after it
+                    # was recorded, so the retry finds the same work once space is freed.
+                    log.error(
+                        "indexing failed: no space left for the index; retrying",
+                        data=str(self.index.data_dir),
+                        error=str(exc),
+                    )
+                    self.state.degrade(
+                        "disk",
+                        f"no space left on the disk holding {self.index.data_dir} ({exc}); "
+                        "indexing resumes by itself once space is freed",
+                    )
+                else:
+                    log.error("indexing failed; retrying", error=str(exc))
+                    self.state.degrade("indexing", str(exc))
+                # The pass that failed took its work off the queue; a full pass repairs the
+                # store from the manifest (`sync_store`) and redoes whatever was lost.
+                self.request_full()
+                self.stop_event.wait(ERROR_BACKOFF)
+            except Exception:
+                log.exception("unexpected error in the indexing worker; retrying")
+                self.state.degrade("indexing", "unexpected error; see the log")
+                self.request_full()
+                self.stop_event.wait(ERROR_BACKOFF)
+            finally:
+                self.busy = False
+
+    def _step(self) -> bool:
+        """Do one unit of work; False when there was nothing to do."""
+        if self.paused:
+            return False
+        # Busy before taking anything off a queue: in between, idle() would be true with work
+        # in hand, and a `wait_for: "idle"` could answer too early.
+        self.busy = True
+        settled = self.watcher.take()
+        if settled.full:
+            self._lost_events()
+        with self._lock:
+            full, self._full = self._full, False
+            requested, self._paths = self._paths, set()
+            requested_dirs, self._dirs = self._dirs, set()
+        if full:
+            self._full_reconcile()
+            return True
+        if settled or requested or requested_dirs:
+            settled.paths |= requested
+            settled.dirs |= requested_dirs
+            self._incremental(settled)
+            return True
+        self.busy = False
+        return False
+
+    def _unload_unused(self) -> bool:
+        """Close the store's index and the model once neither was used for `unload_after`.
+
+        A daemon left running for days should hold at rest what it needs to answer, not every
+        vector of the vault: Chroma keeps a collection's whole HNSW index in memory from its
+        first use (447 MB for 221,814 chunks), the model about 100 MB. The next search or edit
+        opens them again, about a second for that index. Searches (on the server's threads)
+        and writes mark them used, so neither is closed under a search or a pass.
+        """
+        store = self.index.store.release(self.unload_after)
+        model = self.index.embedder.unload(self.unload_after)
+        if store or model:
+            log.info(
+                "unused for a while: closed to free their memory until the next use",
+                vector_index=store,
+                model=model,
+                unused_s=round(self.unload_after),
+            )
+        return store or model
+
+    def _lost_events(self) -> None:
+        # The kernel's queue overflowed, the pending set did, or the root moved: what changed
+        # is unknown, so only comparing everything is safe. Never silent.
+        log.warning("file events were lost; reconciling the whole vault")
+        self.request_full()
+
+    def _full_reconcile(self) -> None:
+        self.state.indexing = "full reconcile"
+        self._bulk = True
+        self.governor.resumed()
+        try:
+            summary = self.index.indexer.reconcile(self.progress)
+        finally:
+            self._bulk = False
+            self.governor.finished()
+            self.state.indexing = ""
+            self.progress.clear()
+        self._succeeded()
+        # A store moved aside at start-up is whole again after one full pass.
+        self.state.recover("store")
+        self.state.reconciled(summary.as_dict())
+        self.state.started()
+
+    def _incremental(self, settled: Settled) -> Summary:
+        summary = self.index.indexer.reconcile_paths(settled.paths, settled.dirs)
+        lag = time.monotonic() - settled.first_event if settled.first_event else None
+        changed = summary.notes_changed + summary.notes_moved + summary.notes_deleted
+        self._succeeded()
+        self.state.committed(lag if changed or summary.notes_touched else None)
+        return summary
+
+    def _succeeded(self) -> None:
+        self.state.recover("indexing")
+        self.state.recover("disk")
+
+    def _between_batches(self, in_flight: frozenset[str]) -> None:
+        """Called by the indexer at safe points of a long pass (`in_flight`: the notes read
+        for the batch being embedded, not yet written)."""
+        if self.stop_event.is_set():
+            raise _Stopping
+        if self._in_interactive:
+            return
+        self._serve_fresh(in_flight)
+        if self._bulk:
+            self._rest(in_flight)
+
+    def _rest(self, in_flight: frozenset[str]) -> None:
+        """Bulk work rests as the governor says, serving fresh edits meanwhile."""
+        delay = self.governor.rest()
+        end = time.monotonic() + delay
+        while (left := end - time.monotonic()) > 0:
+            if self.stop_event.is_set():
+                raise _Stopping
+            self._wake.wait(min(left, 0.2))
+            self._wake.clear()
+            self._serve_fresh(in_flight)
+        self.governor.resumed()
+
+    def _serve_fresh(self, in_flight: frozenset[str]) -> None:
+        # An edit made during a big backlog is served first, not after the backlog.
+        settled = self.watcher.take()
+        if settled.full:
+            self._lost_events()
+        with self._lock:
+            requested, self._paths = self._paths, set()
+            requested_dirs, self._dirs = self._dirs, set()
+            settled.paths |= requested
+            settled.dirs |= requested_dirs
+            # A note whose older content is in flight waits until that batch is written, or the
+            # batch would then overwrite what is indexed now.
+            held = {p for p in settled.paths if p in in_flight}
+            held_dirs = {d for d in settled.dirs if _holds_any(d, in_flight)}
+            self._paths |= held
+            self._dirs |= held_dirs
+            settled.paths -= held
+            settled.dirs -= held_dirs
+        if settled.paths or settled.dirs:
+            self._in_interactive = True
+            try:
+                self._incremental(settled)
+            finally:
+                self._in_interactive = False
+
+
+def _holds_any(folder: str, paths: frozenset[str]) -> bool:
+    prefix = folder.strip("/") + "/"
+    return any(p.startswith(prefix) for p in paths)
