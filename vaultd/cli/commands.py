@@ -436,7 +436,6 @@ def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
     never indexed.
     """
     from vaultd.errors import NotIndexedError
-    from vaultd.index.open import open_index
 
     config = _load(config_file, vault)
     client = _daemon(config)
@@ -445,6 +444,9 @@ def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
         report["daemon"] = True
         report["socket"] = str(client.path)
     else:
+        # Only here: opening the index loads the model and the store, a daemon's answer not.
+        from vaultd.index.open import open_index
+
         try:
             with open_index(config, create=False) as idx:
                 counts = idx.manifest.counts()
