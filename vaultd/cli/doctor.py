@@ -260,11 +260,6 @@ def check_model(config: Config) -> tuple[Check, str | None]:
 # -- vault -------------------------------------------------------------------------------------
 
 
-def _unreadable(reason: str) -> bool:
-    low = reason.lower()
-    return "permission denied" in low or low.startswith("cannot")
-
-
 def count_folders(root: Path) -> int:
     """Folders under `root`, itself included, as a recursive inotify watch sees them: all of
     them, ignored ones (`.git/`, `.obsidian/`) too, symlinks not followed."""
@@ -313,14 +308,15 @@ def check_vault(config: Config) -> tuple[Check, int | None]:
     except VaultdError as exc:
         return Check("vault", "fail", str(exc), f"chmod u+rx {_q(path)}"), None
     folders = count_folders(path)
-    unreadable = [f"{p} ({r})" for p, r in discovery.skipped if _unreadable(r)]
+    cannot_read = discovery.unreadable
+    unreadable = [f"{p} ({r})" for p, r in cannot_read]
     # lexists: a note's path is NFC, its name on disk may not be; that is not unreadable.
     unreadable += [
         f"{n} (permission denied)"
         for n in notes
         if not os.access(path / n, os.R_OK) and os.path.lexists(path / n)
     ]
-    left_out = [f"{p} ({r})" for p, r in discovery.skipped if not _unreadable(r)]
+    left_out = [f"{p} ({r})" for p, r in discovery.skipped if (p, r) not in cannot_read]
     found = f"{path}: {len(notes)} notes in {folders} folders"
     if left_out:
         found += f"; {len(left_out)} left out by the rules: {_first(left_out)}"

@@ -384,7 +384,7 @@ class Indexer:
         )
 
     def _unreadable_dirs(self) -> list[str]:
-        return [path for path, reason in self.discovery.skipped if "permission" in reason.lower()]
+        return [path for path, _ in self.discovery.unreadable if path.endswith("/")]
 
     def _read(self, path: str) -> tuple[bytes, int, int]:
         """The note's bytes, with the size and mtime its file had just before they were read.

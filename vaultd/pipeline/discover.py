@@ -170,6 +170,10 @@ class Discovery:
         #: it afresh; `walk_under` renews only its own subtree's entries and `state_of` only
         #: adds, so one pass over several folders and notes reports all it could not read.
         self.skipped: list[tuple[str, str]] = []
+        #: The entries of `skipped` that are there because they could not be read (no
+        #: permission, an error listing a folder or reading an ignore file), as opposed to
+        #: left out by a rule: see `unreadable`.
+        self._unreadable: set[tuple[str, str]] = set()
         #: Skips already logged: a rescan every hour must not repeat them every hour.
         self._logged: set[tuple[str, str]] = set()
         #: Notes over the size cap met since the last full walk (or since the indexer cleared
@@ -235,7 +239,7 @@ class Discovery:
             self._ignore_cache[rel_dir] = cached
         if report:
             for path, reason in cached[2]:
-                self._skip_printable(path, reason)
+                self._skip_printable(path, reason, unreadable=True)
         return cached[1]
 
     @staticmethod
@@ -335,7 +339,7 @@ class Discovery:
                 return
             st = os.stat(path)
         except PermissionError:
-            self._skip("/".join(parts) + "/", "permission denied")
+            self._skip("/".join(parts) + "/", "permission denied", unreadable=True)
             return
         except (OSError, ValueError):
             return
@@ -362,7 +366,7 @@ class Discovery:
             # Listed like a folder the walk could not read, so the note is kept.
             folder = rel.rpartition("/")[0]
             if folder and (folder + "/", "permission denied") not in self.skipped:
-                self._skip(folder + "/", "permission denied")
+                self._skip(folder + "/", "permission denied", unreadable=True)
             return None
         except (OSError, ValueError):  # ValueError: a NUL byte in the path
             return None
@@ -508,12 +512,20 @@ class Discovery:
     def _too_big_reason(self, size: int) -> str:
         return f"larger than the {self.rules.max_file_mb:g} MB limit ({size / _MB:.1f} MB)"
 
-    def _skip(self, rel: str, reason: str) -> None:
-        self._skip_printable(_printable(rel), reason)
+    @property
+    def unreadable(self) -> list[tuple[str, str]]:
+        """The skipped files and folders (ending in "/") that could not be read: their notes
+        are not gone, and come back once they are readable again."""
+        return [entry for entry in self.skipped if entry in self._unreadable]
 
-    def _skip_printable(self, path: str, reason: str) -> None:
+    def _skip(self, rel: str, reason: str, *, unreadable: bool = False) -> None:
+        self._skip_printable(_printable(rel), reason, unreadable=unreadable)
+
+    def _skip_printable(self, path: str, reason: str, *, unreadable: bool = False) -> None:
         entry = (path, reason)
         self.skipped.append(entry)
+        if unreadable:
+            self._unreadable.add(entry)
         if entry not in self._logged:
             self._logged.add(entry)
             log.warning("not indexed", path=path, reason=reason)
@@ -546,9 +558,9 @@ class Discovery:
         except FileNotFoundError:
             return None  # removed while we walked; the next walk will not see it either
         except PermissionError:
-            self._skip(rel + "/", "permission denied")
+            self._skip(rel + "/", "permission denied", unreadable=True)
         except OSError as exc:
-            self._skip(rel + "/", f"cannot list: {exc.strerror or exc}")
+            self._skip(rel + "/", f"cannot list: {exc.strerror or exc}", unreadable=True)
         return None
 
     def _walk_dir(
