@@ -214,10 +214,9 @@ def test_an_io_error_for_one_batch_holds_the_manifest_back_and_the_next_pass_con
 ) -> None:
     vault, config_path = open_small_index(tmp_path)
     config = load_config(config_path, env={})
-    with open_index(config, env={}) as index:
+    # One note per batch: the fault hits the second batch, after the first was committed.
+    with open_index(config, env={}, batch_chunks=1) as index:
         before = manifest_claims(index)
-        # One note per batch: the fault hits the second batch, after the first was committed.
-        index.indexer.batch_chunks = 1
         if layer == "chroma":
             from chromadb.api.models.Collection import Collection
 

@@ -278,9 +278,8 @@ def test_a_pass_abandoned_mid_batch_counts_no_attempt(tmp_path: Path) -> None:
                 assert index.manifest.in_flight() == sorted(in_flight)
                 raise Abandoned
 
-        index.indexer.between_batches = stop
         with pytest.raises(Abandoned):
-            index.indexer.reconcile()
+            index.indexer.reconcile(pause=stop)
         assert index.manifest.in_flight() == []
     with open_index(config, env={}) as index:
         assert index.indexer.reconcile().notes_failed == 0

@@ -255,10 +255,8 @@ def test_an_interrupted_switch_keeps_the_old_collection_and_switching_back_is_fr
         raise Interrupted
 
     # The first full pass with the new model is abandoned at its first safe point.
-    with open_index(load_config(switched, env={}), env={}) as index:
-        index.indexer.between_batches = stop
-        with pytest.raises(Interrupted):
-            index.indexer.reconcile()
+    with open_index(load_config(switched, env={}), env={}) as index, pytest.raises(Interrupted):
+        index.indexer.reconcile(pause=stop)
     old = collection_name(golden.vault, DEFAULT_MODEL_ID)
     assert old in collections(data)
     assert vector_models(data)[DEFAULT_MODEL_ID] == len(golden.records)

@@ -32,7 +32,7 @@ from vaultd.config import Config, load_config
 from vaultd.daemon.notify import Notifier
 from vaultd.daemon.serving import DaemonService
 from vaultd.daemon.state import State
-from vaultd.daemon.worker import Worker
+from vaultd.daemon.worker import BULK_BATCH_CHUNKS, INTERACTIVE_RUN_TOKENS, Worker
 from vaultd.errors import VaultdError
 from vaultd.index.open import Index, open_index
 from vaultd.pipeline.watch import Watcher
@@ -184,7 +184,14 @@ class Daemon:
         check_socket_path(self.config, self.env)
         with self._signals(), ExitStack() as stack:
             opened_at = time.time()
-            index = stack.enter_context(open_index(self.config, self.env))
+            index = stack.enter_context(
+                open_index(
+                    self.config,
+                    self.env,
+                    batch_chunks=BULK_BATCH_CHUNKS,
+                    run_tokens=INTERACTIVE_RUN_TOKENS,
+                )
+            )
             self.index = index
             moved = last_moved_aside(index.data_dir)
             if moved is not None and float(moved.get("at", 0)) >= opened_at:

@@ -56,14 +56,11 @@ class Worker(threading.Thread):
         self.paused = False
         self.busy = False
         self._in_interactive = False
-        index.indexer.between_batches = self._between_batches
-        index.indexer.batch_chunks = BULK_BATCH_CHUNKS
         #: Where the full pass in hand has come; status reports it with the time left.
         self.progress = Tracker()
         embedding = index.config.embedding
         self.governor = Governor(embedding.cpu_budget, embedding.yield_above)
         self._bulk = False
-        index.embedder.max_batch_tokens = INTERACTIVE_RUN_TOKENS
         #: Seconds unused after which the store's index and the model are closed (0: never).
         self.unload_after = index.config.schedule.unload_seconds
 
@@ -200,7 +197,7 @@ class Worker(threading.Thread):
         self._bulk = True
         self.governor.resumed()
         try:
-            summary = self.index.indexer.reconcile(self.progress)
+            summary = self.index.indexer.reconcile(self.progress, pause=self._between_batches)
         finally:
             self._bulk = False
             self.governor.finished()
@@ -213,7 +210,9 @@ class Worker(threading.Thread):
         self.state.started()
 
     def _incremental(self, settled: Settled) -> Summary:
-        summary = self.index.indexer.reconcile_paths(settled.paths, settled.dirs)
+        summary = self.index.indexer.reconcile_paths(
+            settled.paths, settled.dirs, pause=self._between_batches
+        )
         lag = time.monotonic() - settled.first_event if settled.first_event else None
         changed = summary.notes_changed + summary.notes_moved + summary.notes_deleted
         self._succeeded()

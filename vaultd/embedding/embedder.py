@@ -82,13 +82,15 @@ class Embedder:
     one call go at once (0: one per core), each on one thread.
     """
 
-    def __init__(self, spec: ModelSpec, *, threads: int = 0, batch_size: int = 32) -> None:
+    def __init__(
+        self, spec: ModelSpec, *, threads: int = 0, batch_size: int = 32, max_batch_tokens: int = 0
+    ) -> None:
         self.spec = spec
         self.batch_size = max(1, batch_size)
         self.workers = workers_for(threads)
         #: A cap on the padded tokens of one run (0: none). The daemon sets one so that a run,
         #: the longest a fresh edit waits for, takes about the same time whatever the texts.
-        self.max_batch_tokens = 0
+        self.max_batch_tokens = max_batch_tokens
         self._tokenizer = load_tokenizer(spec)
         self._session: ort.InferenceSession | None = open_session(spec)
         self._inputs = {i.name for i in self._session.get_inputs()}

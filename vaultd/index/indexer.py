@@ -190,6 +190,8 @@ class Indexer:
         max_tokens: int,
         max_bytes: int,
         quarantine_after: int = QUARANTINE_AFTER,
+        batch_chunks: int = BATCH_CHUNKS,
+        faults: Faults | None = None,
     ) -> None:
         self.root = root
         self.discovery = discovery
@@ -199,18 +201,18 @@ class Indexer:
         self.counter = counter
         self.max_tokens = max_tokens
         self.max_bytes = max_bytes
-        self.batch_chunks = BATCH_CHUNKS
+        self.batch_chunks = batch_chunks
         #: Writes records to the store while the model embeds; closed with the indexer.
         self.writer = Writer(store)
         #: Note files read since start (to hash or to parse); status and benchmarks report it.
         self.reads = 0
-        #: Called between two batches of a long pass and between two embedding runs inside a
-        #: batch, so a fresh edit waits for one ONNX run, not for a whole batch.
-        self.between_batches: PausePoint | None = None
+        #: The pass in hand's pause point (see `reconcile`).
+        self._between_batches: PausePoint | None = None
         self._last_pause = 0.0
         #: Failures on the same content after which a note is quarantined.
         self.quarantine_after = quarantine_after
-        self.faults = Faults.from_env()
+        #: Test fault hooks, read from the environment by the composition root.
+        self.faults = faults if faults is not None else Faults()
         self._recovered = False
         #: Notes in flight when the last process died, to be tried one at a time.
         self._suspects: set[str] = set()
@@ -223,8 +225,26 @@ class Indexer:
 
     # -- the whole pass ------------------------------------------------------------------------
 
-    def reconcile(self, progress: Progress | None = None) -> Summary:
-        """Bring the store in line with the whole vault on disk; return what it took."""
+    @contextlib.contextmanager
+    def _pausing(self, pause: PausePoint | None) -> Iterator[None]:
+        self._between_batches = pause
+        try:
+            yield
+        finally:
+            self._between_batches = None
+
+    def reconcile(
+        self, progress: Progress | None = None, *, pause: PausePoint | None = None
+    ) -> Summary:
+        """Bring the store in line with the whole vault on disk; return what it took.
+
+        `pause` is called between two batches and between two embedding runs inside a batch,
+        so that a fresh edit waits for one ONNX run, not for a whole batch.
+        """
+        with self._pausing(pause):
+            return self._reconcile_all(progress)
+
+    def _reconcile_all(self, progress: Progress | None) -> Summary:
         summary = Summary()
         self._start_pass()
         repaired = self.sync_store()
@@ -289,9 +309,20 @@ class Indexer:
         self._suspects = set(self.manifest.suspects())
 
     def reconcile_paths(
-        self, paths: Iterable[str], dirs: Iterable[str] = (), progress: Progress | None = None
+        self,
+        paths: Iterable[str],
+        dirs: Iterable[str] = (),
+        progress: Progress | None = None,
+        *,
+        pause: PausePoint | None = None,
     ) -> Summary:
         """Compare only these notes and folders with the manifest (what the watcher saw)."""
+        with self._pausing(pause):
+            return self._reconcile_some(paths, dirs, progress)
+
+    def _reconcile_some(
+        self, paths: Iterable[str], dirs: Iterable[str], progress: Progress | None
+    ) -> Summary:
         paths, dirs = set(paths), set(dirs)
         self._start_pass()
         known = self.manifest.known_subset(paths, dirs)
@@ -527,13 +558,13 @@ class Indexer:
             report(change)
 
     def _pause(self, in_flight: frozenset[str], *, throttle: bool = False) -> None:
-        if self.between_batches is None:
+        if self._between_batches is None:
             return
         now = time.monotonic()
         if throttle and now - self._last_pause < PAUSE_EVERY:
             return
         self._last_pause = now
-        self.between_batches(in_flight)
+        self._between_batches(in_flight)
 
     def _prepare(self, change: Change, failed: list[_Failed]) -> _Pending | None:
         state = FileState(change.path, change.size, change.mtime_ns)

@@ -40,7 +40,8 @@ from vaultd.embedding.embedder import Embedder
 from vaultd.embedding.spec import ModelSpec, load_spec
 from vaultd.embedding.tokens import TokenCounter
 from vaultd.errors import NotIndexedError, StoreError, StoreMismatchError
-from vaultd.index.indexer import Indexer, Progress, Summary
+from vaultd.faults import Faults
+from vaultd.index.indexer import BATCH_CHUNKS, Indexer, PausePoint, Progress, Summary
 from vaultd.index.search import Searcher
 from vaultd.layout import CHROMA, tighten
 from vaultd.pipeline.discover import Discovery, IgnoreRules
@@ -199,21 +200,30 @@ class _Indexer(Indexer):
     """The indexer, with the store's upkeep after every complete full pass: only a full pass
     proves the current collection holds the whole vault."""
 
-    def reconcile(self, progress: Progress | None = None) -> Summary:
-        summary = super().reconcile(progress)
+    def reconcile(
+        self, progress: Progress | None = None, *, pause: PausePoint | None = None
+    ) -> Summary:
+        summary = super().reconcile(progress, pause=pause)
         _upkeep(self.manifest, self.store, self.model_id)
         return summary
 
 
 @contextmanager
 def open_index(
-    config: Config, env: Mapping[str, str] | None = None, *, create: bool = True
+    config: Config,
+    env: Mapping[str, str] | None = None,
+    *,
+    create: bool = True,
+    batch_chunks: int = BATCH_CHUNKS,
+    run_tokens: int = 0,
 ) -> Iterator[Index]:
     """Lock the data directory and open the manifest, the store and the model.
 
     With `create=False` (the commands that only read: search, status, export) a vault that
     was never indexed raises NotIndexedError before anything is created: an empty data
-    directory would answer "no hits" as if the vault held nothing.
+    directory would answer "no hits" as if the vault held nothing. `batch_chunks` (chunks per
+    batch of a pass) and `run_tokens` (padded tokens per embedding run, 0: no cap) are the
+    daemon's pacing; a one-off `vaultd index` keeps the defaults.
     """
     env = os.environ if env is None else env
     vault = config.require_vault()
@@ -240,7 +250,11 @@ def open_index(
         # a third of a second off every start.
         loader = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="vaultd-model"))
         loading = loader.submit(
-            Embedder, spec, threads=config.embedding.threads, batch_size=config.embedding.batch_size
+            Embedder,
+            spec,
+            threads=config.embedding.threads,
+            batch_size=config.embedding.batch_size,
+            max_batch_tokens=run_tokens,
         )
         manifest = Manifest(data_dir)
         stack.callback(manifest.close)
@@ -279,6 +293,9 @@ def open_index(
             max_tokens=min(config.chunking.max_tokens, spec.window),
             max_bytes=int(config.vault.max_file_mb * 1024 * 1024),
             quarantine_after=config.vault.quarantine_after,
+            batch_chunks=batch_chunks,
+            # The process's own environment, whatever `env` the caller passes: test hooks.
+            faults=Faults.from_env(),
         )
         # Before the store closes (callbacks run last-in first-out): the writer writes to it.
         stack.callback(indexer.writer.close)
