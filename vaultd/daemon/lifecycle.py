@@ -226,7 +226,7 @@ class Daemon:
                 vault=str(index.vault),
                 data=str(index.data_dir),
                 watch=watcher.mode,
-                socket=str(self.server.path) if self.server else None,
+                socket=str(self.server.path),
                 pid=os.getpid(),
             )
             self._main_loop()
@@ -236,10 +236,8 @@ class Daemon:
         return 0
 
     def _start_server(self, stack: ExitStack) -> Any:
-        try:
-            from vaultd.api.server import start_server
-        except ImportError:
-            return None
+        from vaultd.api.server import start_server
+
         assert self.index is not None
         service = DaemonService(self.index, self.state, lambda: self.worker, self.status)
         server = start_server(service, self.config, self.env)
