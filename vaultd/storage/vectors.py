@@ -52,7 +52,12 @@ from urllib.parse import urlparse
 import numpy as np
 import structlog
 
-from vaultd.errors import StoreError, StoreMismatchError
+from vaultd.errors import (
+    StoreError,
+    StoreFullError,
+    StoreMismatchError,
+    StoreUnavailableError,
+)
 
 #: Chroma's own loggers are chatty at INFO about telemetry and migrations.
 logging.getLogger("chromadb").setLevel(logging.WARNING)
@@ -97,15 +102,6 @@ _VACUUM = (
 )
 
 T = TypeVar("T")
-
-
-class StoreUnavailableError(StoreError):
-    """Raised when a Chroma server did not answer (or answered 5xx) on every try."""
-
-
-class StoreFullError(StoreError):
-    """Raised when the disk (or a file-size limit) refuses a write: nothing was stored, and the
-    same write succeeds once space is freed."""
 
 
 #: What a full disk looks like in errors that lost their errno on the way (chromadb's Rust
