@@ -611,10 +611,10 @@ def check_socket(path: Path, answer: Answer, vault: Path | None, data_dir: Path)
 
 def lock_pid(data_dir: Path) -> int | None:
     """The pid the lock's holder (or its last holder) wrote into the lock file."""
-    from vaultd.storage.lock import LOCK_NAME
+    from vaultd.layout import LOCK
 
     try:
-        return int((data_dir / LOCK_NAME).read_text(encoding="ascii").strip())
+        return int((data_dir / LOCK).read_text(encoding="ascii").strip())
     except (OSError, ValueError):
         return None
 
@@ -641,9 +641,9 @@ class ManifestView:
 def read_manifest(data_dir: Path, model_id: str | None) -> ManifestView:
     """Open `vaultd.db` query-only (never created, migrated or written); StoreError if broken."""
     from vaultd.errors import StoreError
-    from vaultd.storage.manifest import FILE_NAME
+    from vaultd.layout import MANIFEST
 
-    path = data_dir / FILE_NAME
+    path = data_dir / MANIFEST
     try:
         # mode=rw: an existing file only (a plain connect would create one); query_only
         # refuses every write, as the manifest's own read connections do.
@@ -725,9 +725,10 @@ def check_manifest(
     data_dir: Path, vault: Path | None, model_id: str | None
 ) -> tuple[Check, ManifestView | None]:
     from vaultd.errors import StoreError
-    from vaultd.storage.manifest import FILE_NAME, SCHEMA_VERSION
+    from vaultd.layout import MANIFEST
+    from vaultd.storage.manifest import SCHEMA_VERSION
 
-    if not (data_dir / FILE_NAME).exists():
+    if not (data_dir / MANIFEST).exists():
         return (
             Check(
                 "manifest",
@@ -746,7 +747,7 @@ def check_manifest(
             Check(
                 "manifest",
                 "fail",
-                f"{data_dir / FILE_NAME} is damaged: {view.integrity}",
+                f"{data_dir / MANIFEST} is damaged: {view.integrity}",
                 _rebuild_remedy(data_dir),
             ),
             None,
@@ -812,12 +813,12 @@ def check_chroma(
     view: ManifestView | None,
 ) -> Check:
     """Probe the store in a child process, then compare its ids with the manifest's."""
-    from vaultd.index.open import CHROMA_DIR
-    from vaultd.storage.probe import DIRTY, mark_closed, probe, why_probe
+    from vaultd.layout import CHROMA, DAMAGED, DIRTY
+    from vaultd.storage.probe import mark_closed, probe, why_probe
     from vaultd.storage.vectors import VectorStore, collection_name
 
     expected = view.chunk_ids if view is not None else frozenset()
-    chroma_dir = data_dir / CHROMA_DIR
+    chroma_dir = data_dir / CHROMA
     remote = bool(config.store.url)
     where = config.store.url if remote else str(chroma_dir)
     # Opening the store rewrites its files; when the record of vaultd's last clean close was
@@ -835,7 +836,7 @@ def check_chroma(
             )
         problem = probe(chroma_dir)
         if problem is not None:
-            aside = str(chroma_dir) + ".damaged"
+            aside = str(chroma_dir) + DAMAGED
             return Check(
                 "chroma",
                 "fail",

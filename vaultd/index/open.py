@@ -42,14 +42,18 @@ from vaultd.embedding.tokens import TokenCounter
 from vaultd.errors import NotIndexedError, StoreError, StoreMismatchError
 from vaultd.index.indexer import Indexer, Progress, Summary
 from vaultd.index.search import Searcher
-from vaultd.layout import CHROMA, tighten
+from vaultd.layout import CHROMA, MANIFEST, tighten
 from vaultd.pipeline.discover import Discovery, IgnoreRules
 from vaultd.storage.lock import DataDirLock, unusable
-from vaultd.storage.manifest import FILE_NAME, Manifest
+from vaultd.storage.manifest import Manifest
 from vaultd.storage.probe import check_store, mark_closed, mark_open
-from vaultd.storage.vectors import VectorStore, collection_name, enable_log_pruning
+from vaultd.storage.vectors import (
+    CHROMA_DATABASE,
+    VectorStore,
+    collection_name,
+    enable_log_pruning,
+)
 
-CHROMA_DIR = CHROMA
 #: Manifest meta keys (see the module's docstring).
 CHROMADB_META = "chromadb_version"
 MODEL_META = "model"
@@ -136,7 +140,7 @@ def _check_chromadb(manifest: Manifest, chroma_dir: Path, installed: str) -> Non
     """Refuse a store last opened by a newer chromadb, before anything (the probe included)
     opens it: Chroma migrates forward only."""
     recorded = manifest.get_meta(CHROMADB_META)
-    if recorded is None or not (chroma_dir / "chroma.sqlite3").exists():
+    if recorded is None or not (chroma_dir / CHROMA_DATABASE).exists():
         return
     if _is_newer(recorded, installed):
         raise StoreMismatchError(
@@ -218,7 +222,7 @@ def open_index(
     env = os.environ if env is None else env
     vault = config.require_vault()
     data_dir = config.require_store()
-    if not create and not (data_dir / FILE_NAME).is_file():
+    if not create and not (data_dir / MANIFEST).is_file():
         raise NotIndexedError(str(vault), str(data_dir))
     # Chroma's SQLite puts temporary files in /tmp by default; keep them on the data disk.
     os.environ.setdefault("SQLITE_TMPDIR", str(data_dir))
@@ -247,16 +251,16 @@ def open_index(
         _check_owner(manifest, vault)
         _check_model(manifest, spec)
         if embedded:
-            _check_chromadb(manifest, data_dir / CHROMA_DIR, chromadb_version)
-            check_store(data_dir, data_dir / CHROMA_DIR)
-            enable_log_pruning(data_dir / CHROMA_DIR)
+            _check_chromadb(manifest, data_dir / CHROMA, chromadb_version)
+            check_store(data_dir, data_dir / CHROMA)
+            enable_log_pruning(data_dir / CHROMA)
             mark_open(data_dir)
-            stack.callback(mark_closed, data_dir, data_dir / CHROMA_DIR)
+            stack.callback(mark_closed, data_dir, data_dir / CHROMA)
         store = VectorStore(
             collection=config.store.collection or collection_name(vault, spec.id),
             vault_id=str(vault),
             model_id=spec.id,
-            path=None if config.store.url else data_dir / CHROMA_DIR,
+            path=None if config.store.url else data_dir / CHROMA,
             url=config.store.url,
             token=env.get(config.store.token_env, ""),
         )

@@ -33,10 +33,10 @@ from typing import Any, Literal
 import numpy as np
 
 from vaultd.errors import StoreError
+from vaultd.layout import MANIFEST
 from vaultd.records import Chunk, KnownNote, Note
 
 SCHEMA_VERSION = 5
-FILE_NAME = "vaultd.db"
 
 #: Scripts written without spaces between words (CJK, kana, Hangul, Thai, Lao, Myanmar, Khmer):
 #: the word index sees a whole run of them as one token, so chunks holding any of these
@@ -298,7 +298,7 @@ class Manifest:
     READERS = 4
 
     def __init__(self, data_dir: Path) -> None:
-        self.path = data_dir / FILE_NAME
+        self.path = data_dir / MANIFEST
         try:
             data_dir.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
