@@ -29,7 +29,7 @@ from vaultd.config import QUARANTINE_AFTER, load_config
 from vaultd.faults import CRASH_ON, CRASH_SIGNAL, EMBED_FAIL_ON, PARSE_FAIL_ON
 from vaultd.index.open import open_index
 from vaultd.layout import MANIFEST as FILE_NAME
-from vaultd.storage.manifest import SCHEMA_VERSION
+from vaultd.storage.schema import SCHEMA_VERSION
 
 K = QUARANTINE_AFTER
 #: How Popen reports a process the fault hook killed.

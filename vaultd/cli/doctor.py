@@ -726,7 +726,7 @@ def check_manifest(
 ) -> tuple[Check, ManifestView | None]:
     from vaultd.errors import StoreError
     from vaultd.layout import MANIFEST
-    from vaultd.storage.manifest import SCHEMA_VERSION
+    from vaultd.storage.schema import SCHEMA_VERSION
 
     if not (data_dir / MANIFEST).exists():
         return (
