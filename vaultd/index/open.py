@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import errno
 import os
-import sqlite3
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, closing, contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -162,23 +161,6 @@ def _record_chromadb(manifest: Manifest, installed: str) -> None:
     manifest.set_meta(CHROMADB_META, installed)
 
 
-def _forget_other_models(manifest: Manifest, model_id: str) -> int:
-    """Delete the manifest's vectors of every model but `model_id`; returns how many.
-
-    `Manifest.prune_vectors` keeps a vector whose text is still a chunk, whatever its model,
-    so the old model's vectors would outlive a switch.
-    """
-    try:
-        with closing(sqlite3.connect(manifest.path, isolation_level=None)) as db:
-            db.execute("PRAGMA busy_timeout=10000")
-            db.execute("PRAGMA synchronous=FULL")
-            if db.execute("SELECT 1 FROM vectors WHERE model != ? LIMIT 1", (model_id,)).fetchone():
-                return db.execute("DELETE FROM vectors WHERE model != ?", (model_id,)).rowcount
-            return 0
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot drop other models' vectors from {manifest.path}: {exc}") from exc
-
-
 def _upkeep(manifest: Manifest, store: VectorStore, model_id: str) -> None:
     """After a complete full pass: finish a switch of model, compact a bloated store.
 
@@ -186,7 +168,7 @@ def _upkeep(manifest: Manifest, store: VectorStore, model_id: str) -> None:
     """
     try:
         dropped = store.drop_retired()
-        forgotten = _forget_other_models(manifest, model_id)
+        forgotten = manifest.forget_other_models(model_id)
         if dropped or forgotten:
             log.info(
                 "the switch of embedding model is complete",

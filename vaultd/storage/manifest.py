@@ -489,6 +489,23 @@ class Manifest:
             )
             return cursor.rowcount
 
+    def forget_other_models(self, model: str) -> int:
+        """Delete the vectors of every model but `model`; returns how many.
+
+        `prune_vectors` keeps a vector whose text is still a chunk, whatever its model, so an
+        old model's vectors would outlive a switch: this finishes one. Called after every
+        complete full pass, it writes only when there is something to delete.
+        """
+        try:
+            if not self._query("SELECT 1 FROM vectors WHERE model != ? LIMIT 1", (model,)):
+                return 0
+            with self._transaction() as db:
+                return int(db.execute("DELETE FROM vectors WHERE model != ?", (model,)).rowcount)
+        except StoreError as exc:
+            raise StoreError(
+                f"cannot drop other models' vectors from {self.path}: {exc.__cause__ or exc}"
+            ) from exc
+
     # -- filters and keyword search ----------------------------------------------------------------
 
     def keyword(
