@@ -1,4 +1,5 @@
-"""vaultd's own database: the source of truth for what is indexed, and the one owner of it.
+"""The manifest, vaultd's own database and the source of truth for what is indexed; the only code
+that writes it.
 
 One SQLite file in the data directory (WAL, synchronous=FULL) holds, per note, what was seen on
 disk (size, mtime, SHA-256) and what was made of it (chunks, status), every vector by the hash
@@ -13,6 +14,7 @@ modules it calls, each owning one thing, none importing this one:
 - `quarantine`: the crash-and-quarantine policy (suspects, attempts, left-out files);
 - `keyword`: BM25 and substring search over the chunks;
 - `conditions`: frontmatter conditions compiled to SQL.
+`view` reads the file for doctor without the manifest, never writing it.
 """
 
 from __future__ import annotations
