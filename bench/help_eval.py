@@ -39,7 +39,7 @@ from typing import Any
 from vaultd.config import SearchSection, load_config
 from vaultd.index.open import Index, open_index
 from vaultd.index.search import MODES, Filters, Mode, ParsedQuery, rrf
-from vaultd.storage.manifest import KEYWORD_WEIGHTS
+from vaultd.storage.keyword import KEYWORD_WEIGHTS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from beir import load_dataset, ndcg_at

@@ -47,7 +47,7 @@ from machine import cpu_model  # bench/ is on sys.path when a script runs
 from vaultd.config import load_config
 from vaultd.index.export import export_records
 from vaultd.index.open import open_index
-from vaultd.storage.manifest import FILE_NAME
+from vaultd.layout import MANIFEST as FILE_NAME
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 

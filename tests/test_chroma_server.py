@@ -27,10 +27,9 @@ import pytest
 
 from tests.conftest import shared_path
 from tests.daemon import NEVER_YIELD, PATIENCE, fault_env, short_socket_dir, start
-from vaultd.errors import StoreError
+from vaultd.errors import StoreError, StoreUnavailableError
 from vaultd.storage import vectors as store_module
 from vaultd.storage.vectors import (
-    StoreUnavailableError,
     VectorStore,
     auth_headers,
     is_transient,

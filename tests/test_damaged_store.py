@@ -17,8 +17,10 @@ import pytest
 
 from vaultd.config import Config, load_config
 from vaultd.index.export import export_records
-from vaultd.index.open import CHROMA_DIR, open_index
-from vaultd.storage.probe import CLEAN, DIRTY, last_moved_aside, why_probe
+from vaultd.index.open import open_index
+from vaultd.layout import CHROMA as CHROMA_DIR
+from vaultd.layout import CLEAN, DIRTY
+from vaultd.storage.probe import last_moved_aside, why_probe
 
 
 def setup_index(root: Path) -> tuple[Config, list[dict[str, Any]]]:

@@ -24,7 +24,7 @@ import pytest
 
 from tests.daemon import RunningDaemon, fault_env, short_socket_dir, start, wait_until
 from vaultd.faults import CRASH_ON, CRASH_SIGNAL
-from vaultd.storage.manifest import FILE_NAME
+from vaultd.layout import MANIFEST as FILE_NAME
 
 pytestmark = pytest.mark.slow
 

@@ -32,7 +32,8 @@ from vaultd.index import search as search_module
 from vaultd.index.open import Index, open_index
 from vaultd.index.search import Filters, parse_since, parse_where, parse_where_flag
 from vaultd.records import Hit
-from vaultd.storage.manifest import SCHEMA_VERSION, Manifest
+from vaultd.storage.manifest import Manifest
+from vaultd.storage.schema import SCHEMA_VERSION
 
 OLD = time.mktime((2020, 6, 1, 12, 0, 0, 0, 0, -1))
 

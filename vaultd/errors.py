@@ -84,6 +84,15 @@ class StoreError(VaultdError):
     """Raised when the vector store (Chroma) or vaultd's own database refuses an operation."""
 
 
+class StoreUnavailableError(StoreError):
+    """Raised when a Chroma server did not answer (or answered 5xx) on every try."""
+
+
+class StoreFullError(StoreError):
+    """Raised when the disk (or a file-size limit) refuses a write: nothing was stored, and the
+    same write succeeds once space is freed."""
+
+
 class StoreMismatchError(StoreError):
     """Raised when a store was written for another vault or model than the one configured."""
 

@@ -18,9 +18,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+#: The manifest, vaultd's own database and the index's source of truth (vaultd.storage.manifest).
 MANIFEST = "vaultd.db"
+#: Held (flock) by the one process that owns the data directory (vaultd.storage.lock).
 LOCK = "vaultd.lock"
+#: The embedded Chroma store's directory (vaultd.storage.vectors).
 CHROMA = "chroma"
+#: What a damaged store is renamed to, after its own name and before a time stamp
+#: (`chroma.damaged-20250101T120000`, see vaultd.storage.probe).
+DAMAGED = ".damaged"
+#: Present while a process has the store open: its owner died without closing it.
+DIRTY = "vaultd.dirty"
+#: The store's files (relative path → [size, mtime_ns]) as the last clean close left them.
+CLEAN = "vaultd.clean"
+#: Why and where the store was last moved aside; status shows it.
+MOVED_ASIDE = "vaultd.store-aside.json"
 #: Where a running daemon says it listens (see vaultd.api.locate).
 DAEMON_RECORD = "daemon.json"
 

@@ -25,7 +25,8 @@ from tests.convergence import assert_converged
 from tests.daemon import RunningDaemon, running, write_config
 from vaultd.config import load_config
 from vaultd.embedding.spec import load_spec
-from vaultd.index.open import CHROMA_DIR, open_index
+from vaultd.index.open import open_index
+from vaultd.layout import CHROMA as CHROMA_DIR
 from vaultd.storage.vectors import collection_name
 
 TOPICS = [

@@ -33,9 +33,8 @@ import pytest
 from tests.convergence import assert_converged, assert_same, export_of, fresh_export
 from tests.daemon import RunningDaemon, running, wait_until, write_config
 from vaultd.config import load_config
-from vaultd.errors import DaemonError, StoreError
+from vaultd.errors import DaemonError, StoreError, StoreFullError
 from vaultd.index.open import open_index
-from vaultd.storage.vectors import StoreFullError
 
 NEW = {"quokka.md": "quokka", "zymurgy.md": "zymurgy", "xylophone.md": "xylophone"}
 

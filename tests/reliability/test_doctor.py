@@ -37,8 +37,10 @@ from vaultd.cli.doctor import (
 from vaultd.config import load_config
 from vaultd.embedding.spec import MANIFEST_NAME, default_spec
 from vaultd.faults import PARSE_FAIL_ON
-from vaultd.index.open import CHROMA_DIR, open_index
-from vaultd.storage.lock import LOCK_NAME, DataDirLock
+from vaultd.index.open import open_index
+from vaultd.layout import CHROMA as CHROMA_DIR
+from vaultd.layout import LOCK as LOCK_NAME
+from vaultd.storage.lock import DataDirLock
 from vaultd.storage.probe import why_probe
 
 

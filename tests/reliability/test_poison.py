@@ -28,7 +28,8 @@ from vaultd.cli.commands import main
 from vaultd.config import QUARANTINE_AFTER, load_config
 from vaultd.faults import CRASH_ON, CRASH_SIGNAL, EMBED_FAIL_ON, PARSE_FAIL_ON
 from vaultd.index.open import open_index
-from vaultd.storage.manifest import FILE_NAME, SCHEMA_VERSION
+from vaultd.layout import MANIFEST as FILE_NAME
+from vaultd.storage.schema import SCHEMA_VERSION
 
 K = QUARANTINE_AFTER
 #: How Popen reports a process the fault hook killed.

@@ -27,7 +27,8 @@ from tests.convergence import assert_same, export_of, fresh_export
 from tests.daemon import short_socket_dir, write_config
 from vaultd.config import load_config
 from vaultd.index.indexer import chunk_metadata
-from vaultd.index.open import CHROMA_DIR, open_index
+from vaultd.index.open import open_index
+from vaultd.layout import CHROMA as CHROMA_DIR
 from vaultd.storage import vectors as store_module
 from vaultd.storage.vectors import COMPACT_MIN_DEAD, Metadata, VectorStore, log_pruning
 

@@ -30,9 +30,11 @@ from tests.daemon import short_socket_dir, write_config
 from vaultd.config import load_config
 from vaultd.embedding.spec import DEFAULT_MODEL_ID, MANIFEST_NAME, default_spec
 from vaultd.errors import StoreMismatchError
-from vaultd.index.open import CHROMA_DIR, CHROMADB_META, installed_chromadb, open_index
+from vaultd.index.open import CHROMADB_META, installed_chromadb, open_index
+from vaultd.layout import CHROMA as CHROMA_DIR
+from vaultd.layout import DIRTY
 from vaultd.storage.manifest import Manifest
-from vaultd.storage.probe import DIRTY, fingerprint
+from vaultd.storage.probe import fingerprint
 from vaultd.storage.vectors import collection_name
 
 NOTES = {

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import os
 import shlex
-import sqlite3
 import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +26,7 @@ from typing import Any, Literal
 from vaultd.config import Config, load_config
 from vaultd.errors import ConfigError, DataDirError, LockedError, VaultdError
 from vaultd.storage.lock import read_only
+from vaultd.storage.view import ManifestView, read_manifest
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -607,77 +606,15 @@ def check_socket(path: Path, answer: Answer, vault: Path | None, data_dir: Path)
 
 def lock_pid(data_dir: Path) -> int | None:
     """The pid the lock's holder (or its last holder) wrote into the lock file."""
-    from vaultd.storage.lock import LOCK_NAME
+    from vaultd.layout import LOCK
 
     try:
-        return int((data_dir / LOCK_NAME).read_text(encoding="ascii").strip())
+        return int((data_dir / LOCK).read_text(encoding="ascii").strip())
     except (OSError, ValueError):
         return None
 
 
 # -- the manifest ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ManifestView:
-    """What doctor needs from the manifest, read without writing a byte."""
-
-    schema: int
-    integrity: str
-    vault: str | None
-    model: str | None
-    notes: int
-    chunk_ids: frozenset[str]
-    #: (path, status, reason) of every note whose status is not ok (failed, quarantined).
-    troubled: tuple[tuple[str, str, str], ...]
-    #: Chunks whose text has no stored vector for the model: the next pass embeds them.
-    unembedded: int
-
-
-def read_manifest(data_dir: Path, model_id: str | None) -> ManifestView:
-    """Open `vaultd.db` query-only (never created, migrated or written); StoreError if broken."""
-    from vaultd.errors import StoreError
-    from vaultd.storage.manifest import FILE_NAME
-
-    path = data_dir / FILE_NAME
-    try:
-        # mode=rw: an existing file only (a plain connect would create one); query_only
-        # refuses every write, as the manifest's own read connections do.
-        with closing(sqlite3.connect(f"{path.as_uri()}?mode=rw", uri=True)) as db:
-            db.execute("PRAGMA query_only=1")
-            db.execute("PRAGMA busy_timeout=10000")
-            schema = int(db.execute("PRAGMA user_version").fetchone()[0])
-            integrity = str(db.execute("PRAGMA quick_check").fetchone()[0])
-            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-            model = model_id or meta.get("model")
-            notes = int(db.execute("SELECT COUNT(*) FROM notes WHERE status = 'ok'").fetchone()[0])
-            ids = frozenset(r[0] for r in db.execute("SELECT id FROM chunks"))
-            troubled = tuple(
-                (str(p), str(s), str(e))
-                for p, s, e in db.execute(
-                    "SELECT path, status, COALESCE(error, '') FROM notes WHERE status != 'ok' "
-                    "ORDER BY path"
-                )
-            )
-            unembedded = int(
-                db.execute(
-                    "SELECT COUNT(*) FROM chunks WHERE hash NOT IN "
-                    "(SELECT hash FROM vectors WHERE model = ?)",
-                    (model or "",),
-                ).fetchone()[0]
-            )
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot read {path}: {exc}") from exc
-    return ManifestView(
-        schema=schema,
-        integrity=integrity,
-        vault=meta.get("vault"),
-        model=meta.get("model"),
-        notes=notes,
-        chunk_ids=ids,
-        troubled=troubled,
-        unembedded=unembedded,
-    )
 
 
 def _rebuild_remedy(data_dir: Path) -> str:
@@ -721,9 +658,10 @@ def check_manifest(
     data_dir: Path, vault: Path | None, model_id: str | None
 ) -> tuple[Check, ManifestView | None]:
     from vaultd.errors import StoreError
-    from vaultd.storage.manifest import FILE_NAME, SCHEMA_VERSION
+    from vaultd.layout import MANIFEST
+    from vaultd.storage.schema import SCHEMA_VERSION
 
-    if not (data_dir / FILE_NAME).exists():
+    if not (data_dir / MANIFEST).exists():
         return (
             Check(
                 "manifest",
@@ -742,7 +680,7 @@ def check_manifest(
             Check(
                 "manifest",
                 "fail",
-                f"{data_dir / FILE_NAME} is damaged: {view.integrity}",
+                f"{data_dir / MANIFEST} is damaged: {view.integrity}",
                 _rebuild_remedy(data_dir),
             ),
             None,
@@ -808,12 +746,12 @@ def check_chroma(
     view: ManifestView | None,
 ) -> Check:
     """Probe the store in a child process, then compare its ids with the manifest's."""
-    from vaultd.index.open import CHROMA_DIR
-    from vaultd.storage.probe import DIRTY, mark_closed, probe, why_probe
+    from vaultd.layout import CHROMA, DAMAGED, DIRTY
+    from vaultd.storage.probe import mark_closed, probe, why_probe
     from vaultd.storage.vectors import VectorStore, collection_name
 
     expected = view.chunk_ids if view is not None else frozenset()
-    chroma_dir = data_dir / CHROMA_DIR
+    chroma_dir = data_dir / CHROMA
     remote = bool(config.store.url)
     where = config.store.url if remote else str(chroma_dir)
     # Opening the store rewrites its files; when the record of vaultd's last clean close was
@@ -831,7 +769,7 @@ def check_chroma(
             )
         problem = probe(chroma_dir)
         if problem is not None:
-            aside = str(chroma_dir) + ".damaged"
+            aside = str(chroma_dir) + DAMAGED
             return Check(
                 "chroma",
                 "fail",

@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import errno
 import os
-import sqlite3
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, closing, contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -43,14 +42,18 @@ from vaultd.errors import NotIndexedError, StoreError, StoreMismatchError
 from vaultd.faults import Faults
 from vaultd.index.indexer import BATCH_CHUNKS, Indexer, PausePoint, Progress, Summary
 from vaultd.index.search import Searcher
-from vaultd.layout import CHROMA, tighten
+from vaultd.layout import CHROMA, MANIFEST, tighten
 from vaultd.pipeline.discover import Discovery, IgnoreRules
 from vaultd.storage.lock import DataDirLock, unusable
-from vaultd.storage.manifest import FILE_NAME, Manifest
+from vaultd.storage.manifest import Manifest
 from vaultd.storage.probe import check_store, mark_closed, mark_open
-from vaultd.storage.vectors import VectorStore, collection_name, enable_log_pruning
+from vaultd.storage.vectors import (
+    CHROMA_DATABASE,
+    VectorStore,
+    collection_name,
+    enable_log_pruning,
+)
 
-CHROMA_DIR = CHROMA
 #: Manifest meta keys (see the module's docstring).
 CHROMADB_META = "chromadb_version"
 MODEL_META = "model"
@@ -137,7 +140,7 @@ def _check_chromadb(manifest: Manifest, chroma_dir: Path, installed: str) -> Non
     """Refuse a store last opened by a newer chromadb, before anything (the probe included)
     opens it: Chroma migrates forward only."""
     recorded = manifest.get_meta(CHROMADB_META)
-    if recorded is None or not (chroma_dir / "chroma.sqlite3").exists():
+    if recorded is None or not (chroma_dir / CHROMA_DATABASE).exists():
         return
     if _is_newer(recorded, installed):
         raise StoreMismatchError(
@@ -159,23 +162,6 @@ def _record_chromadb(manifest: Manifest, installed: str) -> None:
     manifest.set_meta(CHROMADB_META, installed)
 
 
-def _forget_other_models(manifest: Manifest, model_id: str) -> int:
-    """Delete the manifest's vectors of every model but `model_id`; returns how many.
-
-    `Manifest.prune_vectors` keeps a vector whose text is still a chunk, whatever its model,
-    so the old model's vectors would outlive a switch.
-    """
-    try:
-        with closing(sqlite3.connect(manifest.path, isolation_level=None)) as db:
-            db.execute("PRAGMA busy_timeout=10000")
-            db.execute("PRAGMA synchronous=FULL")
-            if db.execute("SELECT 1 FROM vectors WHERE model != ? LIMIT 1", (model_id,)).fetchone():
-                return db.execute("DELETE FROM vectors WHERE model != ?", (model_id,)).rowcount
-            return 0
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot drop other models' vectors from {manifest.path}: {exc}") from exc
-
-
 def _upkeep(manifest: Manifest, store: VectorStore, model_id: str) -> None:
     """After a complete full pass: finish a switch of model, compact a bloated store.
 
@@ -183,7 +169,7 @@ def _upkeep(manifest: Manifest, store: VectorStore, model_id: str) -> None:
     """
     try:
         dropped = store.drop_retired()
-        forgotten = _forget_other_models(manifest, model_id)
+        forgotten = manifest.forget_other_models(model_id)
         if dropped or forgotten:
             log.info(
                 "the switch of embedding model is complete",
@@ -228,7 +214,7 @@ def open_index(
     env = os.environ if env is None else env
     vault = config.require_vault()
     data_dir = config.require_store()
-    if not create and not (data_dir / FILE_NAME).is_file():
+    if not create and not (data_dir / MANIFEST).is_file():
         raise NotIndexedError(str(vault), str(data_dir))
     # Chroma's SQLite puts temporary files in /tmp by default; keep them on the data disk.
     os.environ.setdefault("SQLITE_TMPDIR", str(data_dir))
@@ -261,16 +247,16 @@ def open_index(
         _check_owner(manifest, vault)
         _check_model(manifest, spec)
         if embedded:
-            _check_chromadb(manifest, data_dir / CHROMA_DIR, chromadb_version)
-            check_store(data_dir, data_dir / CHROMA_DIR)
-            enable_log_pruning(data_dir / CHROMA_DIR)
+            _check_chromadb(manifest, data_dir / CHROMA, chromadb_version)
+            check_store(data_dir, data_dir / CHROMA)
+            enable_log_pruning(data_dir / CHROMA)
             mark_open(data_dir)
-            stack.callback(mark_closed, data_dir, data_dir / CHROMA_DIR)
+            stack.callback(mark_closed, data_dir, data_dir / CHROMA)
         store = VectorStore(
             collection=config.store.collection or collection_name(vault, spec.id),
             vault_id=str(vault),
             model_id=spec.id,
-            path=None if config.store.url else data_dir / CHROMA_DIR,
+            path=None if config.store.url else data_dir / CHROMA,
             url=config.store.url,
             token=env.get(config.store.token_env, ""),
         )

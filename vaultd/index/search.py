@@ -33,7 +33,9 @@ from vaultd.config import SearchSection
 from vaultd.embedding.embedder import Embedder
 from vaultd.errors import QueryError, VaultdError
 from vaultd.records import Hit
-from vaultd.storage.manifest import UNSPACED_RANGES, Condition, ConditionOp, Manifest, StoredChunk
+from vaultd.storage.conditions import Condition, ConditionOp
+from vaultd.storage.manifest import Manifest, StoredChunk
+from vaultd.storage.schema import UNSPACED_RANGES
 from vaultd.storage.vectors import VectorStore
 from vaultd.vaultpath import vault_path
 

@@ -15,8 +15,6 @@ from types import TracebackType
 from vaultd.errors import DataDirError, LockedError, StoreError
 from vaultd.layout import LOCK, private_dir
 
-LOCK_NAME = LOCK
-
 #: Failures that stay until someone changes the setup: the directory cannot be used as it is.
 #: Others (EIO, ENOSPC, EMFILE, ...) may pass, and a restart is worth trying.
 _UNUSABLE = frozenset(
@@ -67,7 +65,7 @@ def unusable(data_dir: Path, problem: str, code: int = errno.EACCES) -> DataDirE
 
 class DataDirLock:
     def __init__(self, data_dir: Path) -> None:
-        self.path = data_dir / LOCK_NAME
+        self.path = data_dir / LOCK
         self._fd: int | None = None
 
     def acquire(self) -> None:

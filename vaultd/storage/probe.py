@@ -20,15 +20,10 @@ from typing import Any
 
 import structlog
 
+from vaultd.layout import CHROMA, CLEAN, DAMAGED, DIRTY, MOVED_ASIDE
+
 log = structlog.get_logger(__name__)
 
-DIRTY = "vaultd.dirty"
-#: The store's files (relative path → [size, mtime_ns]) as the last clean close left them.
-CLEAN = "vaultd.clean"
-#: Why and where the store was last moved aside; status shows it.
-MOVED_ASIDE = "vaultd.store-aside.json"
-#: The store folder `open_index` uses, when the caller does not say.
-DEFAULT_CHROMA_DIR = "chroma"
 PROBE_TIMEOUT = 120.0
 
 _PROBE = """
@@ -115,7 +110,7 @@ def check_store(data_dir: Path, chroma_dir: Path) -> str | None:
     problem = probe(chroma_dir)
     if problem is None:
         return None
-    aside = chroma_dir.with_name(f"{chroma_dir.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
+    aside = chroma_dir.with_name(f"{chroma_dir.name}{DAMAGED}-{time.strftime('%Y%m%dT%H%M%S')}")
     chroma_dir.rename(aside)
     record = {"problem": problem, "moved_to": str(aside), "at": time.time()}
     try:
@@ -147,7 +142,7 @@ def mark_open(data_dir: Path) -> None:
 
 def mark_closed(data_dir: Path, chroma_dir: Path | None = None) -> None:
     """Record a clean close; called once every handle on the store is closed."""
-    chroma_dir = chroma_dir or data_dir / DEFAULT_CHROMA_DIR
+    chroma_dir = chroma_dir or data_dir / CHROMA
     try:
         _write_atomically(data_dir / CLEAN, json.dumps(fingerprint(chroma_dir)))
     except OSError as exc:

@@ -52,7 +52,12 @@ from urllib.parse import urlparse
 import numpy as np
 import structlog
 
-from vaultd.errors import StoreError, StoreMismatchError
+from vaultd.errors import (
+    StoreError,
+    StoreFullError,
+    StoreMismatchError,
+    StoreUnavailableError,
+)
 
 #: Chroma's own loggers are chatty at INFO about telemetry and migrations.
 logging.getLogger("chromadb").setLevel(logging.WARNING)
@@ -78,6 +83,8 @@ RETRY_BUDGET = 10.0
 #: chromadb's HTTP client waits forever by default; a hung server must fail, and be retried.
 CONNECT_TIMEOUT = 5.0
 REQUEST_TIMEOUT = 60.0
+#: Chroma's own SQLite file inside the store's directory (Chroma names it; vaultd only reads it).
+CHROMA_DATABASE = "chroma.sqlite3"
 #: Compact the collection once its HNSW segment holds at least this many dead elements, and
 #: more dead than live ones: the segment then stays within twice the live records plus the churn
 #: between two checks, and a small vault is not rewritten for a handful of moves.
@@ -97,15 +104,6 @@ _VACUUM = (
 )
 
 T = TypeVar("T")
-
-
-class StoreUnavailableError(StoreError):
-    """Raised when a Chroma server did not answer (or answered 5xx) on every try."""
-
-
-class StoreFullError(StoreError):
-    """Raised when the disk (or a file-size limit) refuses a write: nothing was stored, and the
-    same write succeeds once space is freed."""
 
 
 #: What a full disk looks like in errors that lost their errno on the way (chromadb's Rust
@@ -133,7 +131,7 @@ def is_disk_full(exc: BaseException) -> bool:
 def log_pruning(chroma_dir: Path) -> bool | None:
     """Whether Chroma prunes this store's write-ahead log; None when it cannot tell (no store
     yet, or one from before the setting existed: opening it records the setting)."""
-    database = chroma_dir / "chroma.sqlite3"
+    database = chroma_dir / CHROMA_DATABASE
     if not database.exists():
         return None
     try:
@@ -155,7 +153,7 @@ def enable_log_pruning(chroma_dir: Path) -> bool:
     """
     if log_pruning(chroma_dir) is not False:
         return False
-    before = (chroma_dir / "chroma.sqlite3").stat().st_size
+    before = (chroma_dir / CHROMA_DATABASE).stat().st_size
     log.warning(
         "this store does not prune Chroma's write-ahead log (it was created before chromadb "
         "0.5.6); running chroma vacuum",
@@ -182,7 +180,7 @@ def enable_log_pruning(chroma_dir: Path) -> bool:
             error=lines[-1] if lines else "",
         )
         return False
-    after = (chroma_dir / "chroma.sqlite3").stat().st_size
+    after = (chroma_dir / CHROMA_DATABASE).stat().st_size
     log.info(
         "chroma vacuum done: the log is pruned from now on", bytes_before=before, bytes_after=after
     )
@@ -687,7 +685,7 @@ class VectorStore:
     def _chroma_rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any] | None:
         """Rows from Chroma's own SQLite file, read-only; None when it cannot be read."""
         assert self._path is not None
-        database = self._path / "chroma.sqlite3"
+        database = self._path / CHROMA_DATABASE
         try:
             with closing(sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)) as db:
                 db.execute("PRAGMA busy_timeout=10000")

@@ -1,0 +1,106 @@
+"""Keyword search over the chunks: BM25 ranking in the manifest's FTS5 indexes, and a
+substring scan for terms too short for them.
+
+The indexes themselves (tables, tokenizers, triggers) are the schema's (`schema`); this module
+only reads them, through a query function the manifest passes in (one of its read
+connections, its errors translated).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from vaultd.storage.schema import Query
+
+KeywordIndex = Literal["words", "trigrams"]
+_KEYWORD_TABLES: dict[str, str] = {"words": "chunks_fts", "trigrams": "chunks_tri"}
+#: BM25 column weights for title, aliases, heading path and text (see docs/search.md).
+KEYWORD_WEIGHTS: tuple[float, float, float, float] = (4.0, 4.0, 2.0, 1.0)
+
+
+def bm25(
+    query: Query,
+    match: str,
+    limit: int,
+    paths: Sequence[str] | None = None,
+    *,
+    weights: Sequence[float] = KEYWORD_WEIGHTS,
+    index: KeywordIndex = "words",
+    require: str = "",
+) -> list[tuple[str, float]]:
+    """(chunk id, BM25 score; higher is better) for an FTS5 MATCH expression.
+
+    `index` is "words" (stemmed) or "trigrams" (unspaced scripts); `weights` are the BM25
+    column weights for title, aliases, heading path and text; `paths` restricts the notes;
+    `require` is a second MATCH expression every row must also satisfy (BM25 stays that of
+    `match`).
+    """
+    table = _KEYWORD_TABLES[index]
+    ranking = f"-bm25({table}, {', '.join(str(float(w)) for w in weights)})"
+    also = f" AND rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)" if require else ""
+    extra: list[Any] = [require] if require else []
+    if paths is None:
+        # Rank inside FTS5 first and join only the winners: most of a query's cost
+        # otherwise goes into joining every matching chunk.
+        sql = (
+            f"SELECT c.id, f.score FROM (SELECT rowid, {ranking} AS score FROM {table} "
+            f"WHERE {table} MATCH ?{also} ORDER BY score DESC LIMIT ?) f "
+            "JOIN chunks c ON c.n = f.rowid ORDER BY f.score DESC, c.path, c.start_line"
+        )
+        return [(r[0], float(r[1])) for r in query(sql, (match, *extra, limit))]
+    if not paths:
+        return []
+    sql = (
+        f"SELECT c.id, {ranking} AS score FROM {table} "
+        f"JOIN chunks c ON c.n = {table}.rowid WHERE {table} MATCH ?{also} "
+        "AND c.path IN (SELECT value FROM json_each(?)) "
+        "ORDER BY score DESC, c.path, c.start_line LIMIT ?"
+    )
+    params = (match, *extra, json.dumps(list(paths), ensure_ascii=False), limit)
+    return [(r[0], float(r[1])) for r in query(sql, params)]
+
+
+def substring(
+    query: Query,
+    terms: Sequence[str],
+    limit: int,
+    paths: Sequence[str] | None = None,
+    *,
+    weights: Sequence[float] = KEYWORD_WEIGHTS,
+) -> list[tuple[str, float]]:
+    """Chunks containing any of `terms` as a substring (for terms too short for trigrams).
+
+    A scan of the chunk texts, ranked by the distinct terms a chunk contains, then by its
+    occurrences (weighted by column like BM25), then by path and line. The score is
+    `terms matched + occurrences / (occurrences + 1)`, which orders the same way.
+    """
+    terms = [t.casefold() for t in dict.fromkeys(terms) if t]
+    if not terms or (paths is not None and not paths):
+        return []
+    haystack = "lower(title || ' ' || aliases || ' ' || section || ' ' || text)"
+    sql = (
+        "SELECT id, path, start_line, title, aliases, section, text FROM chunks WHERE ("
+        + " OR ".join(f"instr({haystack}, ?) > 0" for _ in terms)
+        + ")"
+    )
+    params: list[Any] = [t.lower() for t in terms]
+    if paths is not None:
+        sql += " AND path IN (SELECT value FROM json_each(?))"
+        params.append(json.dumps(list(paths), ensure_ascii=False))
+    scored: list[tuple[float, str, int, str]] = []
+    for chunk_id, path, start_line, *fields in query(sql, params):
+        folded = [f.casefold() for f in fields]
+        matched = 0
+        occurrences = 0.0
+        for term in terms:
+            counts = [f.count(term) for f in folded]
+            if any(counts):
+                matched += 1
+                occurrences += sum(w * n for w, n in zip(weights, counts, strict=True))
+        if matched:
+            score = matched + occurrences / (occurrences + 1)
+            scored.append((-score, path, start_line, chunk_id))
+    scored.sort()
+    return [(chunk_id, -neg) for neg, _, _, chunk_id in scored[:limit]]

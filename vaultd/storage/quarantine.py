@@ -1,0 +1,232 @@
+"""The crash-and-quarantine policy: how many tries a note gets, what a crash counts against
+it, and what is set aside.
+
+The manifest remembers which notes the indexer had in hand (`in_flight`): rows still there when
+the next process opens the file mean the last one died with those notes. Each becomes a
+*suspect* (`suspects`, with a count of the crashes it was in hand for), which is not a failure:
+the indexer tries suspects one at a time, and only a suspect that kills the process again
+alone is recorded as failed (`recover`). A note that fails too often on the same content is
+quarantined (`record_failure`) until it changes or is released (`release`).
+
+Files that are no note vaultd can index (over the size cap, binary, not UTF-8 text,
+unreadable) are recorded with the status 'left_out', the kind in `left_out` and the reason in
+`error` (`record_left_out`): reported, never quarantined, and gone from the list once the file
+is fixed or deleted.
+
+The functions take the manifest's connection inside its transaction (writes) or its query
+function (reads); the manifest decides when they run.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from vaultd.storage.schema import Query
+
+#: The reason recorded for a note the process died holding; the count is read back from it.
+CRASH_REASON = "crashed the indexer {} time{}"
+_CRASH_PREFIX = CRASH_REASON.split("{", 1)[0]
+
+
+def _crash_reason(crashes: int) -> str:
+    return CRASH_REASON.format(crashes, "" if crashes == 1 else "s")
+
+
+def _crashes_in(reason: str | None) -> int:
+    if not reason or not reason.startswith(_CRASH_PREFIX):
+        return 0
+    count = reason[len(_CRASH_PREFIX) :].split(" ", 1)[0]
+    return int(count) if count.isdigit() else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Quarantined:
+    """A note set aside after failing `attempts` times on the same content."""
+
+    path: str
+    reason: str
+    attempts: int
+    #: When it was last tried (epoch seconds): the moment it was quarantined.
+    since: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "reason": self.reason,
+            "attempts": self.attempts,
+            "since": self.since,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LeftOut:
+    """A file that is no note vaultd can index: over the size cap, binary, not UTF-8 text or
+    unreadable. A note that was indexed before keeps its last good chunks (except one over the
+    cap, which the rules no longer count as a note)."""
+
+    path: str
+    kind: str
+    reason: str
+    #: When it was last found so (epoch seconds).
+    since: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {"path": self.path, "kind": self.kind, "reason": self.reason, "since": self.since}
+
+
+def attempt(db: sqlite3.Connection, path: str, sha256: str) -> int:
+    """Which attempt on this content a failure is: the count starts again when it changes."""
+    row = db.execute(
+        "SELECT sha256, status, attempts FROM notes WHERE path = ?", (path,)
+    ).fetchone()
+    if row is None or row[0] != sha256 or row[1] in ("ok", "left_out"):
+        return 1
+    return int(row[2]) + 1
+
+
+def record_failure(
+    db: sqlite3.Connection,
+    state: tuple[str, int, int, str],
+    reason: str,
+    attempts: int,
+    quarantine_after: int,
+    when: float,
+) -> bool:
+    """Mark a note failed, keeping its last good chunks and fields; True if now quarantined.
+
+    An unread note (no hash) is never quarantined: nothing would tell when it changed.
+    """
+    path, size, mtime_ns, sha256 = state
+    quarantined = bool(sha256) and 0 < quarantine_after <= attempts
+    db.execute(
+        "INSERT INTO notes(path, size, mtime_ns, sha256, status, error, attempts, indexed_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
+        "sha256 = excluded.sha256, status = excluded.status, error = excluded.error, "
+        "left_out = NULL, attempts = excluded.attempts, indexed_at = excluded.indexed_at",
+        (
+            path,
+            size,
+            mtime_ns,
+            sha256,
+            "quarantined" if quarantined else "failed",
+            reason,
+            attempts,
+            when,
+        ),
+    )
+    return quarantined
+
+
+def record_left_out(
+    db: sqlite3.Connection, state: tuple[str, int, int, str], kind: str, reason: str, when: float
+) -> None:
+    """Mark a file left out, keeping a note's last good chunks and fields. `attempts` counts
+    the passes that found it so in a row (never quarantined: it is retried on every pass)."""
+    path, size, mtime_ns, sha256 = state
+    db.execute(
+        "INSERT INTO notes(path, size, mtime_ns, sha256, status, error, left_out, attempts, "
+        "indexed_at) VALUES (?, ?, ?, ?, 'left_out', ?, ?, 1, ?) "
+        "ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
+        "sha256 = excluded.sha256, status = 'left_out', error = excluded.error, "
+        "left_out = excluded.left_out, "
+        "attempts = CASE WHEN notes.status = 'left_out' THEN notes.attempts + 1 ELSE 1 END, "
+        "indexed_at = excluded.indexed_at",
+        (path, size, mtime_ns, sha256, reason, kind, when),
+    )
+
+
+def recover(db: sqlite3.Connection, quarantine_after: int) -> list[tuple[str, int, bool, bool]]:
+    """Count one crash against every note in `in_flight`, then empty it (see
+    `Manifest.recover_in_flight`); returns (path, crashes, failed, quarantined) for each."""
+    outcomes: list[tuple[str, int, bool, bool]] = []
+    rows = db.execute(
+        "SELECT path, size, mtime_ns, sha256, since FROM in_flight ORDER BY path"
+    ).fetchall()
+    alone = len(rows) == 1
+    for path, size, mtime_ns, sha256, since in rows:
+        suspect = db.execute(
+            "SELECT crashes FROM suspects WHERE path = ? AND sha256 = ?", (path, sha256)
+        ).fetchone()
+        previous = db.execute(
+            "SELECT sha256, status, error FROM notes WHERE path = ?", (path,)
+        ).fetchone()
+        if suspect is not None:
+            before = int(suspect[0])
+        elif previous is not None and previous[0] == sha256 and previous[1] != "ok":
+            # A note released from quarantine carries its count in its reason only.
+            before = _crashes_in(previous[2])
+        else:
+            before = 0
+        crashes = before + 1
+        failed = quarantined = False
+        if alone and before:
+            attempts = max(attempt(db, path, sha256), crashes)
+            quarantined = record_failure(
+                db,
+                (path, size, mtime_ns, sha256),
+                _crash_reason(crashes),
+                attempts,
+                quarantine_after,
+                since,
+            )
+            failed = True
+        if quarantined:
+            db.execute("DELETE FROM suspects WHERE path = ?", (path,))
+        else:
+            db.execute(
+                "INSERT OR REPLACE INTO suspects(path, sha256, crashes, since) VALUES (?, ?, ?, ?)",
+                (path, sha256, crashes, since),
+            )
+        outcomes.append((path, crashes, failed, quarantined))
+    db.execute("DELETE FROM in_flight")
+    return outcomes
+
+
+def release(db: sqlite3.Connection, paths: Iterable[str]) -> list[str]:
+    """Set the quarantined notes among `paths` back to failed; returns those released."""
+    released: list[str] = []
+    for path in paths:
+        cursor = db.execute(
+            "UPDATE notes SET status = 'failed' WHERE path = ? AND status = 'quarantined'",
+            (path,),
+        )
+        if cursor.rowcount:
+            released.append(path)
+    return released
+
+
+def failed(query: Query) -> list[tuple[str, str, int]]:
+    """(path, reason, attempts) of every failed note."""
+    rows = query(
+        "SELECT path, COALESCE(error, ''), attempts FROM notes WHERE status = 'failed' "
+        "ORDER BY path",
+        (),
+    )
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def quarantined(query: Query) -> list[Quarantined]:
+    rows = query(
+        "SELECT path, COALESCE(error, ''), attempts, indexed_at FROM notes "
+        "WHERE status = 'quarantined' ORDER BY path",
+        (),
+    )
+    return [Quarantined(r[0], r[1], r[2], r[3]) for r in rows]
+
+
+def left_out(query: Query) -> list[LeftOut]:
+    rows = query(
+        "SELECT path, COALESCE(left_out, ''), COALESCE(error, ''), indexed_at FROM notes "
+        "WHERE status = 'left_out' ORDER BY path",
+        (),
+    )
+    return [LeftOut(r[0], r[1], r[2], r[3]) for r in rows]
+
+
+def suspects(query: Query) -> dict[str, int]:
+    """Notes in hand when a process died and not tried alone since: path -> crashes."""
+    return dict(query("SELECT path, crashes FROM suspects ORDER BY path", ()))

@@ -1,0 +1,218 @@
+"""The manifest's schema: its tables, its keyword indexes and their triggers, the schema
+version, and the migrations from every older version.
+
+`create_or_migrate` brings any file this vaultd can read to `SCHEMA_VERSION` in place, in one
+transaction, and refuses a newer one. A migration never embeds anything again: the keyword
+indexes are rebuilt from the stored chunks, added tables and columns start empty.
+
+The bottom of the manifest's modules: it imports none of them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from vaultd.errors import StoreError
+
+#: Runs one read-only statement on the manifest and returns its rows (`Manifest._query`, which
+#: translates sqlite3's errors): how the modules above this one read without a connection.
+Query = Callable[[str, Sequence[Any]], list[Any]]
+
+SCHEMA_VERSION = 5
+
+#: Scripts written without spaces between words (CJK, kana, Hangul, Thai, Lao, Myanmar, Khmer):
+#: the word index sees a whole run of them as one token, so chunks holding any of these
+#: characters are also put in a trigram index. Code-point ranges, shared with search.
+UNSPACED_RANGES = (
+    (0x0E00, 0x0EFF),
+    (0x1000, 0x109F),
+    (0x1780, 0x17FF),
+    (0x3040, 0x30FF),
+    (0x3400, 0x9FFF),
+    (0xAC00, 0xD7AF),
+    (0xF900, 0xFAFF),
+    (0xFF66, 0xFF9F),
+    (0x20000, 0x2FFFF),
+)
+_UNSPACED_GLOB = "*[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in UNSPACED_RANGES) + "]*"
+_FTS_COLUMNS = "title, aliases, section, text"
+
+
+def _fts_triggers(table: str, when_new: str = "", when_old: str = "") -> str:
+    """Keep an external-content FTS5 table in step with `chunks` (rows are never updated)."""
+    cols = ", ".join(f"{{row}}.{c.strip()}" for c in _FTS_COLUMNS.split(","))
+    return (
+        f"CREATE TRIGGER IF NOT EXISTS {table}_ai AFTER INSERT ON chunks {when_new} BEGIN\n"
+        f"    INSERT INTO {table}(rowid, {_FTS_COLUMNS})\n"
+        f"    VALUES (new.n, {cols.format(row='new')});\n"
+        "END;\n"
+        f"CREATE TRIGGER IF NOT EXISTS {table}_ad AFTER DELETE ON chunks {when_old} BEGIN\n"
+        f"    INSERT INTO {table}({table}, rowid, {_FTS_COLUMNS})\n"
+        f"    VALUES ('delete', old.n, {cols.format(row='old')});\n"
+        "END;\n"
+    )
+
+
+def _has_unspaced(row: str) -> str:
+    fields = " || ' ' || ".join(f"{row}.{c.strip()}" for c in _FTS_COLUMNS.split(","))
+    return f"WHEN ({fields}) GLOB '{_UNSPACED_GLOB}'"
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS notes (
+    path TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    status TEXT NOT NULL,            -- 'ok', 'failed', 'quarantined' or 'left_out'
+    error TEXT,
+    left_out TEXT,                   -- with 'left_out': too_big, binary, not_utf8, unreadable
+    attempts INTEGER NOT NULL DEFAULT 0,
+    title TEXT NOT NULL DEFAULT '',
+    aliases TEXT NOT NULL DEFAULT '[]',
+    tags TEXT NOT NULL DEFAULT '[]',
+    links TEXT NOT NULL DEFAULT '[]',
+    frontmatter TEXT NOT NULL DEFAULT '{}',
+    indexed_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS note_tags (
+    tag TEXT NOT NULL,               -- every tag and each of its parents: a/b gives a and a/b
+    path TEXT NOT NULL,
+    PRIMARY KEY (tag, path)
+);
+CREATE INDEX IF NOT EXISTS note_tags_path ON note_tags(path);
+CREATE TABLE IF NOT EXISTS note_links (
+    target TEXT NOT NULL,            -- as written, lower-cased, without ".md"
+    source TEXT NOT NULL,
+    PRIMARY KEY (target, source)
+);
+CREATE INDEX IF NOT EXISTS note_links_source ON note_links(source);
+CREATE TABLE IF NOT EXISTS chunks (
+    n INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    path TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    hash TEXT NOT NULL,              -- SHA-256 of the embedded text
+    title TEXT NOT NULL,
+    section TEXT NOT NULL,
+    headings TEXT NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    aliases TEXT NOT NULL DEFAULT ''  -- the note's aliases, one a line, for the keyword index
+);
+CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path, idx);
+CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(hash);
+CREATE TABLE IF NOT EXISTS vectors (
+    model TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (model, hash)
+);
+CREATE TABLE IF NOT EXISTS in_flight (
+    path TEXT PRIMARY KEY,           -- read for the batch being indexed, not yet written
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    since REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS suspects (
+    path TEXT PRIMARY KEY,           -- in hand when a process died, not yet tried alone
+    sha256 TEXT NOT NULL,
+    crashes INTEGER NOT NULL,        -- deaths it was in hand for, with this content
+    since REAL NOT NULL
+);
+"""
+
+#: The keyword indexes: words (stemmed, accents folded) over every chunk, and trigrams over the
+#: chunks that hold unspaced-script text. Both read their text from `chunks`; schema changes to
+#: them are migrated by rebuilding from there, never by embedding again.
+_FTS_SCHEMA = (
+    f"""
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+    {_FTS_COLUMNS}, content='chunks', content_rowid='n',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_tri USING fts5(
+    {_FTS_COLUMNS}, content='chunks', content_rowid='n', tokenize='trigram'
+);
+"""
+    + _fts_triggers("chunks_fts")
+    + _fts_triggers("chunks_tri", _has_unspaced("new"), _has_unspaced("old"))
+)
+_FTS_DROP = """
+DROP TRIGGER IF EXISTS chunks_ai; DROP TRIGGER IF EXISTS chunks_ad;
+DROP TRIGGER IF EXISTS chunks_fts_ai; DROP TRIGGER IF EXISTS chunks_fts_ad;
+DROP TRIGGER IF EXISTS chunks_tri_ai; DROP TRIGGER IF EXISTS chunks_tri_ad;
+DROP TABLE IF EXISTS chunks_fts; DROP TABLE IF EXISTS chunks_tri;
+"""
+
+
+def create_or_migrate(db: sqlite3.Connection, path: Path) -> None:
+    """Create the schema in a new file, or migrate an older one to `SCHEMA_VERSION`.
+
+    Raises StoreError for a file written by a newer vaultd; sqlite3.Error for the caller to
+    translate. `path` is only for the message.
+    """
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"{path} was written by a newer vaultd (schema {version}); upgrade vaultd")
+    if 0 < version < 3:
+        _migrate_keyword_index(db)
+    elif 3 <= version < SCHEMA_VERSION:
+        # Schema 4 added the in_flight table (and the 'quarantined' status), schema 5
+        # the suspects table and the notes' left_out column (and the 'left_out'
+        # status): the migration adds what is missing and touches nothing else.
+        db.executescript(
+            f"BEGIN IMMEDIATE;\n{_added_columns(db)}{_SCHEMA}"
+            f"PRAGMA user_version={SCHEMA_VERSION};\nCOMMIT;\n"
+        )
+    else:
+        db.executescript(_SCHEMA + _FTS_SCHEMA)
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+
+def _added_columns(db: sqlite3.Connection) -> str:
+    """The ALTER TABLE statements an older notes table needs (schema 5's left_out)."""
+    columns = {r[1] for r in db.execute("PRAGMA table_info(notes)")}
+    return "" if "left_out" in columns else "ALTER TABLE notes ADD COLUMN left_out TEXT;\n"
+
+
+def _migrate_keyword_index(db: sqlite3.Connection) -> None:
+    """Rebuild the keyword indexes of an older schema from the stored chunks, atomically.
+
+    Schema 1 did not stem; schema 2 had no aliases column and no trigram index. Nothing is
+    embedded again: the chunks' texts are all the indexes need.
+    """
+    columns = {r[1] for r in db.execute("PRAGMA table_info(chunks)")}
+    add_aliases = (
+        "ALTER TABLE chunks ADD COLUMN aliases TEXT NOT NULL DEFAULT '';\n"
+        if "aliases" not in columns
+        else ""
+    )
+    script = (
+        "BEGIN IMMEDIATE;\n"
+        + _FTS_DROP
+        + add_aliases
+        + _added_columns(db)
+        + "UPDATE chunks SET aliases = COALESCE((SELECT group_concat(a.value, char(10)) "
+        "FROM notes, json_each(notes.aliases) AS a WHERE notes.path = chunks.path), '');\n"
+        + _SCHEMA
+        + _FTS_SCHEMA
+        + "INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild');\n"
+        + f"INSERT INTO chunks_tri(rowid, {_FTS_COLUMNS}) SELECT n, {_FTS_COLUMNS} "
+        + f"FROM chunks AS new {_has_unspaced('new').replace('WHEN', 'WHERE', 1)};\n"
+        + f"PRAGMA user_version={SCHEMA_VERSION};\n"
+        + "COMMIT;\n"
+    )
+    try:
+        db.executescript(script)
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
