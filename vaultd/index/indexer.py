@@ -192,6 +192,7 @@ class Indexer:
         quarantine_after: int = QUARANTINE_AFTER,
         batch_chunks: int = BATCH_CHUNKS,
         faults: Faults | None = None,
+        after_full_pass: Callable[[], None] | None = None,
     ) -> None:
         self.root = root
         self.discovery = discovery
@@ -213,6 +214,8 @@ class Indexer:
         self.quarantine_after = quarantine_after
         #: Test fault hooks, read from the environment by the composition root.
         self.faults = faults if faults is not None else Faults()
+        #: Upkeep that needs the whole vault seen: called at the end of every full pass.
+        self._after_full_pass = after_full_pass
         self._recovered = False
         #: Notes in flight when the last process died, to be tried one at a time.
         self._suspects: set[str] = set()
@@ -256,6 +259,8 @@ class Indexer:
         # Every suspect still on disk was tried in this pass, or is as last recorded.
         self._suspects.clear()
         self.manifest.clear_suspects()
+        if self._after_full_pass is not None:
+            self._after_full_pass()
         return summary
 
     def retry(self, paths: Iterable[str]) -> None:

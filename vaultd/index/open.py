@@ -40,7 +40,7 @@ from vaultd.embedding.spec import ModelSpec, load_spec
 from vaultd.embedding.tokens import TokenCounter
 from vaultd.errors import NotIndexedError, StoreError, StoreMismatchError
 from vaultd.faults import Faults
-from vaultd.index.indexer import BATCH_CHUNKS, Indexer, PausePoint, Progress, Summary
+from vaultd.index.indexer import BATCH_CHUNKS, Indexer
 from vaultd.index.search import Searcher
 from vaultd.layout import CHROMA, MANIFEST, tighten
 from vaultd.pipeline.discover import Discovery, IgnoreRules
@@ -182,18 +182,6 @@ def _upkeep(manifest: Manifest, store: VectorStore, model_id: str) -> None:
         log.error("store upkeep failed; it is tried again after the next full pass", error=str(exc))
 
 
-class _Indexer(Indexer):
-    """The indexer, with the store's upkeep after every complete full pass: only a full pass
-    proves the current collection holds the whole vault."""
-
-    def reconcile(
-        self, progress: Progress | None = None, *, pause: PausePoint | None = None
-    ) -> Summary:
-        summary = super().reconcile(progress, pause=pause)
-        _upkeep(self.manifest, self.store, self.model_id)
-        return summary
-
-
 @contextmanager
 def open_index(
     config: Config,
@@ -269,7 +257,7 @@ def open_index(
         _make_private(data_dir)
         counter = TokenCounter.for_spec(spec)
         discovery = Discovery(vault, IgnoreRules.from_config(config.vault))
-        indexer = _Indexer(
+        indexer = Indexer(
             root=vault,
             discovery=discovery,
             manifest=manifest,
@@ -280,6 +268,8 @@ def open_index(
             max_bytes=int(config.vault.max_file_mb * 1024 * 1024),
             quarantine_after=config.vault.quarantine_after,
             batch_chunks=batch_chunks,
+            # Only a complete full pass proves the current collection holds the whole vault.
+            after_full_pass=lambda: _upkeep(manifest, store, spec.id),
             # The process's own environment, whatever `env` the caller passes: test hooks.
             faults=Faults.from_env(),
         )
