@@ -38,7 +38,8 @@ from typing import Any
 
 from vaultd.config import SearchSection, load_config
 from vaultd.index.open import Index, open_index
-from vaultd.index.search import MODES, Filters, Mode, ParsedQuery, rrf
+from vaultd.index.search import rrf
+from vaultd.query import MODES, Filters, Mode, ParsedQuery
 from vaultd.storage.keyword import KEYWORD_WEIGHTS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -37,7 +37,7 @@ from beir import Dataset, Document, dedupe, load_dataset, ndcg_at, percentile, r
 
 from vaultd.config import load_config
 from vaultd.index.open import open_index
-from vaultd.index.search import MAX_K, MODES, Mode
+from vaultd.query import MAX_K, MODES, Mode
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "scifact"
 #: Published BEIR SciFact nDCG@10, for the printed comparison.

@@ -28,10 +28,26 @@ def imported(command: list[str]) -> set[str]:
     return {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}
 
 
-def test_status_through_a_daemon_loads_neither_onnxruntime_nor_chromadb(tmp_path: Path) -> None:
+def test_status_and_search_through_a_daemon_load_neither_onnxruntime_nor_chromadb(
+    tmp_path: Path,
+) -> None:
     vault = tmp_path / "vault"
     shutil.copytree(ROOT / "examples" / "vault", vault)
     with running(vault, tmp_path) as daemon:
-        modules = imported(["status", "--json", "--config", str(daemon.config)])
-    assert "vaultd.api.client" in modules  # it did ask the daemon
-    assert not [m for m in modules if m.split(".")[0] in HEAVY]
+        config = str(daemon.config)
+        for command in (
+            ["status", "--json", "--config", config],
+            [
+                "search",
+                "garden",
+                "--json",
+                "--explain",
+                "--where",
+                "status=done",
+                "--config",
+                config,
+            ],
+        ):
+            modules = imported(command)
+            assert "vaultd.api.client" in modules, command  # it did ask the daemon
+            assert not [m for m in modules if m.split(".")[0] in HEAVY], command

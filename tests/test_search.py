@@ -30,7 +30,7 @@ from vaultd.daemon.state import State
 from vaultd.errors import ApiError, QueryError
 from vaultd.index import search as search_module
 from vaultd.index.open import Index, open_index
-from vaultd.index.search import Filters, parse_since, parse_where, parse_where_flag
+from vaultd.query import Filters, parse_since, parse_where, parse_where_flag
 from vaultd.records import Hit
 from vaultd.storage.manifest import Manifest
 from vaultd.storage.schema import SCHEMA_VERSION

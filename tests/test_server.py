@@ -26,7 +26,7 @@ import pytest
 
 from tests.daemon import RunningDaemon, short_socket_dir, start, wait_until, write_config
 from vaultd.api.limits import MAX_BODY, MAX_WAIT
-from vaultd.index.search import MAX_K
+from vaultd.query import MAX_K
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -692,7 +692,7 @@ def test_an_empty_query_is_refused_alike_by_the_daemon_and_the_cli(
     setup: Setup, tmp_path: Path
 ) -> None:
     from vaultd.errors import QueryError
-    from vaultd.index.search import check_query
+    from vaultd.query import check_query
 
     with pytest.raises(QueryError) as rule:
         check_query("")
@@ -724,7 +724,7 @@ def distinct_words(n: int) -> str:
 
 
 def test_queries_over_the_caps_are_400_and_at_the_caps_are_searched(setup: Setup) -> None:
-    from vaultd.index.search import MAX_QUERY_CHARS, MAX_QUERY_TERMS
+    from vaultd.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 
     assert len(distinct_words(MAX_QUERY_TERMS)) <= MAX_QUERY_CHARS
     assert post(setup.sock, "/v1/search", {"query": distinct_words(MAX_QUERY_TERMS)}).status == 200
@@ -750,7 +750,7 @@ def test_queries_over_the_caps_are_400_and_at_the_caps_are_searched(setup: Setup
 def test_the_cli_refuses_a_query_over_the_caps_with_the_daemons_message(
     setup: Setup, tmp_path: Path
 ) -> None:
-    from vaultd.index.search import MAX_QUERY_TERMS
+    from vaultd.query import MAX_QUERY_TERMS
 
     query = distinct_words(MAX_QUERY_TERMS + 1)
     message = post(setup.sock, "/v1/search", {"query": query}).body["error"]["message"]

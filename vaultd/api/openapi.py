@@ -6,7 +6,7 @@ from typing import Any
 
 from vaultd import __version__
 from vaultd.api.limits import MAX_BODY, MAX_TAGS
-from vaultd.index.search import (
+from vaultd.query import (
     MAX_CONDITIONS,
     MAX_IN_VALUES,
     MAX_K,

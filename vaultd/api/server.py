@@ -45,8 +45,8 @@ from vaultd.errors import (
     VaultdError,
     VaultPathError,
 )
-from vaultd.index.search import MAX_K, MAX_PER_NOTE, MODES, Filters, check_query
 from vaultd.layout import vault_id
+from vaultd.query import MAX_K, MAX_PER_NOTE, MODES, Filters, check_query
 from vaultd.vaultpath import vault_path
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from vaultd.index.search import Filters, Mode
+    from vaultd.query import Filters, Mode
     from vaultd.records import Hit
 
 

@@ -319,8 +319,7 @@ def search(
     Exits 2 for a query or filter that cannot be searched (empty, too long, malformed), with or
     without a daemon.
     """
-    from vaultd.index.open import open_index
-    from vaultd.index.search import Filters, check_query, parse_where_flag, where_json
+    from vaultd.query import Filters, check_query, parse_where_flag, where_json
 
     # Here, not only in the daemon: the same query fails the same way with or without one.
     check_query(query)
@@ -347,6 +346,9 @@ def search(
         found = client.request("POST", "/v1/search", body)["hits"]
         hits = [Hit.from_json(h) for h in found]
     else:
+        # Only here: opening the index loads the model and the store, a daemon's answer not.
+        from vaultd.index.open import open_index
+
         with open_index(config, create=False) as idx:
             hits = idx.searcher.search(
                 query,
@@ -370,7 +372,7 @@ def search(
             click.style(f"{rank}. {place}", bold=True) + f"  {h.title}{section}  ({h.score:.4f})"
         )
         if explain:
-            from vaultd.index.search import explain_line
+            from vaultd.query import explain_line
 
             click.echo(f"   {explain_line(h.parts)}")
         snippet = " ".join(h.text.split())
@@ -725,7 +727,9 @@ def service_uninstall(kind: str, dry_run: bool) -> None:
 
 # -- several vaults: `vaultd search --all` -------------------------------------------------------
 
-#: The reciprocal rank fusion constant of vaultd.index.search (importing it loads the model).
+#: Reciprocal rank fusion's constant across vaults: each list is one vault's own ranking, all
+#: equally trusted, so the customary 60 (a flat curve) rather than search's tuned `rrf_k`,
+#: which weighs two retrievers of one vault.
 _RRF_K = 60
 
 
@@ -803,7 +807,7 @@ def _search_body(options: dict[str, Any]) -> dict[str, Any]:
     if options.get("tags_any"):
         body["tags_any"] = list(options["tags_any"])
     if options.get("where"):
-        from vaultd.index.search import parse_where_flag, where_json
+        from vaultd.query import parse_where_flag, where_json
 
         body["where"] = where_json([parse_where_flag(c) for c in options["where"]])
     for option, field in (
@@ -817,7 +821,7 @@ def _search_body(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _search_every_vault(kwargs: dict[str, Any]) -> None:
-    from vaultd.index.search import Filters, check_query
+    from vaultd.query import Filters, check_query
 
     # Each daemon would refuse them alike, and be counted as not answering.
     check_query(kwargs["query"])

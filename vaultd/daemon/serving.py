@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from vaultd.daemon.state import State
     from vaultd.daemon.worker import Worker
     from vaultd.index.open import Index
-    from vaultd.index.search import Filters, Mode
+    from vaultd.query import Filters, Mode
     from vaultd.records import Hit
 
 

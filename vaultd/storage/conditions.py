@@ -1,31 +1,16 @@
 """Frontmatter conditions (`where`), and the SQL that tests them against the notes table.
 
-A `Condition` is what search hands the manifest (parsed from a query's `where` or a `--where`
-flag in vaultd.index.search); `condition_sql` compiles one into a clause over SQLite's JSON
-functions on `notes.frontmatter`, with its parameters. Nothing here opens the database.
+A `Condition` (defined with the query language, vaultd.query, which parses a query's `where`
+or a `--where` flag into them) is what search hands the manifest; `condition_sql` compiles one
+into a clause over SQLite's JSON functions on `notes.frontmatter`, with its parameters.
+Nothing here opens the database.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-Scalar = str | int | float | bool | None
-ConditionOp = Literal["eq", "in", "gt", "gte", "lt", "lte"]
-
-
-@dataclass(frozen=True, slots=True)
-class Condition:
-    """A test on one frontmatter field; a list-valued field passes when any item does.
-
-    `eq` and `in` compare strings case-insensitively and numbers with their text forms; the
-    ranges compare numbers, or ISO dates (`YYYY-MM-DD` compares the day a value falls on).
-    """
-
-    field: str
-    op: ConditionOp
-    value: Scalar | tuple[Scalar, ...]
-
+from vaultd.query import Condition, Scalar
 
 _RANGE_SQL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 

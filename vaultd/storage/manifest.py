@@ -34,9 +34,10 @@ import numpy as np
 
 from vaultd.errors import StoreError
 from vaultd.layout import MANIFEST
+from vaultd.query import Condition
 from vaultd.records import Chunk, KnownNote, Note
 from vaultd.storage import keyword, quarantine
-from vaultd.storage.conditions import Condition, condition_sql
+from vaultd.storage.conditions import condition_sql
 from vaultd.storage.keyword import KEYWORD_WEIGHTS, KeywordIndex
 from vaultd.storage.quarantine import LeftOut, Quarantined
 from vaultd.storage.schema import create_or_migrate

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from vaultd.errors import StoreError
+from vaultd.query import UNSPACED_RANGES
 
 #: Runs one read-only statement on the manifest and returns its rows (`Manifest._query`, which
 #: translates sqlite3's errors): how the modules above this one read without a connection.
@@ -23,20 +24,6 @@ Query = Callable[[str, Sequence[Any]], list[Any]]
 
 SCHEMA_VERSION = 5
 
-#: Scripts written without spaces between words (CJK, kana, Hangul, Thai, Lao, Myanmar, Khmer):
-#: the word index sees a whole run of them as one token, so chunks holding any of these
-#: characters are also put in a trigram index. Code-point ranges, shared with search.
-UNSPACED_RANGES = (
-    (0x0E00, 0x0EFF),
-    (0x1000, 0x109F),
-    (0x1780, 0x17FF),
-    (0x3040, 0x30FF),
-    (0x3400, 0x9FFF),
-    (0xAC00, 0xD7AF),
-    (0xF900, 0xFAFF),
-    (0xFF66, 0xFF9F),
-    (0x20000, 0x2FFFF),
-)
 _UNSPACED_GLOB = "*[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in UNSPACED_RANGES) + "]*"
 _FTS_COLUMNS = "title, aliases, section, text"
 

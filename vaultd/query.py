@@ -1,0 +1,450 @@
+"""The query language: what a search may ask and how it is read, with no model or store.
+
+A query's text is checked and cut into keyword terms (`check_query`, `ParsedQuery`); filters
+(tags, a path prefix, frontmatter `where` conditions, modified-since) are parsed and checked
+into `Filters` and `Condition`s; the caps on all of it are here. Search (`vaultd.index.search`)
+runs what this module has checked, the keyword index (`vaultd.storage`) shares its idea of
+scripts written without spaces, and clients check a query here before sending it to a daemon:
+importing this module loads neither onnxruntime nor chromadb.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from vaultd.errors import QueryError, VaultdError
+from vaultd.vaultpath import vault_path
+
+#: Scripts written without spaces between words (CJK, kana, Hangul, Thai, Lao, Myanmar, Khmer):
+#: the word index sees a whole run of them as one token, so chunks holding any of these
+#: characters are also put in a trigram index (vaultd.storage.schema). Code-point ranges.
+UNSPACED_RANGES = (
+    (0x0E00, 0x0EFF),
+    (0x1000, 0x109F),
+    (0x1780, 0x17FF),
+    (0x3040, 0x30FF),
+    (0x3400, 0x9FFF),
+    (0xAC00, 0xD7AF),
+    (0xF900, 0xFAFF),
+    (0xFF66, 0xFF9F),
+    (0x20000, 0x2FFFF),
+)
+Scalar = str | int | float | bool | None
+ConditionOp = Literal["eq", "in", "gt", "gte", "lt", "lte"]
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A test on one frontmatter field; a list-valued field passes when any item does.
+
+    `eq` and `in` compare strings case-insensitively and numbers with their text forms; the
+    ranges compare numbers, or ISO dates (`YYYY-MM-DD` compares the day a value falls on).
+    """
+
+    field: str
+    op: ConditionOp
+    value: Scalar | tuple[Scalar, ...]
+
+
+Mode = Literal["hybrid", "vector", "keyword"]
+MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
+MAX_K = 100
+MAX_PER_NOTE = 100
+#: Frontmatter conditions per search, and values in one `$in`: each is a piece of SQL.
+MAX_CONDITIONS = 32
+MAX_IN_VALUES = 256
+#: The longest query taken, in characters: a cheap check before any parsing. Far more than the
+#: embedding model reads (its window of 256-512 tokens is one to two thousand characters of
+#: English; the rest is cut), and a pasted paragraph still fits.
+MAX_QUERY_CHARS = 4096
+#: The most keyword terms a query may send to the FTS5 indexes (distinct words left after stop
+#: words, quoted phrases, and the trigrams of unspaced-script text). Each term is one more OR
+#: branch whose postings SQLite walks and scores: a 1 MiB query of distinct words took 16 s of
+#: CPU. A question has tens of terms; 256 leaves room for a pasted passage, or for about 250
+#: characters of Chinese or Japanese, whose every three characters make a trigram term.
+MAX_QUERY_TERMS = 256
+
+_UNSPACED_CLASS = "".join(f"{chr(a)}-{chr(b)}" for a, b in UNSPACED_RANGES)
+_UNSPACED_RUN = re.compile(f"[{_UNSPACED_CLASS}]+")
+_HAS_UNSPACED = re.compile(f"[{_UNSPACED_CLASS}]")
+_WORD = re.compile(r"\w+")
+_PHRASE = re.compile(r'"([^"]+)"')
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+#: English function words, left out of the OR-ed keyword query (not out of quoted phrases):
+#: they match most passages, so they cost time, and BM25 gives them almost no weight. On
+#: SciFact the keyword query got 3x faster for -0.003 nDCG@10; on the help questions keyword
+#: hit@5 rose from 0.69 to 0.76 (docs/search.md). A query of nothing else keeps them.
+_STOP_WORDS = (
+    "a about after all also am an and any are as at be been before being between both but by "
+    "can could did do does each few for from had has have he her his how i if in into is it "
+    "its me more most my no not of on or other our over own same she should so some such than "
+    "that the their them then there these they this those through to too under until up very "
+    "was we were what when where which who why will with would you your"
+)
+STOP_WORDS = frozenset(_STOP_WORDS.split())
+
+
+# -- filters -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Which notes a search may return; every filter must pass."""
+
+    #: All of these tags (nested tags match their parents), without "#", lower-case.
+    tags: tuple[str, ...] = ()
+    #: At least one of these tags.
+    tags_any: tuple[str, ...] = ()
+    #: A folder (everything under it) or one note's exact path.
+    path_prefix: str = ""
+    #: Frontmatter conditions.
+    where: tuple[Condition, ...] = ()
+    #: Only notes whose file changed at or after this time (ns since the epoch).
+    modified_since_ns: int | None = None
+
+    @classmethod
+    def build(
+        cls,
+        tags: Sequence[str] = (),
+        tags_any: Sequence[str] = (),
+        path_prefix: str = "",
+        where: Mapping[str, Any] | Sequence[Condition] | None = None,
+        modified_since: str | float | None = None,
+    ) -> Filters:
+        """Filters from request values, raising QueryError for anything malformed."""
+        if where is None:
+            conditions: tuple[Condition, ...] = ()
+        elif isinstance(where, Mapping):
+            conditions = parse_where(where)
+        else:
+            conditions = tuple(where)
+        return cls(
+            tags=_tags(tags),
+            tags_any=_tags(tags_any),
+            path_prefix=_path_prefix(path_prefix),
+            where=conditions,
+            modified_since_ns=None if modified_since is None else parse_since(modified_since),
+        )
+
+    @property
+    def active(self) -> bool:
+        return bool(
+            self.tags
+            or self.tags_any
+            or self.path_prefix
+            or self.where
+            or self.modified_since_ns is not None
+        )
+
+
+def _path_prefix(prefix: str) -> str:
+    """A folder or note of the vault, or "" for everywhere."""
+    if not prefix:
+        return ""
+    try:
+        return vault_path(prefix)
+    except VaultdError as exc:
+        raise QueryError(f"path_prefix: {exc}") from None
+
+
+def _tags(tags: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(t.strip().lstrip("#").lower() for t in tags if t.strip("# ")))
+
+
+_OPERATORS: dict[str, ConditionOp] = {
+    "$eq": "eq",
+    "$in": "in",
+    "$gt": "gt",
+    "$gte": "gte",
+    "$lt": "lt",
+    "$lte": "lte",
+}
+
+
+def _number_ok(value: float) -> bool:
+    # SQLite stores 64-bit integers and finite doubles; anything else cannot be compared.
+    if isinstance(value, int):
+        return -(2**63) <= value < 2**63
+    return math.isfinite(value)
+
+
+def _scalar(field_name: str, value: Any) -> Any:
+    if value is None or isinstance(value, str | bool):
+        return value
+    if isinstance(value, int | float) and _number_ok(value):
+        return value
+    raise QueryError(
+        f"where.{field_name}: values must be strings, finite 64-bit numbers, booleans or null"
+    )
+
+
+def _bound(field_name: str, op: str, value: Any) -> float | str:
+    if isinstance(value, int | float) and not isinstance(value, bool) and _number_ok(value):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            parsed = None
+        if parsed is not None and _ISO_DATE.match(text):
+            return text[:10] if len(text) == 10 else parsed.isoformat()
+    raise QueryError(
+        f"where.{field_name}: {op} needs a number or an ISO date (YYYY-MM-DD[THH:MM[:SS]]), "
+        f"got {value!r}"
+    )
+
+
+def parse_where(where: Mapping[str, Any]) -> tuple[Condition, ...]:
+    """`{"status": "done", "year": {"$gte": 2020}, "kind": {"$in": ["a", "b"]}}` as conditions.
+
+    A plain value means equality; an object holds operators ($eq, $in, $gt, $gte, $lt, $lte),
+    all of which must pass.
+    """
+    if not isinstance(where, Mapping):
+        raise QueryError("where must be an object of field conditions")
+    conditions: list[Condition] = []
+    for name, spec in where.items():
+        if not isinstance(name, str) or not name:
+            raise QueryError("where: field names must be non-empty strings")
+        if isinstance(spec, Mapping):
+            if not spec:
+                raise QueryError(f"where.{name}: an empty condition")
+            for op_name, value in spec.items():
+                op = _OPERATORS.get(op_name)
+                if op is None:
+                    known = ", ".join(_OPERATORS)
+                    raise QueryError(f"where.{name}: unknown operator {op_name!r} (use {known})")
+                if op == "in":
+                    if not isinstance(value, list) or len(value) > MAX_IN_VALUES:
+                        raise QueryError(
+                            f"where.{name}: $in takes a list of at most {MAX_IN_VALUES} values"
+                        )
+                    items = tuple(_scalar(name, v) for v in value)
+                    conditions.append(Condition(name, "in", items))
+                elif op == "eq":
+                    conditions.append(Condition(name, "eq", _scalar(name, value)))
+                else:
+                    conditions.append(Condition(name, op, _bound(name, op_name, value)))
+        elif isinstance(spec, list):
+            raise QueryError(f'where.{name}: for one of several values use {{"$in": [...]}}')
+        else:
+            conditions.append(Condition(name, "eq", _scalar(name, spec)))
+    if len(conditions) > MAX_CONDITIONS:
+        raise QueryError(f"where: at most {MAX_CONDITIONS} conditions")
+    return tuple(conditions)
+
+
+_FLAG = re.compile(r"^\s*([^=<>!]+?)\s*(>=|<=|=|>|<)\s*(.*?)\s*$", re.DOTALL)
+_FLAG_OPS: dict[str, ConditionOp] = {"=": "eq", ">": "gt", ">=": "gte", "<": "lt", "<=": "lte"}
+
+
+def _flag_value(text: str) -> Any:
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered == "null":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return number if number == number and abs(number) != float("inf") else text
+
+
+def parse_where_flag(text: str) -> Condition:
+    """A CLI condition: `field=value`, `field>=2024-01-01`, `field<5`; `a,b` after = means in."""
+    match = _FLAG.match(text)
+    if match is None or not match[1]:
+        raise QueryError(
+            f"--where {text!r}: expected FIELD=VALUE, FIELD>VALUE, FIELD>=VALUE, FIELD<VALUE "
+            "or FIELD<=VALUE"
+        )
+    name, symbol, raw = match[1], match[2], match[3]
+    op = _FLAG_OPS[symbol]
+    if op == "eq":
+        values = [v.strip() for v in raw.split(",")] if "," in raw else [raw]
+        if len(values) > 1:
+            return Condition(name, "in", tuple(_flag_value(v) for v in values))
+        return Condition(name, "eq", _flag_value(raw))
+    value = _flag_value(raw)
+    return Condition(name, op, _bound(name, symbol, value))
+
+
+def parse_since(value: str | float) -> int:
+    """Nanoseconds since the epoch from epoch seconds or an ISO date or time (local if naive)."""
+    if isinstance(value, bool):
+        raise QueryError("modified_since must be an ISO date or epoch seconds")
+    if isinstance(value, int | float):
+        seconds = float(value) if _number_ok(value) else math.nan
+    else:
+        text = value.strip()
+        try:
+            seconds = float(text)
+        except (ValueError, OverflowError):
+            try:
+                moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+                # A naive time is local time, as the user's clock shows it.
+                seconds = moment.timestamp()
+            except (ValueError, OverflowError, OSError):
+                raise QueryError(
+                    f"modified_since: {value!r} is neither an ISO date nor epoch seconds"
+                ) from None
+    if not (0 <= seconds < 1e11):
+        raise QueryError(f"modified_since: {value!r} is out of range")
+    return int(seconds * 1e9)
+
+
+# -- the query ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedQuery:
+    """A query split the way the indexes see it."""
+
+    #: Quoted phrases, as written.
+    phrases: tuple[str, ...]
+    #: Words of spaced scripts (for the word index), phrase words included.
+    words: tuple[str, ...]
+    #: Runs of unspaced-script characters (for the trigram index or a substring scan).
+    unspaced: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, query: str) -> ParsedQuery:
+        phrases = tuple(p.strip() for p in _PHRASE.findall(query) if _WORD.search(p))
+        words: list[str] = []
+        unspaced: list[str] = []
+        for token in _WORD.findall(query.replace('"', " ")):
+            unspaced.extend(_UNSPACED_RUN.findall(token))
+            words.extend(w for w in _WORD.findall(_UNSPACED_RUN.sub(" ", token)) if w != "_")
+        return cls(phrases, tuple(dict.fromkeys(words)), tuple(dict.fromkeys(unspaced)))
+
+    def word_match(self) -> str:
+        """The word index's MATCH expression: spaced phrases and every word but stop words,
+        OR-ed."""
+        return " OR ".join(self._word_terms())
+
+    def _word_terms(self) -> list[str]:
+        parts = [_fts_phrase(p) for p in self.phrases if not _HAS_UNSPACED.search(p)]
+        words = [w for w in self.words if w.lower() not in STOP_WORDS] or self.words
+        parts += [f'"{w}"' for w in words]
+        return [p for p in parts if p]
+
+    def phrase_requirement(self) -> str:
+        """What an exact-phrase passage must match in the word index: every spaced phrase."""
+        parts = [_fts_phrase(p) for p in self.phrases if not _HAS_UNSPACED.search(p)]
+        return " AND ".join(p for p in parts if p)
+
+    def trigram_match(self) -> str:
+        """Each long unspaced run as a phrase, and its trigrams, OR-ed (n-gram matching)."""
+        return " OR ".join(self._trigram_terms())
+
+    def _trigram_terms(self) -> list[str]:
+        parts: list[str] = []
+        for run in self.unspaced:
+            if len(run) >= 3:
+                parts.append(f'"{run}"')
+                parts.extend(f'"{run[i : i + 3]}"' for i in range(len(run) - 2) if len(run) > 3)
+        return list(dict.fromkeys(parts))
+
+    def short_unspaced(self) -> tuple[str, ...]:
+        return tuple(run for run in self.unspaced if len(run) < 3)
+
+    def term_count(self) -> int:
+        """How many terms the keyword indexes are asked for (each one costs a postings walk)."""
+        return len(self._word_terms()) + len(self._trigram_terms()) + len(self.short_unspaced())
+
+
+def check_query(query: str) -> ParsedQuery:
+    """The query parsed, or QueryError when it is empty or too big to search.
+
+    The one rule for every way in (the socket API, the CLI with or without a daemon, MCP), so
+    each refuses the same query with the same message.
+    """
+    if not query.strip():
+        raise QueryError("the query is empty; give some words to search for")
+    if len(query) > MAX_QUERY_CHARS:
+        raise QueryError(
+            f"the query is {len(query)} characters long; at most {MAX_QUERY_CHARS} are searched"
+        )
+    parsed = ParsedQuery.parse(query)
+    terms = parsed.term_count()
+    if terms > MAX_QUERY_TERMS:
+        raise QueryError(
+            f"the query has {terms} search terms; at most {MAX_QUERY_TERMS} are searched "
+            "(distinct words other than stop words, quoted phrases, and three-character pieces "
+            "of text in scripts written without spaces)"
+        )
+    return parsed
+
+
+def _fts_phrase(phrase: str) -> str:
+    words = _WORD.findall(phrase)
+    return '"' + " ".join(words) + '"' if words else ""
+
+
+def fts_query(query: str) -> str:
+    """The word index's MATCH expression for a query (quoted phrases kept, words OR-ed)."""
+    return ParsedQuery.parse(query).word_match()
+
+
+def _fold(text: str) -> str:
+    """Case and accents folded, every run of non-word characters one space."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    bare = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return " " + " ".join(_WORD.findall(bare)) + " "
+
+
+def has_phrase(text: str, phrase: str) -> bool:
+    """Whether `text` holds `phrase` exactly, ignoring case, accents and punctuation."""
+    needle = _fold(phrase)
+    if _HAS_UNSPACED.search(phrase):
+        return needle.strip() in _fold(text)
+    return needle in _fold(text)
+
+
+# -- presenting ----------------------------------------------------------------------------------
+
+_OP_NAMES = {v: k for k, v in _OPERATORS.items()}
+
+
+def where_json(conditions: Sequence[Condition]) -> dict[str, Any]:
+    """Conditions in the API's `where` form, e.g. for sending CLI flags to the daemon."""
+    out: dict[str, Any] = {}
+    for c in conditions:
+        value: Any = list(c.value) if isinstance(c.value, tuple) else c.value
+        ops = out.setdefault(c.field, {})
+        if _OP_NAMES[c.op] in ops:
+            raise QueryError(f"--where: {c.field} has two {_OP_NAMES[c.op]} conditions")
+        ops[_OP_NAMES[c.op]] = value
+    return out
+
+
+def explain_line(parts: Mapping[str, Any]) -> str:
+    """A hit's score parts on one line, for people."""
+    out: list[str] = []
+    if "keyword" in parts:
+        out.append(f"keyword #{parts['keyword']['rank']} (bm25 {parts['keyword']['score']:.3f})")
+    if "vector" in parts:
+        v = parts["vector"]
+        out.append(f"vector #{v['rank']} (similarity {v['similarity']:.3f})")
+    if "fusion" in parts:
+        f = parts["fusion"]
+        pieces = " + ".join(f"{f[n]:.4f} {n}" for n in ("keyword", "vector") if n in f)
+        out.append(f"fusion {pieces} = {f['total']:.4f} (k {f['k']})")
+    if "phrase" in parts:
+        exact = parts["phrase"]["exact"]
+        out.append("exact phrase: first tier" if exact else "phrase not exact: second tier")
+    if "merged" in parts:
+        out.append(f"merged {len(parts['merged'])} passages")
+    return " · ".join(out)
