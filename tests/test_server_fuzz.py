@@ -306,3 +306,8 @@ def test_the_daemon_is_healthy_after_the_fuzzing(target: Target) -> None:
     hits = target.daemon.search("garden watering", k=1)
     assert hits[0]["path"] == "Garden/Watering.md"
     assert "request failed" not in target.daemon.log_text()
+
+
+def test_the_status_is_what_the_schema_says_key_for_key(target: Target) -> None:
+    """The schema says `additionalProperties: false`: a key the daemon sends is documented."""
+    check(target, "GET", "/v1/status", call(target.sock, "GET", "/v1/status"))

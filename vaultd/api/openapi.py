@@ -185,6 +185,107 @@ _GOVERNOR = {
     },
 }
 
+_NULLABLE_NUMBER = {"type": "number", "nullable": True}
+
+#: `GET /v1/status`: vaultd.index.status.DaemonStatus as JSON. Every key is described here and
+#: no other is sent (a test holds the daemon's answers to this).
+_STATUS = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": [
+        "status",
+        "reasons",
+        "vault",
+        "notes",
+        "chunks",
+        "queue_depth",
+        "failed",
+        "quarantined",
+        "left_out",
+        "lag_seconds",
+        "model",
+        "store",
+        "version",
+        "governor",
+        "watch",
+    ],
+    "properties": {
+        "status": {"type": "string", "enum": ["starting", "ok", "degraded"]},
+        "reasons": {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "description": "why the daemon is degraded, by part",
+        },
+        "indexing": {"type": "string", "description": "what the worker has in hand"},
+        "last_reconcile": {"type": "object", "nullable": True},
+        "last_reconcile_at": _NULLABLE_NUMBER,
+        "lag_seconds": {
+            "type": "object",
+            "description": "save-to-searchable lag of recent edits",
+            "properties": {
+                "p50": _NULLABLE_NUMBER,
+                "p95": _NULLABLE_NUMBER,
+                "samples": {"type": "integer"},
+            },
+        },
+        "version": {"type": "string"},
+        "vault": {"type": "string"},
+        "notes": {"type": "integer"},
+        "chunks": {"type": "integer"},
+        "failed": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["path", "reason", "attempts"],
+                "properties": {
+                    "path": {"type": "string"},
+                    "reason": {"type": "string"},
+                    "attempts": {"type": "integer", "minimum": 1},
+                },
+            },
+        },
+        "quarantined": {"type": "array", "items": _QUARANTINED},
+        "left_out": {"type": "array", "items": _LEFT_OUT},
+        "model": {"type": "string"},
+        "store": {
+            "type": "object",
+            "properties": {
+                "data_dir": {"type": "string"},
+                "chroma": {"type": "string", "description": "the Chroma directory or server"},
+                "moved_aside": {"type": "object", "nullable": True},
+                "loaded": {"type": "boolean"},
+            },
+        },
+        "queue_depth": {"type": "integer"},
+        "governor": _GOVERNOR,
+        "progress": {
+            "type": "object",
+            "nullable": True,
+            "description": "how far the full pass in hand has come, and the time left",
+            "properties": {
+                "phase": {"type": "string"},
+                "done": {"type": "integer"},
+                "total": {"type": "integer"},
+                "unit": {"type": "string"},
+                "percent": _NULLABLE_NUMBER,
+                "elapsed_s": {"type": "number"},
+                "eta_s": _NULLABLE_NUMBER,
+            },
+        },
+        "watch": {
+            "type": "object",
+            "properties": {
+                "mode": {"type": "string"},
+                "fallback_reason": {"type": "string", "nullable": True},
+            },
+        },
+        "embedded_total": {"type": "integer"},
+        "notes_read_total": {"type": "integer"},
+        "model_loaded": {"type": "boolean"},
+        "rss_mb": _NULLABLE_NUMBER,
+    },
+}
+
 _NOTE = {
     "type": "object",
     "required": ["path", "title", "aliases", "tags", "links", "backlinks", "chunks"],
@@ -302,40 +403,7 @@ def schema() -> dict[str, Any]:
                 "get": {
                     "summary": "Counts, queue, failures, freshness and where things are",
                     "responses": {
-                        "200": _json(
-                            {
-                                "type": "object",
-                                "required": [
-                                    "status",
-                                    "notes",
-                                    "chunks",
-                                    "queue_depth",
-                                    "failed",
-                                    "quarantined",
-                                    "lag_seconds",
-                                    "model",
-                                    "store",
-                                    "version",
-                                ],
-                                "properties": {
-                                    "status": {"type": "string"},
-                                    "notes": {"type": "integer"},
-                                    "chunks": {"type": "integer"},
-                                    "queue_depth": {"type": "integer"},
-                                    "failed": {"type": "array", "items": {"type": "object"}},
-                                    "quarantined": {"type": "array", "items": _QUARANTINED},
-                                    "left_out": {"type": "array", "items": _LEFT_OUT},
-                                    "governor": _GOVERNOR,
-                                    "last_reconcile": {"type": "object", "nullable": True},
-                                    "last_reconcile_at": {"type": "number", "nullable": True},
-                                    "lag_seconds": {"type": "object"},
-                                    "model": {"type": "string"},
-                                    "store": {"type": "object"},
-                                    "version": {"type": "string"},
-                                },
-                            },
-                            "Status",
-                        ),
+                        "200": _json(_STATUS, "Status"),
                         **_errors(*_FRAMING),
                     },
                 }

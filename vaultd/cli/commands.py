@@ -448,24 +448,11 @@ def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
     else:
         # Only here: opening the index loads the model and the store, a daemon's answer not.
         from vaultd.index.open import open_index
+        from vaultd.index.status import index_status
 
         try:
             with open_index(config, create=False) as idx:
-                counts = idx.manifest.counts()
-                report = {
-                    "daemon": False,
-                    "status": "stopped",
-                    "vault": str(idx.vault),
-                    "notes": counts["notes"],
-                    "chunks": counts["chunks"],
-                    "failed": [
-                        {"path": p, "reason": r, "attempts": a} for p, r, a in idx.manifest.failed()
-                    ],
-                    "quarantined": [q.as_json() for q in idx.manifest.quarantined()],
-                    "left_out": [e.as_json() for e in idx.manifest.left_out()],
-                    "model": idx.embedder.model_id,
-                    "store": {"data_dir": str(idx.data_dir), "chroma": idx.store.location},
-                }
+                report = {"daemon": False, "status": "stopped", **index_status(idx).as_json()}
         except NotIndexedError as exc:
             _never_indexed(exc, as_json)
             sys.exit(exc.exit_code)

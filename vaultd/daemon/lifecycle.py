@@ -35,6 +35,7 @@ from vaultd.daemon.state import State
 from vaultd.daemon.worker import BULK_BATCH_CHUNKS, INTERACTIVE_RUN_TOKENS, Worker
 from vaultd.errors import VaultdError
 from vaultd.index.open import Index, open_index
+from vaultd.index.status import DaemonStatus, GovernorStatus, Lag, index_status
 from vaultd.pipeline.watch import Watcher
 from vaultd.storage.probe import last_moved_aside
 
@@ -258,20 +259,20 @@ class Daemon:
             self.worker.request_full()
 
     def _log_health(self) -> None:
-        status = self.status()
+        status = self.status_record()
         log.info(
             "health",
-            status=status["status"],
-            reasons=status["reasons"] or None,
-            notes=status["notes"],
-            chunks=status["chunks"],
-            failed=len(status["failed"]),
-            queue_depth=status["queue_depth"],
-            lag_p50=status["lag_seconds"]["p50"],
-            lag_p95=status["lag_seconds"]["p95"],
-            last_reconcile_at=status["last_reconcile_at"],
-            rss_mb=status["rss_mb"],
-            watch=status["watch"]["mode"],
+            status=status.health,
+            reasons=status.reasons or None,
+            notes=status.index.notes,
+            chunks=status.index.chunks,
+            failed=len(status.index.failed),
+            queue_depth=status.queue_depth,
+            lag_p50=status.lag.p50,
+            lag_p95=status.lag.p95,
+            last_reconcile_at=status.last_reconcile_at,
+            rss_mb=status.rss_mb,
+            watch=status.watch_mode,
         )
 
     def _stop_worker(self) -> None:
@@ -454,51 +455,41 @@ class Daemon:
     # -- what the socket server and the scheduler call -----------------------------------------
 
     def status(self) -> dict[str, Any]:
+        return self.status_record().as_json()
+
+    def status_record(self) -> DaemonStatus:
         from vaultd import __version__
 
         assert self.index is not None and self.worker is not None and self.watcher is not None
-        counts = self.index.manifest.counts()
         snapshot = self.state.snapshot()
-        progress = self.worker.progress.snapshot()
-        return {
-            **snapshot,
-            "version": __version__,
-            "vault": str(self.index.vault),
-            "notes": counts["notes"],
-            "chunks": counts["chunks"],
-            "failed": [
-                {"path": p, "reason": r, "attempts": a} for p, r, a in self.index.manifest.failed()
-            ],
-            "quarantined": [q.as_json() for q in self.index.manifest.quarantined()],
-            # Files that are no notes vaultd can index: reported, not failures.
-            "left_out": [e.as_json() for e in self.index.manifest.left_out()],
-            "queue_depth": self.worker.queue_depth(),
-            "governor": {
-                "cpu_budget": self.worker.governor.cpu_budget,
-                "yield_above": self.worker.governor.yield_above,
-                "yielding": self.worker.governor.yielding,
-                # Bulk work (a full pass) holds back while other programs keep the machine
-                # busy; edits are still served meanwhile.
-                "waiting_for_busy_machine": self.worker.governor.yielding,
-                "busy_since": self.worker.governor.busy_since,
-                "others_share": self.worker.governor.others,
-            },
-            "progress": None if progress is None else progress.as_json(),
-            "watch": {"mode": self.watcher.mode, "fallback_reason": self.watcher.fallback_reason},
-            "model": self.index.embedder.model_id,
-            "embedded_total": self.index.embedder.embedded,
-            "notes_read_total": self.index.indexer.reads,
-            "store": {
-                "data_dir": str(self.index.data_dir),
-                "chroma": self.index.store.location,
-                # The last time the store was found damaged at start-up: problem, moved_to, at.
-                "moved_aside": last_moved_aside(self.index.data_dir),
-                # False once closed for being unused ([schedule] unload) until the next use.
-                "loaded": self.index.store.loaded,
-            },
-            "model_loaded": self.index.embedder.loaded,
-            "rss_mb": _rss_mb(),
-        }
+        governor = self.worker.governor
+        return DaemonStatus(
+            index=index_status(self.index),
+            version=__version__,
+            health=snapshot["status"],
+            reasons=snapshot["reasons"],
+            indexing=snapshot["indexing"],
+            last_reconcile=snapshot["last_reconcile"],
+            last_reconcile_at=snapshot["last_reconcile_at"],
+            lag=Lag(**snapshot["lag_seconds"]),
+            queue_depth=self.worker.queue_depth(),
+            governor=GovernorStatus(
+                cpu_budget=governor.cpu_budget,
+                yield_above=governor.yield_above,
+                yielding=governor.yielding,
+                busy_since=governor.busy_since,
+                others_share=governor.others,
+            ),
+            progress=self.worker.progress.snapshot(),
+            watch_mode=self.watcher.mode,
+            watch_fallback_reason=self.watcher.fallback_reason,
+            embedded_total=self.index.embedder.embedded,
+            notes_read_total=self.index.indexer.reads,
+            moved_aside=last_moved_aside(self.index.data_dir),
+            store_loaded=self.index.store.loaded,
+            model_loaded=self.index.embedder.loaded,
+            rss_mb=_rss_mb(),
+        )
 
 
 def _rss_mb() -> float | None:

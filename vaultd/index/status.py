@@ -1,0 +1,164 @@
+"""What `vaultd status` reports, typed and built in one place.
+
+`IndexStatus` is what any reader of an open index can say (the CLI without a daemon, the
+daemon, doctor); `DaemonStatus` adds what only a running daemon knows. Both turn into the JSON
+the socket API serves (`GET /v1/status`, described by vaultd.api.openapi) with `as_json`, the
+one place that names its keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from vaultd.progress import Snapshot
+from vaultd.storage.quarantine import LeftOut, Quarantined
+
+if TYPE_CHECKING:
+    from vaultd.index.open import Index
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A note whose last attempt failed, with the reason and the attempts on this content."""
+
+    path: str
+    reason: str
+    attempts: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {"path": self.path, "reason": self.reason, "attempts": self.attempts}
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStatus:
+    vault: str
+    notes: int
+    chunks: int
+    failed: tuple[Failure, ...]
+    #: Set aside until their content changes or they are asked for by name.
+    quarantined: tuple[Quarantined, ...]
+    #: Files that are no notes vaultd can index: reported, not failures.
+    left_out: tuple[LeftOut, ...]
+    model: str
+    data_dir: str
+    #: The Chroma directory, or the server's URL.
+    chroma: str
+
+    @property
+    def troubled(self) -> bool:
+        """Whether notes failed or are quarantined: `vaultd status` exits 1."""
+        return bool(self.failed or self.quarantined)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "vault": self.vault,
+            "notes": self.notes,
+            "chunks": self.chunks,
+            "failed": [f.as_json() for f in self.failed],
+            "quarantined": [q.as_json() for q in self.quarantined],
+            "left_out": [e.as_json() for e in self.left_out],
+            "model": self.model,
+            "store": {"data_dir": self.data_dir, "chroma": self.chroma},
+        }
+
+
+def index_status(index: Index) -> IndexStatus:
+    manifest = index.manifest
+    counts = manifest.counts()
+    return IndexStatus(
+        vault=str(index.vault),
+        notes=counts["notes"],
+        chunks=counts["chunks"],
+        failed=tuple(Failure(p, r, a) for p, r, a in manifest.failed()),
+        quarantined=tuple(manifest.quarantined()),
+        left_out=tuple(manifest.left_out()),
+        model=index.embedder.model_id,
+        data_dir=str(index.data_dir),
+        chroma=index.store.location,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Lag:
+    """Save-to-searchable lag of the recent edits, in seconds (None before the first)."""
+
+    p50: float | None
+    p95: float | None
+    samples: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {"p50": self.p50, "p95": self.p95, "samples": self.samples}
+
+
+@dataclass(frozen=True, slots=True)
+class GovernorStatus:
+    cpu_budget: float
+    yield_above: float
+    #: Bulk work (a full pass) holds back while other programs keep the machine busy; edits
+    #: are still served meanwhile.
+    yielding: bool
+    busy_since: float | None
+    others_share: float | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "cpu_budget": self.cpu_budget,
+            "yield_above": self.yield_above,
+            "yielding": self.yielding,
+            "waiting_for_busy_machine": self.yielding,
+            "busy_since": self.busy_since,
+            "others_share": self.others_share,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonStatus:
+    index: IndexStatus
+    version: str
+    #: "starting", "ok" or "degraded", and why it is not ok.
+    health: str
+    reasons: dict[str, str]
+    indexing: str
+    last_reconcile: dict[str, Any] | None
+    last_reconcile_at: float | None
+    lag: Lag
+    queue_depth: int
+    governor: GovernorStatus
+    progress: Snapshot | None
+    watch_mode: str
+    watch_fallback_reason: str | None
+    embedded_total: int
+    notes_read_total: int
+    #: The last time the store was found damaged at start-up: problem, moved_to, at.
+    moved_aside: dict[str, Any] | None
+    #: False once closed for being unused ([schedule] unload) until the next use.
+    store_loaded: bool
+    model_loaded: bool
+    rss_mb: float | None
+
+    def as_json(self) -> dict[str, Any]:
+        body = self.index.as_json()
+        body["store"] = {
+            **body["store"],
+            "moved_aside": self.moved_aside,
+            "loaded": self.store_loaded,
+        }
+        return {
+            "status": self.health,
+            "reasons": dict(self.reasons),
+            "indexing": self.indexing,
+            "last_reconcile": self.last_reconcile,
+            "last_reconcile_at": self.last_reconcile_at,
+            "lag_seconds": self.lag.as_json(),
+            "version": self.version,
+            **body,
+            "queue_depth": self.queue_depth,
+            "governor": self.governor.as_json(),
+            "progress": None if self.progress is None else self.progress.as_json(),
+            "watch": {"mode": self.watch_mode, "fallback_reason": self.watch_fallback_reason},
+            "embedded_total": self.embedded_total,
+            "notes_read_total": self.notes_read_total,
+            "model_loaded": self.model_loaded,
+            "rss_mb": self.rss_mb,
+        }
