@@ -35,6 +35,8 @@ CLEAN = "vaultd.clean"
 MOVED_ASIDE = "vaultd.store-aside.json"
 #: Where a running daemon says it listens (see vaultd.api.locate).
 DAEMON_RECORD = "daemon.json"
+#: The socket in the data directory, where no private runtime directory is found.
+SOCKET = "vaultd.sock"
 
 #: The process umask for everything vaultd creates.
 PRIVATE_UMASK = 0o077

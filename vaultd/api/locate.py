@@ -32,7 +32,7 @@ from typing import Any
 
 from vaultd.api.client import Client
 from vaultd.errors import StartupError, VaultdError, VaultMismatchError
-from vaultd.layout import DAEMON_RECORD, vault_id, vault_slug
+from vaultd.layout import DAEMON_RECORD, SOCKET, vault_id, vault_slug
 
 #: macOS's sun_path holds 104 bytes; Linux's 108. Stay portable.
 MAX_SOCKET_PATH = 104
@@ -60,7 +60,7 @@ def runtime_dir(env: Mapping[str, str]) -> Path | None:
 def default_socket_path(vault: Path, data_dir: Path, env: Mapping[str, str]) -> Path:
     runtime = runtime_dir(env)
     if runtime is None:
-        return data_dir / "vaultd.sock"
+        return data_dir / SOCKET
     return runtime / "vaultd" / f"{vault_slug(vault, name_bytes=SOCKET_NAME_BYTES)}.sock"
 
 
@@ -73,7 +73,7 @@ def socket_path(
     elif vault is not None:
         path = default_socket_path(vault, data_dir, env)
     else:
-        path = data_dir / "vaultd.sock"
+        path = data_dir / SOCKET
     size = len(os.fsencode(path))
     if size >= MAX_SOCKET_PATH:
         raise StartupError(
