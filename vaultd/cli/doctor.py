@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from vaultd.config import Config, load_config
 from vaultd.errors import ConfigError, DataDirError, LockedError, VaultdError
-from vaultd.storage.lock import read_only
+from vaultd.storage.lock import holder_pid, read_only
 from vaultd.storage.view import ManifestView, read_manifest
 
 Status = Literal["ok", "warn", "fail"]
@@ -604,16 +604,6 @@ def check_socket(path: Path, answer: Answer, vault: Path | None, data_dir: Path)
 # -- the lock ----------------------------------------------------------------------------------
 
 
-def lock_pid(data_dir: Path) -> int | None:
-    """The pid the lock's holder (or its last holder) wrote into the lock file."""
-    from vaultd.layout import LOCK
-
-    try:
-        return int((data_dir / LOCK).read_text(encoding="ascii").strip())
-    except (OSError, ValueError):
-        return None
-
-
 # -- the manifest ------------------------------------------------------------------------------
 
 
@@ -746,8 +736,8 @@ def check_chroma(
     view: ManifestView | None,
 ) -> Check:
     """Probe the store in a child process, then compare its ids with the manifest's."""
-    from vaultd.layout import CHROMA, DAMAGED, DIRTY
-    from vaultd.storage.probe import mark_closed, probe, why_probe
+    from vaultd.layout import CHROMA, DAMAGED
+    from vaultd.storage.probe import closed_uncleanly, mark_closed, probe, why_probe
     from vaultd.storage.vectors import VectorStore, collection_name
 
     expected = view.chunk_ids if view is not None else frozenset()
@@ -815,7 +805,7 @@ def check_chroma(
             _repair_remedy(),
         )
     found = f"{where}: {len(ids)} records, the same ids as the manifest"
-    if not remote and (data_dir / DIRTY).exists():
+    if not remote and closed_uncleanly(data_dir):
         found += "; it was not closed cleanly, but it opens and answers"
     return Check("chroma", "ok", found)
 
@@ -1035,7 +1025,7 @@ def _index_checks(
         found["socket"] = check_socket(sock, answer, vault, data_dir)
     if sock is not None and answer.kind == "daemon" and answer.status.get("vault") == str(vault):
         found["lock"], found["manifest"], found["chroma"] = daemon_checks(
-            answer, lock_pid(data_dir), sock
+            answer, holder_pid(data_dir), sock
         )
         watch = answer.status.get("watch")
         return watch if isinstance(watch, dict) else None
@@ -1067,7 +1057,7 @@ def _offline_checks(
     except (LockedError, StoreError) as exc:
         found["manifest"], _ = check_manifest(data_dir, vault, model_id)
         if isinstance(exc, LockedError):
-            pid = lock_pid(data_dir)
+            pid = holder_pid(data_dir)
             who = f"pid {pid}" if pid is not None else "another process"
             on = f" on {sock}" if sock else ""
             found["lock"] = Check(

@@ -63,6 +63,14 @@ def unusable(data_dir: Path, problem: str, code: int = errno.EACCES) -> DataDirE
     return DataDirError(f"{where} cannot be used ({problem}); {advice}", str(data_dir))
 
 
+def holder_pid(data_dir: Path) -> int | None:
+    """The pid the lock's holder (or its last holder) wrote into the lock file."""
+    try:
+        return int((data_dir / LOCK).read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        return None
+
+
 class DataDirLock:
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / LOCK

@@ -134,6 +134,11 @@ def last_moved_aside(data_dir: Path) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
+def closed_uncleanly(data_dir: Path) -> bool:
+    """Whether the store's last owner died without closing it (or holds it open now)."""
+    return (data_dir / DIRTY).exists()
+
+
 def mark_open(data_dir: Path) -> None:
     (data_dir / DIRTY).touch()
     # From now on only the dirty marker speaks for the store's state.
