@@ -31,6 +31,12 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("onnxruntime", "chromadb", "tokenizers", "numpy")
 
 
+def tree_of(env: dict[str, str] | None) -> str | None:
+    """The source tree a client runs from: `python -m` puts its working directory first on
+    sys.path, ahead of PYTHONPATH, so it runs there."""
+    return (env or {}).get("PYTHONPATH")
+
+
 def mcp_session(command: list[str], env: dict[str, str] | None = None) -> tuple[float, bytes]:
     """Seconds from launching `vaultd mcp` to its answer to `tools/list`, and its stderr."""
     began = time.perf_counter()
@@ -40,6 +46,7 @@ def mcp_session(command: list[str], env: dict[str, str] | None = None) -> tuple[
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, **(env or {})},
+        cwd=tree_of(env),
     )
     assert process.stdin is not None and process.stdout is not None
     messages: list[dict[str, Any]] = [
@@ -81,7 +88,13 @@ def mcp_session(command: list[str], env: dict[str, str] | None = None) -> tuple[
 
 def timed(command: list[str], env: dict[str, str] | None = None) -> float:
     began = time.perf_counter()
-    subprocess.run(command, check=True, capture_output=True, env={**os.environ, **(env or {})})
+    subprocess.run(
+        command,
+        check=True,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+        cwd=tree_of(env),
+    )
     return time.perf_counter() - began
 
 
@@ -93,7 +106,11 @@ def heavy_in(stderr: bytes) -> list[str]:
 
 def heavy_imports(command: list[str], env: dict[str, str]) -> list[str]:
     done = subprocess.run(
-        command, capture_output=True, check=True, env={**os.environ, **env, **IMPORTTIME}
+        command,
+        capture_output=True,
+        check=True,
+        env={**os.environ, **env, **IMPORTTIME},
+        cwd=tree_of(env),
     )
     return heavy_in(done.stderr)
 
