@@ -29,6 +29,7 @@ from vaultd.config import QUARANTINE_AFTER, load_config
 from vaultd.faults import CRASH_ON, CRASH_SIGNAL, EMBED_FAIL_ON, PARSE_FAIL_ON
 from vaultd.index.open import open_index
 from vaultd.layout import MANIFEST as FILE_NAME
+from vaultd.storage.manifest import Manifest
 from vaultd.storage.schema import SCHEMA_VERSION
 
 K = QUARANTINE_AFTER
@@ -297,11 +298,12 @@ def test_a_schema_3_manifest_opens_and_keeps_its_vectors(tmp_path: Path) -> None
     with open_index(config, env={}) as index:
         index.indexer.reconcile()
     before = export_of(config_path)
-    # Schema 3 is schema 5 without the in-flight and suspects tables and the left_out column.
+    # Schema 3 is schema 6 without the in-flight and suspects tables and the left_out and
+    # crashes columns.
     db = sqlite3.connect(tmp_path / "data" / FILE_NAME)
     db.executescript(
         "DROP TABLE in_flight; DROP TABLE suspects; ALTER TABLE notes DROP COLUMN left_out; "
-        "PRAGMA user_version = 3;"
+        "ALTER TABLE notes DROP COLUMN crashes; PRAGMA user_version = 3;"
     )
     vectors = db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
     db.close()
@@ -311,8 +313,28 @@ def test_a_schema_3_manifest_opens_and_keeps_its_vectors(tmp_path: Path) -> None
         assert summary.chunks_embedded == 0 and summary.notes_unchanged == len(WORDS)
         assert index.manifest.in_flight() == []
     db = sqlite3.connect(tmp_path / "data" / FILE_NAME)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
     assert "left_out" in {r[1] for r in db.execute("PRAGMA table_info(notes)")}
     assert db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0] == vectors
     db.close()
     assert_same(export_of(config_path), before)
+
+
+def test_a_schema_5_manifest_keeps_the_crash_count_it_wrote_into_a_reason(tmp_path: Path) -> None:
+    """Before schema 6 a crash count lived only in the reason text; the migration reads it
+    out once into the crashes column, which later crashes count on from."""
+    Manifest(tmp_path).close()
+    db = sqlite3.connect(tmp_path / FILE_NAME)
+    db.executescript(
+        "ALTER TABLE notes DROP COLUMN crashes; PRAGMA user_version = 5;"
+        "INSERT INTO notes(path, size, mtime_ns, sha256, status, error, attempts, indexed_at) "
+        "VALUES ('c.md', 1, 1, 'h', 'quarantined', 'crashed the indexer 3 times', 3, 0),"
+        "       ('f.md', 1, 1, 'h', 'failed', 'cannot parse', 2, 0);"
+    )
+    db.close()
+    Manifest(tmp_path).close()
+    db = sqlite3.connect(tmp_path / FILE_NAME)
+    rows = dict(db.execute("SELECT path, crashes FROM notes").fetchall())
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    db.close()
+    assert rows == {"c.md": 3, "f.md": 0}

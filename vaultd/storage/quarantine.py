@@ -26,20 +26,12 @@ from typing import Any
 
 from vaultd.storage.schema import Query
 
-#: The reason recorded for a note the process died holding; the count is read back from it.
+#: The reason recorded for a note the process died holding (the count is the notes' crashes).
 CRASH_REASON = "crashed the indexer {} time{}"
-_CRASH_PREFIX = CRASH_REASON.split("{", 1)[0]
 
 
 def _crash_reason(crashes: int) -> str:
     return CRASH_REASON.format(crashes, "" if crashes == 1 else "s")
-
-
-def _crashes_in(reason: str | None) -> int:
-    if not reason or not reason.startswith(_CRASH_PREFIX):
-        return 0
-    count = reason[len(_CRASH_PREFIX) :].split(" ", 1)[0]
-    return int(count) if count.isdigit() else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,19 +86,22 @@ def record_failure(
     attempts: int,
     quarantine_after: int,
     when: float,
+    crashes: int = 0,
 ) -> bool:
     """Mark a note failed, keeping its last good chunks and fields; True if now quarantined.
+    `crashes` counts the deaths of the process it was in hand for (0: it failed otherwise).
 
     An unread note (no hash) is never quarantined: nothing would tell when it changed.
     """
     path, size, mtime_ns, sha256 = state
     quarantined = bool(sha256) and 0 < quarantine_after <= attempts
     db.execute(
-        "INSERT INTO notes(path, size, mtime_ns, sha256, status, error, attempts, indexed_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+        "INSERT INTO notes(path, size, mtime_ns, sha256, status, error, attempts, crashes, "
+        "indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
         "sha256 = excluded.sha256, status = excluded.status, error = excluded.error, "
-        "left_out = NULL, attempts = excluded.attempts, indexed_at = excluded.indexed_at",
+        "left_out = NULL, attempts = excluded.attempts, crashes = excluded.crashes, "
+        "indexed_at = excluded.indexed_at",
         (
             path,
             size,
@@ -115,6 +110,7 @@ def record_failure(
             "quarantined" if quarantined else "failed",
             reason,
             attempts,
+            crashes,
             when,
         ),
     )
@@ -132,7 +128,7 @@ def record_left_out(
         "indexed_at) VALUES (?, ?, ?, ?, 'left_out', ?, ?, 1, ?) "
         "ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
         "sha256 = excluded.sha256, status = 'left_out', error = excluded.error, "
-        "left_out = excluded.left_out, "
+        "left_out = excluded.left_out, crashes = 0, "
         "attempts = CASE WHEN notes.status = 'left_out' THEN notes.attempts + 1 ELSE 1 END, "
         "indexed_at = excluded.indexed_at",
         (path, size, mtime_ns, sha256, reason, kind, when),
@@ -152,13 +148,13 @@ def recover(db: sqlite3.Connection, quarantine_after: int) -> list[tuple[str, in
             "SELECT crashes FROM suspects WHERE path = ? AND sha256 = ?", (path, sha256)
         ).fetchone()
         previous = db.execute(
-            "SELECT sha256, status, error FROM notes WHERE path = ?", (path,)
+            "SELECT sha256, status, crashes FROM notes WHERE path = ?", (path,)
         ).fetchone()
         if suspect is not None:
             before = int(suspect[0])
         elif previous is not None and previous[0] == sha256 and previous[1] != "ok":
-            # A note released from quarantine carries its count in its reason only.
-            before = _crashes_in(previous[2])
+            # A note released from quarantine is no suspect any more: its row keeps the count.
+            before = int(previous[2])
         else:
             before = 0
         crashes = before + 1
@@ -172,6 +168,7 @@ def recover(db: sqlite3.Connection, quarantine_after: int) -> list[tuple[str, in
                 attempts,
                 quarantine_after,
                 since,
+                crashes,
             )
             failed = True
         if quarantined:

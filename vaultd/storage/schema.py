@@ -22,7 +22,7 @@ from vaultd.query import UNSPACED_RANGES
 #: translates sqlite3's errors): how the modules above this one read without a connection.
 Query = Callable[[str, Sequence[Any]], list[Any]]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _UNSPACED_GLOB = "*[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in UNSPACED_RANGES) + "]*"
 _FTS_COLUMNS = "title, aliases, section, text"
@@ -59,6 +59,7 @@ CREATE TABLE IF NOT EXISTS notes (
     error TEXT,
     left_out TEXT,                   -- with 'left_out': too_big, binary, not_utf8, unreadable
     attempts INTEGER NOT NULL DEFAULT 0,
+    crashes INTEGER NOT NULL DEFAULT 0,  -- deaths of the process it was in hand for, this content
     title TEXT NOT NULL DEFAULT '',
     aliases TEXT NOT NULL DEFAULT '[]',
     tags TEXT NOT NULL DEFAULT '[]',
@@ -154,7 +155,8 @@ def create_or_migrate(db: sqlite3.Connection, path: Path) -> None:
     elif 3 <= version < SCHEMA_VERSION:
         # Schema 4 added the in_flight table (and the 'quarantined' status), schema 5
         # the suspects table and the notes' left_out column (and the 'left_out'
-        # status): the migration adds what is missing and touches nothing else.
+        # status), schema 6 the notes' crashes column: the migration adds what is missing
+        # and touches nothing else.
         db.executescript(
             f"BEGIN IMMEDIATE;\n{_added_columns(db)}{_SCHEMA}"
             f"PRAGMA user_version={SCHEMA_VERSION};\nCOMMIT;\n"
@@ -165,9 +167,18 @@ def create_or_migrate(db: sqlite3.Connection, path: Path) -> None:
 
 
 def _added_columns(db: sqlite3.Connection) -> str:
-    """The ALTER TABLE statements an older notes table needs (schema 5's left_out)."""
+    """The statements an older notes table needs: schema 5's left_out, schema 6's crashes."""
     columns = {r[1] for r in db.execute("PRAGMA table_info(notes)")}
-    return "" if "left_out" in columns else "ALTER TABLE notes ADD COLUMN left_out TEXT;\n"
+    script = "" if "left_out" in columns else "ALTER TABLE notes ADD COLUMN left_out TEXT;\n"
+    if "crashes" not in columns:
+        # Before schema 6 the count lived only in the reason ("crashed the indexer 3 times"):
+        # read it out once, here; CAST takes the leading digits.
+        script += (
+            "ALTER TABLE notes ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0;\n"
+            "UPDATE notes SET crashes = CAST(substr(error, 21) AS INTEGER) "
+            "WHERE status IN ('failed', 'quarantined') AND error LIKE 'crashed the indexer %';\n"
+        )
+    return script
 
 
 def _migrate_keyword_index(db: sqlite3.Connection) -> None:
