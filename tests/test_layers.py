@@ -77,28 +77,26 @@ def layer_of(module: str) -> int:
     return next(i for i, layer in enumerate(LAYERS) if unit in layer)
 
 
+def broken_rule(module: str, target: str) -> str | None:
+    """The rule `module` breaks by importing `target`, or None."""
+    mine, theirs = unit_of(module), unit_of(target)
+    if layer_of(target) > layer_of(module):
+        return "a layer above it"
+    if layer_of(target) == layer_of(module) > 0 and mine != theirs:
+        return "a package of the same layer"
+    if mine in STAGES and theirs == mine and mine not in (module, target) and module != target:
+        return "and stages never import each other"
+    return None
+
+
 def violations(found: dict[str, Path]) -> list[str]:
     known = set(found)
     problems = []
     for module, path in found.items():
         for target, line in imports_of(path, known):
-            where = f"{path.name}:{line}: {module} imports {target}"
-            if layer_of(target) > layer_of(module):
-                problems.append(f"{where}, a layer above it")
-            elif (
-                layer_of(target) == layer_of(module)
-                and unit_of(target) != unit_of(module)
-                and layer_of(module) > 0
-            ):
-                problems.append(f"{where}, a package of the same layer")
-            elif (
-                unit_of(module) in STAGES
-                and unit_of(target) == unit_of(module)
-                and target != unit_of(module)
-                and module != unit_of(module)
-                and target != module
-            ):
-                problems.append(f"{where}: stages never import each other")
+            rule = broken_rule(module, target)
+            if rule is not None:
+                problems.append(f"{path.name}:{line}: {module} imports {target}, {rule}")
     return problems
 
 
