@@ -74,6 +74,10 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+# It embeds the help vault's 1,743 chunks twice (the first index and the fresh one compared at
+# the end): about 2 minutes of CPU, and several times that on a machine kept busy by others.
+# The limit guards against a hang, not for speed.
+@pytest.mark.timeout(1800)
 def test_incremental_runs_spend_work_only_on_changes(
     workspace: Path, counter: TokenCounter
 ) -> None:
