@@ -109,6 +109,23 @@ _verified: set[tuple[Path, str]] = set()
 _verified_lock = threading.Lock()
 
 
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise ModelError(f"cannot read model file {path}: {exc}") from exc
+    return digest.hexdigest()
+
+
+def remember_verified(path: Path, sha256: str) -> None:
+    """Note a file whose hash was just computed, so that `verify` does not read it again."""
+    with _verified_lock:
+        _verified.add((path, sha256))
+
+
 def verify(path: Path, sha256: str) -> None:
     """Check a model file against its pinned hash, once per process."""
     if not sha256:
@@ -117,17 +134,10 @@ def verify(path: Path, sha256: str) -> None:
     with _verified_lock:
         if key in _verified:
             return
-    digest = hashlib.sha256()
-    try:
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    except OSError as exc:
-        raise ModelError(f"cannot read model file {path}: {exc}") from exc
-    if digest.hexdigest() != sha256:
+    actual = file_sha256(path)
+    if actual != sha256:
         raise ModelError(
-            f"{path} is damaged: sha256 {digest.hexdigest()} != expected {sha256}. "
+            f"{path} is damaged: sha256 {actual} != expected {sha256}. "
             "Reinstall vaultd to restore it."
         )
-    with _verified_lock:
-        _verified.add(key)
+    remember_verified(path, sha256)
