@@ -241,8 +241,11 @@ def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | No
                 Check(
                     "model",
                     "warn",
-                    f"{spec_id}: the int8 model derived from {source_id} is not usable yet: "
-                    f"{why}; the next start builds it (a few seconds)",
+                    f"{spec_id}: the int8 model derived from {source_id} is {why}; the next "
+                    "start builds it (a few seconds)"
+                    if why == "not built yet"
+                    else f"{spec_id}: the int8 model derived from {source_id} cannot be used "
+                    f"({why}); the next start builds it again",
                     "run `vaultd model build` to build it now",
                 ),
                 spec_id,
