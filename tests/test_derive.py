@@ -56,8 +56,9 @@ def test_the_derived_model_runs_int8_products_and_stays_close_to_the_float_form(
     import onnx
 
     ops = [node.op_type for node in onnx.load(str(built.path)).graph.node]
-    assert ops.count("MatMulInteger") == 36  # every weight product of the 6 layers
-    assert ops.count("MatMul") == 12  # the attention's two products per layer stay float
+    assert ops.count("MatMulIntegerToFloat") == 36  # every weight product of the 6 layers
+    assert ops.count("MultiHeadAttention") == 6 and ops.count("Gelu") == 6
+    assert ops.count("MatMul") == 0  # the attention's products are inside its fused operator
     source = default_spec()
     spec = derive.derived_spec(source, "int8", built.path.parent)
     assert spec.id == INT8_ID and spec.onnx_path == built.path
@@ -66,6 +67,9 @@ def test_the_derived_model_runs_int8_products_and_stays_close_to_the_float_form(
     cosine = (float_vectors * int8_vectors).sum(axis=1)
     assert cosine.min() > 0.97, cosine
     assert not np.allclose(float_vectors, int8_vectors, atol=1e-4)  # not the float graph
+    # One scale per token: a text's vector does not depend on the texts batched with it.
+    alone = np.stack([Embedder(spec).embed_documents([text])[0] for text in TEXTS])
+    assert np.array_equal(alone, int8_vectors)
 
 
 def test_the_build_is_deterministic_pinned_and_owner_only(

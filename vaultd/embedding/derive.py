@@ -8,12 +8,12 @@ from the installed file, never downloaded: offline, in a few seconds, in a child
 
 The cache (`$XDG_CACHE_HOME/vaultd/models`, default `~/.cache/vaultd/models`; on macOS
 `~/Library/Caches/vaultd/models`) holds, per source file and recipe, `KEY.onnx` and its record
-`KEY.json`. The key is the source file's SHA-256, the recipe's name and the versions of
-onnxruntime and onnx, so a new recipe or runtime builds afresh instead of reusing what another
-made. The record holds the built file's SHA-256, checked before every load: a damaged or partial
-file (or a record without one) is rebuilt. Builds take an exclusive lock on `KEY.lock` and
-write beside the target before renaming into place, so two processes building at once do not
-corrupt it and the second reuses what the first built.
+`KEY.json`. The key is the source file's SHA-256, the recipe's name, the model's attention heads
+and the versions of onnxruntime and onnx, so a new recipe or runtime builds afresh instead of
+reusing what another made. The record holds the built file's SHA-256, checked before every
+load: a damaged or partial file (or a record without one) is rebuilt. Builds take an exclusive
+lock on `KEY.lock` and write beside the target before renaming into place, so two processes
+building at once do not corrupt it and the second reuses what the first built.
 
 This module owns the cache directory and every file in it.
 """
@@ -84,9 +84,12 @@ def _versions() -> dict[str, str]:
     return {"onnxruntime": version("onnxruntime"), "onnx": version("onnx")}
 
 
-def _key(source_sha256: str) -> str:
+def _key(spec: ModelSpec, source_sha256: str) -> str:
     versions = _versions()
-    return f"{source_sha256[:16]}-{RECIPE}-ort{versions['onnxruntime']}-onnx{versions['onnx']}"
+    return (
+        f"{source_sha256[:16]}-{RECIPE}-h{spec.heads}"
+        f"-ort{versions['onnxruntime']}-onnx{versions['onnx']}"
+    )
 
 
 def _source_sha256(spec: ModelSpec) -> str:
@@ -118,7 +121,7 @@ def derived_spec(
 
 def find(spec: ModelSpec, cache: Path) -> tuple[Derived | None, str]:
     """The sound derived model for `spec` in `cache`, or None and why there is none."""
-    key = _key(_source_sha256(spec))
+    key = _key(spec, _source_sha256(spec))
     return _check(cache / f"{key}.onnx", cache / f"{key}.json")
 
 
@@ -131,7 +134,7 @@ def ensure(
 ) -> Derived:
     """The derived model for `spec`, built into `cache` unless a sound one is there."""
     source_sha256 = _source_sha256(spec)
-    key = _key(source_sha256)
+    key = _key(spec, source_sha256)
     target, record = cache / f"{key}.onnx", cache / f"{key}.json"
     if not force:
         found, _ = _check(target, record)
@@ -224,6 +227,7 @@ def _build(spec: ModelSpec, source_sha256: str, target: Path, record: Path) -> D
                 "vaultd.embedding.recipe",
                 str(spec.onnx_path),
                 str(partial),
+                f"--heads={spec.heads}",
             ],
             capture_output=True,
             text=True,
@@ -236,6 +240,9 @@ def _build(spec: ModelSpec, source_sha256: str, target: Path, record: Path) -> D
                 + (done.stderr.strip().splitlines() or ["no output"])[-1]
                 + '. Set [embedding] precision = "float" to run the source model as it is'
             )
+        for line in done.stderr.splitlines():
+            if line.startswith("skipped "):
+                log.info("the derived model's build " + line, model=spec.id)
         # Owner-only, whatever the umask: nobody else may swap in the graph this user runs.
         os.chmod(partial, 0o600)
         _fsync(partial)

