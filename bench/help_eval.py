@@ -132,12 +132,13 @@ def copy_vault(source: Path, target: Path) -> int:
     return written
 
 
-def write_config(workdir: Path, threads: int) -> Path:
+def write_config(workdir: Path, threads: int, precision: str = "float") -> Path:
     config = workdir / "vaultd.toml"
     config.write_text(
         f"[vault]\npath = {json.dumps(str(workdir / 'vault'))}\n"
         f"[store]\npath = {json.dumps(str(workdir / 'data'))}\n"
-        f'[embedding]\nthreads = {threads}\n[log]\nlevel = "warning"\n',
+        f'[embedding]\nthreads = {threads}\nprecision = "{precision}"\n'
+        '[log]\nlevel = "warning"\n',
         encoding="utf-8",
     )
     return config
@@ -267,6 +268,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--beir-data", type=Path, default=DEFAULT_BEIR, help="its BEIR data")
     parser.add_argument("--top", type=int, default=15, help="sweep rows to print")
     parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime threads (0: auto)")
+    parser.add_argument(
+        "--precision",
+        choices=("float", "int8"),
+        default="float",
+        help="[embedding] precision; give each its own --workdir",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("-q", "--quiet", action="store_true")
     args = parser.parse_args(argv)
@@ -278,12 +285,13 @@ def main(argv: list[str] | None = None) -> int:
     log = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr))
 
     report: dict[str, Any] = {"split": "all" if args.sweep else args.split}
+    report["precision"] = args.precision
     report["questions"] = len(questions)
     with tempfile.TemporaryDirectory(prefix="vaultd-help-") as scratch:
         workdir = (args.workdir or Path(scratch)).resolve()
         (workdir / "vault").mkdir(parents=True, exist_ok=True)
         written = copy_vault(args.vault, workdir / "vault")
-        config = load_config(write_config(workdir, args.threads), env=os.environ)
+        config = load_config(write_config(workdir, args.threads, args.precision), env=os.environ)
         with open_index(config) as index, contextlib.ExitStack() as stack:
             started = time.perf_counter()
             summary = index.indexer.reconcile()

@@ -101,7 +101,7 @@ def build_vault(corpus: Sequence[Document], vault: Path) -> tuple[int, int]:
     return written, removed
 
 
-def write_config(workdir: Path, threads: int) -> Path:
+def write_config(workdir: Path, threads: int, precision: str = "float") -> Path:
     config = workdir / "vaultd.toml"
     text = (
         "[vault]\n"
@@ -110,6 +110,7 @@ def write_config(workdir: Path, threads: int) -> Path:
         f"path = {json.dumps(str(workdir / 'data'))}\n"
         "[embedding]\n"
         f"threads = {threads}\n"
+        f'precision = "{precision}"\n'
         "[log]\n"
         'level = "warning"\n'
     )
@@ -248,6 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--threads", type=int, default=0, help="ONNX Runtime threads (0: one per core)"
     )
+    parser.add_argument(
+        "--precision",
+        choices=("float", "int8"),
+        default="float",
+        help="[embedding] precision (default: float); give each its own --workdir",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
@@ -267,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
 
         written, removed = build_vault(dataset.corpus, workdir / "vault")
         log(f"vault: {len(dataset.corpus)} notes ({written} written, {removed} removed)")
-        config = write_config(workdir, args.threads)
+        config = write_config(workdir, args.threads, args.precision)
         summary, index_seconds = run_index(config, args.quiet)
         log(
             f"index: {summary['chunks_embedded']} chunks embedded, "
@@ -281,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         "documents": len(dataset.corpus),
         "queries": len(queries),
         "k": MAX_K,
+        "precision": args.precision,
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +16,19 @@ from vaultd.index.open import open_index
 Records = list[dict[str, Any]]
 
 
-def export_of(config_path: Path) -> Records:
+def export_of(config_path: Path, env: Mapping[str, str] | None = None) -> Records:
     """What `vaultd export --vectors` prints for this config (the daemon must be stopped)."""
-    config = load_config(config_path, env={})
-    with open_index(config, env={}) as index:
+    env = {} if env is None else env
+    config = load_config(config_path, env=env)
+    with open_index(config, env=env) as index:
         return list(export_records(index.store, with_vectors=True))
 
 
-def fresh_export(vault: Path, workdir: Path, *, extra: str = "") -> Records:
+def fresh_export(
+    vault: Path, workdir: Path, *, extra: str = "", env: Mapping[str, str] | None = None
+) -> Records:
     """The export of a fresh index of `vault` as it is now, built in `workdir`."""
+    env = {} if env is None else env
     workdir.mkdir(parents=True, exist_ok=True)
     config = write_config(
         workdir / "fresh.toml",
@@ -32,8 +37,8 @@ def fresh_export(vault: Path, workdir: Path, *, extra: str = "") -> Records:
         short_socket_dir() / "s",
         extra=extra,
     )
-    loaded = load_config(config, env={})
-    with open_index(loaded, env={}) as index:
+    loaded = load_config(config, env=env)
+    with open_index(loaded, env=env) as index:
         index.indexer.reconcile()
         return list(export_records(index.store, with_vectors=True))
 

@@ -26,6 +26,9 @@ from vaultd.errors import ConfigError
 WatchBackend = Literal["auto", "native", "polling"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 LogFormat = Literal["auto", "console", "json"]
+#: The arithmetic the model runs in: "float" runs the model file as it is, "int8" a model derived
+#: from it once, with int8 products (vaultd.embedding.derive).
+Precision = Literal["float", "int8"]
 
 CONFIG_ENV = "VAULTD_CONFIG"
 #: Failures (or crashes) on the same content after which a note is quarantined.
@@ -217,6 +220,7 @@ class EmbeddingSection:
 
     #: "default" for the bundled all-MiniLM-L6-v2 int8; otherwise an absolute directory path.
     model: str = field(default="default", metadata={"parse": _nonempty_string})
+    precision: Precision = field(default="float", metadata={"parse": _choice(Precision)})
     batch_size: int = field(default=32, metadata={"parse": _integer(1, 1024)})
     #: 0 lets onnxruntime pick.
     threads: int = field(default=0, metadata={"parse": _integer(0)})

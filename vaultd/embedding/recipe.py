@@ -1,0 +1,328 @@
+"""How a derived model is built from a source ONNX file: what runs in int8 and why.
+
+Run as `python -m vaultd.embedding.recipe SOURCE TARGET [--heads N]` (the cache in `derive.py`
+does, in a child process). Needs the `onnx` package and numpy; onnxruntime folds the weights.
+
+1. Fold: the source's int8-in-storage weights (int8 initializer, Cast, Mul by a per-column
+   scale) become plain fp32 initializers, by onnxruntime's own constant folding (basic graph
+   optimisations, saved with `optimized_model_filepath`).
+2. Attention and GELU as onnxruntime's fused operators (`MultiHeadAttention`, `Gelu`), when
+   the graph has the exported BERT form and the number of heads is known. ONNX Runtime's own
+   optimizer does not match that form (its mask goes through IsNaN and Where); the rewrite is
+   exact (cosine 1.00000 to the source) and alone gives about 1.2x. A graph of another shape
+   keeps its own attention and still gets step 3.
+3. Every product of an activation by a weight in int8: `MatMulIntegerToFloat` over uint8
+   activations with one scale per token (its largest magnitude / 127, zero point 128) and the
+   weights int8, symmetric, one scale per output column (for the shipped file these are its
+   own int8 weights, bit for bit). One scale per token rather than per run is what keeps a
+   text's vector independent of the texts it is batched with (bit-identical alone or in any
+   run), and it lifted the mean cosine to the float vectors from 0.992 to 0.997. The bias
+   stays a separate Add: onnxruntime 1.32 scales a bias given to the operator by a per-row
+   scale. The attention's products of two activations stay float.
+4. The embedding tables stay as the source stores them (int8 and a scale): a lookup is no
+   arithmetic, and the file stays the source's size.
+
+On CPUs without VNNI the u8 x s8 kernels add pairs of products in 16 bits and can saturate:
+the same file gives slightly different vectors there than on a VNNI CPU. An index is built and
+searched on one machine, so that stays within one index. Measurements: bench/precision.py and
+docs/benchmarks.md.
+
+`RECIPE` names this build; change it with any change to the steps, so that a cache built by
+the old steps is not taken for the new.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+RECIPE = "int8-token-1"
+MS_DOMAIN = "com.microsoft"
+#: The opset of blocked QuantizeLinear (a block per token).
+OPSET = 21
+#: MatMulIntegerToFloat's zero points: activations uint8 around 128, weights symmetric.
+ZERO_POINTS = ("vaultd_q_a_zp", "vaultd_q_w_zp")
+
+
+class PatternError(ValueError):
+    """The graph is not of the form a rewrite expects; the build goes on without it."""
+
+
+def build(source: Path, target: Path, heads: int = 0) -> list[str]:
+    """Write the derived model of `source` to `target` (same inputs, same bytes); return the
+    steps skipped and why. `heads` 0 leaves the attention as it is."""
+    import onnx
+
+    model = _fold(source)
+    skipped: list[str] = []
+    if heads:
+        trial = onnx.ModelProto()
+        trial.CopyFrom(model)
+        try:
+            _attention(trial.graph, heads)
+            _gelu(trial.graph)
+            model = trial
+        except PatternError as exc:
+            skipped.append(f"fused attention: {exc}")
+    else:
+        skipped.append("fused attention: the model's number of heads is not known")
+    if not _quantize(model):
+        raise SystemExit(f"{source} has no MatMul over a weight: nothing to run in int8")
+    _source_tables(model, onnx.load(str(source)))
+    _tidy(model)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(target))
+    return skipped
+
+
+def _fold(source: Path) -> Any:
+    import onnx
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory(prefix=".vaultd-fold-") as work:
+        folded = Path(work) / "folded.onnx"
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = str(folded)
+        options.log_severity_level = 3
+        ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+        return onnx.load(str(folded))
+
+
+def _maps(graph: Any) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    producer = {out: node for node in graph.node for out in node.output}
+    consumers: dict[str, list[Any]] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    return producer, consumers
+
+
+def _attention(graph: Any, heads: int) -> None:
+    """Each layer's exported attention (q, k, v reshaped per head, scaled q.k, mask added,
+    Softmax, the IsNaN/Where guard, times v, merged back) as one MultiHeadAttention."""
+    from onnx import TensorProto, helper
+
+    producer, consumers = _maps(graph)
+
+    def up(name: str, op: str) -> Any:
+        node = producer.get(name)
+        if node is None or node.op_type != op:
+            found = node.op_type if node is not None else "a graph input"
+            raise PatternError(f"{name} comes from {found}, not {op}")
+        return node
+
+    def down(name: str, op: str) -> Any:
+        found = [n for n in consumers.get(name, []) if n.op_type == op]
+        if len(found) != 1:
+            raise PatternError(f"{name} has {len(found)} {op} consumers, not 1")
+        return found[0]
+
+    softmaxes = [n for n in graph.node if n.op_type == "Softmax"]
+    if not softmaxes:
+        raise PatternError("no Softmax")
+    if "attention_mask" not in {i.name for i in graph.input}:
+        raise PatternError("no attention_mask input")
+    graph.node.append(
+        helper.make_node("Cast", ["attention_mask"], ["vaultd_mask_i32"], to=TensorProto.INT32)
+    )
+    for layer, soft in enumerate(softmaxes):
+        scores = up(up(soft.input[0], "Add").input[0], "MatMul")
+        q = up(up(up(scores.input[0], "Mul").input[0], "Transpose").input[0], "Reshape")
+        k = up(up(up(scores.input[1], "Mul").input[0], "Reshape").input[0], "Transpose")
+        k = up(up(up(k.input[0], "Reshape").input[0], "Transpose").input[0], "Reshape")
+        guard = down(down(soft.output[0], "IsNaN").output[0], "Where")
+        context = down(guard.output[0], "MatMul")
+        v = up(up(context.input[1], "Transpose").input[0], "Reshape")
+        merged = down(down(context.output[0], "Transpose").output[0], "Reshape")
+        graph.node.append(
+            helper.make_node(
+                "MultiHeadAttention",
+                [q.input[0], k.input[0], v.input[0], "", "vaultd_mask_i32"],
+                [merged.output[0]],
+                name=f"vaultd_attention_{layer}",
+                domain=MS_DOMAIN,
+                num_heads=heads,
+            )
+        )
+        # What fed the old output is left dangling; `_tidy` drops it.
+        graph.node.remove(merged)
+
+
+def _gelu(graph: Any) -> None:
+    """The exported x * 0.5 * (1 + erf(x / sqrt 2)) as one Gelu (onnxruntime adds the bias)."""
+    from onnx import helper
+
+    for layer, erf in enumerate([n for n in graph.node if n.op_type == "Erf"]):
+        producer, consumers = _maps(graph)
+        try:
+            div = producer[erf.input[0]]
+            add = consumers[erf.output[0]][0]
+            half = consumers[add.output[0]][0]
+            outer = consumers[half.output[0]][0]
+        except (KeyError, IndexError) as exc:
+            raise PatternError(f"GELU at {erf.name}: {exc}") from exc
+        x = div.input[0]
+        kinds = (div.op_type, add.op_type, half.op_type, outer.op_type)
+        if kinds != ("Div", "Add", "Mul", "Mul") or x not in outer.input:
+            raise PatternError(f"GELU at {erf.name} is {kinds}")
+        gelu = helper.make_node(
+            "Gelu", [x], [outer.output[0]], name=f"vaultd_gelu_{layer}", domain=MS_DOMAIN
+        )
+        graph.node.insert(list(graph.node).index(outer), gelu)
+        for node in (div, erf, add, half, outer):
+            graph.node.remove(node)
+
+
+def _quantize(model: Any) -> int:
+    """Every MatMul by a weight initializer as MatMulIntegerToFloat with per-token activation
+    scales; returns how many."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    weights = {i.name: i for i in graph.initializer}
+    graph.initializer.extend(
+        [
+            numpy_helper.from_array(np.array(1 / 127, np.float32), "vaultd_q_inv127"),
+            numpy_helper.from_array(np.array(1e-8, np.float32), "vaultd_q_eps"),
+            numpy_helper.from_array(np.array([-1], np.int64), "vaultd_q_last"),
+            numpy_helper.from_array(np.full((1, 1, 1), 128, np.uint8), "vaultd_q_zp_block"),
+            numpy_helper.from_array(np.array(128, np.uint8), "vaultd_q_a_zp"),
+            numpy_helper.from_array(np.array(0, np.int8), "vaultd_q_w_zp"),
+        ]
+    )
+    quantized: dict[str, tuple[str, str]] = {}
+    nodes: list[Any] = []
+    replaced: set[str] = set()
+    for node in graph.node:
+        if node.op_type != "MatMul" or node.input[1] not in weights:
+            nodes.append(node)
+            continue
+        a, w_name = node.input
+        w = numpy_helper.to_array(weights[w_name]).astype(np.float32)
+        if a not in quantized:
+            # One scale per token: a block of QuantizeLinear is a whole row. An activation
+            # feeding several products (q, k and v) is quantized once.
+            p = f"vaultd_q{len(quantized)}"
+            nodes += [
+                helper.make_node("Abs", [a], [f"{p}_abs"]),
+                helper.make_node(
+                    "ReduceMax", [f"{p}_abs", "vaultd_q_last"], [f"{p}_max"], keepdims=1
+                ),
+                helper.make_node("Mul", [f"{p}_max", "vaultd_q_inv127"], [f"{p}_s0"]),
+                helper.make_node("Max", [f"{p}_s0", "vaultd_q_eps"], [f"{p}_s"]),
+                helper.make_node("Shape", [f"{p}_s"], [f"{p}_shape"]),
+                helper.make_node("Expand", ["vaultd_q_zp_block", f"{p}_shape"], [f"{p}_zp"]),
+                helper.make_node(
+                    "QuantizeLinear",
+                    [a, f"{p}_s", f"{p}_zp"],
+                    [f"{p}_q"],
+                    axis=-1,
+                    block_size=int(w.shape[0]),
+                ),
+            ]
+            quantized[a] = (f"{p}_q", f"{p}_s")
+        a_q, a_s = quantized[a]
+        w_scale = (np.maximum(np.abs(w).max(axis=0), 1e-12) / 127.0).astype(np.float32)
+        w_q = np.clip(np.round(w / w_scale), -127, 127).astype(np.int8)
+        graph.initializer.extend(
+            [
+                numpy_helper.from_array(w_q, f"{w_name}_vaultd_q"),
+                numpy_helper.from_array(w_scale, f"{w_name}_vaultd_q_scale"),
+            ]
+        )
+        replaced.add(w_name)
+        nodes.append(
+            helper.make_node(
+                "MatMulIntegerToFloat",
+                [a_q, f"{w_name}_vaultd_q", a_s, f"{w_name}_vaultd_q_scale", *ZERO_POINTS],
+                [node.output[0]],
+                name=f"{node.name}_int8",
+                domain=MS_DOMAIN,
+            )
+        )
+    del graph.node[:]
+    graph.node.extend(nodes)
+    kept = [i for i in graph.initializer if i.name not in replaced]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    return len(replaced)
+
+
+def _source_tables(model: Any, source: Any) -> None:
+    """Tables the source stores as int8 and a scale (`NAME_q`, `NAME_scale`, cast and
+    multiplied) and the fold made fp32 go back to the source's form: a quarter of the size."""
+    from onnx import TensorProto, helper
+
+    graph = model.graph
+    stored = {i.name: i for i in source.graph.initializer}
+    used = {name for node in graph.node if node.op_type == "Gather" for name in node.input[:1]}
+    for init in list(graph.initializer):
+        name = init.name
+        if name not in used or f"{name}_q" not in stored or f"{name}_scale" not in stored:
+            continue
+        graph.initializer.remove(init)
+        graph.initializer.extend([stored[f"{name}_q"], stored[f"{name}_scale"]])
+        graph.node.insert(
+            0, helper.make_node("Mul", [f"{name}_f", f"{name}_scale"], [name], name=f"{name}_mul")
+        )
+        graph.node.insert(
+            0,
+            helper.make_node(
+                "Cast", [f"{name}_q"], [f"{name}_f"], to=TensorProto.FLOAT, name=f"{name}_cast"
+            ),
+        )
+
+
+def _tidy(model: Any) -> None:
+    """Drop what no longer leads to an output, restore a topological order, set the opsets."""
+    from onnx import helper
+
+    graph = model.graph
+    producer = {out: node for node in graph.node for out in node.output}
+    live: set[int] = set()
+    wanted = [o.name for o in graph.output]
+    while wanted:
+        node = producer.get(wanted.pop())
+        if node is not None and id(node) not in live:
+            live.add(id(node))
+            wanted.extend(i for i in node.input if i)
+    made = {i.name for i in graph.input} | {i.name for i in graph.initializer}
+    pending = [n for n in graph.node if id(n) in live]
+    ordered: list[Any] = []
+    while pending:
+        ready = [n for n in pending if all(not i or i in made for i in n.input)]
+        if not ready:
+            raise SystemExit("the rewritten graph has no topological order")
+        ordered += ready
+        made.update(out for n in ready for out in n.output)
+        done = {id(n) for n in ready}
+        pending = [n for n in pending if id(n) not in done]
+    del graph.node[:]
+    graph.node.extend(ordered)
+    used = {name for node in graph.node for name in node.input}
+    kept = [i for i in graph.initializer if i.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    del model.opset_import[:]
+    model.opset_import.extend([helper.make_opsetid("", OPSET), helper.make_opsetid(MS_DOMAIN, 1)])
+    model.ir_version = max(model.ir_version, 10)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m vaultd.embedding.recipe")
+    parser.add_argument("source", type=Path)
+    parser.add_argument("target", type=Path)
+    parser.add_argument("--heads", type=int, default=0, help="attention heads (0: unknown)")
+    args = parser.parse_args(argv)
+    for note in build(args.source, args.target, args.heads):
+        print(f"skipped {note}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
