@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,8 +26,11 @@ PATIENCE = 120.0
 
 
 def short_socket_dir() -> Path:
-    """Unix socket paths must stay short; pytest's tmp_path often is not."""
-    return Path(tempfile.mkdtemp(prefix="vd-", dir="/tmp"))
+    """Unix socket paths must stay short; pytest's tmp_path often is not. Removed when the
+    test process exits (pytest cleans only its own tmp_path)."""
+    path = Path(tempfile.mkdtemp(prefix="vd-", dir="/tmp"))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 @dataclass
