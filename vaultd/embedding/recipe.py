@@ -23,15 +23,17 @@ does, in a child process). Needs the `onnx` package and numpy; onnxruntime folds
      stream has channels far larger than the rest (MiniLM's channel 99 reaches 30 where the
      others stay under 3); left in, they set every token's scale and leave the other channels
      a few codes, and their large codes are what saturates AVX2's 16-bit pair sums. They are
-     taken out (a Gather), multiplied in fp32 by their weight rows (a MatMul with 4 rows, next
-     to nothing) and added back; the int8 input holds a zero in their place and the weights'
-     column scales are taken without their rows. Which channels: the largest per channel over
-     random token ids (`_calibrate`: a model's outlier channels are its own, not the text's,
-     so no corpus is needed and the build stays deterministic). This is most of the gain:
-     mean cosine to the float vectors 0.997 -> 0.999.
+     taken out (a Gather), multiplied in fp32 by their weight rows (a MatMul with that many
+     rows, next to nothing) and added back; the int8 input holds a zero in their place and
+     the weights' column scales are taken without their rows. Which channels: the largest
+     per channel over random token ids (`_calibrate`: a model's outlier channels are its
+     own, not the text's, so no corpus is needed and the build stays deterministic). This
+     is most of the gain: mean cosine to the float vectors 0.997 -> 0.999. One channel (99,
+     in every layer of MiniLM) does it: 2 or 4 gave the same cosines, 0.9992 / 0.9953-0.9958.
    - GELU outputs (the FFN's second product): almost all >= 0 (min -0.17); around 128 half the
-     codes would go unused and all of them would be large. Zero point `GELU_ZERO_POINT` (16),
-     scale max(max_row / 239, -min_row / 16), so a row's negative tail still fits. (Zero point
+     codes would go unused and all of them would be large. Zero point `GELU_ZERO_POINT` (32),
+     scale max(max_row / 223, -min_row / 32), so a row's negative tail still fits (16 or 32:
+     the same cosines; the min rose 0.9936 -> 0.9958 over the outlier step alone). (Zero point
      0, clamping the negatives, loses far too much: cosine 0.56.)
    - The attention's output (the O product): zero point 128 as it is (fp32 there gained
      0.0002).
@@ -55,11 +57,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-RECIPE = "int8-outlier-1"
+RECIPE = "int8-outlier-2"
 #: LayerNorm-output channels multiplied in fp32 beside the int8 product, per input.
-OUTLIERS = 4
+OUTLIERS = 1
 #: The uint8 zero point of GELU outputs (0 < it < 255; the other inputs are around 128).
-GELU_ZERO_POINT = 16
+GELU_ZERO_POINT = 32
 #: Random token ids for `_calibrate`: 8 texts of 128 tokens.
 CALIBRATION_SHAPE = (8, 128)
 MS_DOMAIN = "com.microsoft"
