@@ -150,6 +150,23 @@ def time_cli(exe: str, config_file: Path) -> CliRun:
     return CliRun(wall, float(summary["seconds"]), cpu, int(summary["chunks_embedded"]))
 
 
+def run_padded(
+    session: ort.InferenceSession, spec: ModelSpec, rows: list[list[int]], needs_types: bool
+) -> np.ndarray:
+    """One plain session run over token ids padded to the longest row, pooled as vaultd pools."""
+    width = max(len(row) for row in rows)
+    input_ids = np.zeros((len(rows), width), dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for number, row in enumerate(rows):
+        input_ids[number, : len(row)] = row
+        mask[number, : len(row)] = 1
+    feed = {"input_ids": input_ids, "attention_mask": mask}
+    if needs_types:
+        feed["token_type_ids"] = np.zeros_like(input_ids)
+    hidden = session.run(None, feed)[0]
+    return pool(np.asarray(hidden, dtype=np.float32), mask, spec.pooling)
+
+
 def time_bare(
     spec: ModelSpec, texts: list[str], batch_size: int, *, intra_op: int, workers: int
 ) -> BareRun:
@@ -172,17 +189,7 @@ def time_bare(
     batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
     def run(batch: list[int]) -> None:
-        width = max(len(ids[i]) for i in batch)
-        input_ids = np.zeros((len(batch), width), dtype=np.int64)
-        mask = np.zeros((len(batch), width), dtype=np.int64)
-        for row, i in enumerate(batch):
-            input_ids[row, : len(ids[i])] = ids[i]
-            mask[row, : len(ids[i])] = 1
-        feed = {"input_ids": input_ids, "attention_mask": mask}
-        if needs_types:
-            feed["token_type_ids"] = np.zeros_like(input_ids)
-        hidden = session.run(None, feed)[0]
-        out[batch] = pool(np.asarray(hidden, dtype=np.float32), mask, spec.pooling)
+        out[batch] = run_padded(session, spec, [ids[i] for i in batch], needs_types)
 
     if workers == 1:
         for batch in batches:

@@ -37,12 +37,12 @@ from typing import Any
 
 import numpy as np
 import onnxruntime as ort
-from index_vs_onnx import DEFAULT_VAULT, texts_to_embed, time_cli, vaultd_executable
+from index_vs_onnx import DEFAULT_VAULT, run_padded, texts_to_embed, time_cli, vaultd_executable
 from machine import cpu_model
 
 from vaultd.config import load_config
 from vaultd.embedding import derive
-from vaultd.embedding.embedder import Embedder, pool, session_options, workers_for
+from vaultd.embedding.embedder import Embedder, session_options, workers_for
 from vaultd.embedding.spec import ModelSpec, default_spec
 from vaultd.embedding.tokens import load_tokenizer
 
@@ -72,17 +72,7 @@ def plain_embed(session: ort.InferenceSession, spec: ModelSpec, texts: list[str]
     out = np.zeros((len(ids), spec.dimensions), dtype=np.float32)
 
     def run(rows: list[int]) -> None:
-        width = max(len(ids[i]) for i in rows)
-        input_ids = np.zeros((len(rows), width), dtype=np.int64)
-        mask = np.zeros((len(rows), width), dtype=np.int64)
-        for row, i in enumerate(rows):
-            input_ids[row, : len(ids[i])] = ids[i]
-            mask[row, : len(ids[i])] = 1
-        feed = {"input_ids": input_ids, "attention_mask": mask}
-        if needs_types:
-            feed["token_type_ids"] = np.zeros_like(input_ids)
-        hidden = session.run(None, feed)[0]
-        out[rows] = pool(np.asarray(hidden, dtype=np.float32), mask, spec.pooling)
+        out[rows] = run_padded(session, spec, [ids[i] for i in rows], needs_types)
 
     with ThreadPoolExecutor(workers_for(0)) as runs:
         list(runs.map(run, batches))
