@@ -103,6 +103,16 @@ def test_a_sound_cache_is_used_as_it_is(built: derive.Derived, tmp_path: Path) -
     assert builds == [] and (cache / built.path.name).stat().st_mtime_ns == before
 
 
+def test_a_forced_build_replaces_a_sound_copy_with_the_same_bytes(
+    built: derive.Derived, tmp_path: Path
+) -> None:
+    cache = copy_cache(built, tmp_path)
+    builds: list[str] = []
+    again = derive.ensure(default_spec(), cache, force=True, on_build=builds.append)
+    assert builds == ["a rebuild was asked for"]
+    assert again.sha256 == built.sha256 and again.built >= built.built
+
+
 @pytest.mark.parametrize("damage", ["flipped byte", "truncated", "record missing", "record bad"])
 def test_a_damaged_or_partial_cache_is_rebuilt(
     built: derive.Derived, tmp_path: Path, damage: str

@@ -144,9 +144,11 @@ def ensure(
     with _locked(cache / f"{key}.lock"):
         # Another process may have built it while this one waited for the lock.
         found, why = _check(target, record)
-        if found is not None and not force:
-            return found
-        if why != "not built yet":
+        if found is not None:
+            if not force:
+                return found
+            why = "a rebuild was asked for"
+        elif why != "not built yet":
             log.warning("rebuilding the derived model", path=str(target), reason=why)
         if on_build is not None:
             on_build(why)
