@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from beir import Dataset, Document, dedupe, load_dataset, ndcg_at, percentile, recall_at
 
-from vaultd.config import load_config
+from vaultd.config import EmbeddingSection, load_config
 from vaultd.index.open import open_index
 from vaultd.query import MAX_K, MODES, Mode
 
@@ -252,8 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--precision",
         choices=("float", "int8"),
-        default="float",
-        help="[embedding] precision (default: float); give each its own --workdir",
+        default=EmbeddingSection().precision,
+        help="[embedding] precision (default: vaultd's); give each its own --workdir",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")

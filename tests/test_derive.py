@@ -210,7 +210,13 @@ def test_a_switch_of_precision_converges_to_a_fresh_index(
     env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
     shutil.copytree(built.path.parent, tmp_path / "xdg" / "vaultd" / "models")
     sockets = short_socket_dir()
-    float_config = write_config(tmp_path / "f.toml", vault, tmp_path / "data", sockets / "s")
+    float_config = write_config(
+        tmp_path / "f.toml",
+        vault,
+        tmp_path / "data",
+        sockets / "s",
+        extra='\n[embedding]\nprecision = "float"\n',
+    )
     int8_config = write_config(
         tmp_path / "i.toml",
         vault,

@@ -413,8 +413,11 @@ def test_short_chinese_queries_fall_back_to_substrings(index: Index) -> None:
 def test_chinese_in_hybrid_mode_and_with_filters(index: Index) -> None:
     hits = found(index, "幻灯片演示", "hybrid", k=5, filters=Filters.build(path_prefix="zh"))
     assert hits and all(h.path.startswith("zh/") for h in hits)
-    assert hits[0].path == f"zh/{ZH_FOLDER}/幻灯片.md"
-    assert hits[0].parts["keyword"]["rank"] <= 2
+    # The keyword side's answer is among the first fused hits. Not necessarily the first: the
+    # English model's vectors of Chinese text are close to noise (its top vector hit here is
+    # the word-count note), and at vector weight 1.5 a vector rank 1 outweighs a keyword one.
+    slides = [h for h in hits[:3] if h.path == f"zh/{ZH_FOLDER}/幻灯片.md"]
+    assert slides and min(h.parts["keyword"]["rank"] for h in slides) <= 2
 
 
 # -- the API -------------------------------------------------------------------------------------

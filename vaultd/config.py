@@ -220,7 +220,7 @@ class EmbeddingSection:
 
     #: "default" for the bundled all-MiniLM-L6-v2 int8; otherwise an absolute directory path.
     model: str = field(default="default", metadata={"parse": _nonempty_string})
-    precision: Precision = field(default="float", metadata={"parse": _choice(Precision)})
+    precision: Precision = field(default="int8", metadata={"parse": _choice(Precision)})
     batch_size: int = field(default=32, metadata={"parse": _integer(1, 1024)})
     #: 0 lets onnxruntime pick.
     threads: int = field(default=0, metadata={"parse": _integer(0)})

@@ -24,6 +24,7 @@ import pytest
 from tests.convergence import assert_converged
 from tests.daemon import RunningDaemon, running, write_config
 from vaultd.config import load_config
+from vaultd.embedding.derive import model_id
 from vaultd.embedding.spec import load_spec
 from vaultd.index.open import open_index
 from vaultd.layout import CHROMA as CHROMA_DIR
@@ -64,7 +65,8 @@ def _collection(data: Path) -> tuple[Any, str]:
 
     config = load_config(data.parent / "template.toml", env={})
     name = config.store.collection or collection_name(
-        config.require_vault(), load_spec(config.embedding.model).id
+        config.require_vault(),
+        model_id(load_spec(config.embedding.model).id, config.embedding.precision),
     )
     client = chromadb.PersistentClient(
         path=str(data / CHROMA_DIR), settings=Settings(anonymized_telemetry=False)

