@@ -197,7 +197,7 @@ def _make_cache(cache: Path) -> None:
     except OSError as exc:
         raise ModelError(
             f"cannot create the model cache {cache}: {exc.strerror or exc}. Make it writable, "
-            "set XDG_CACHE_HOME to a directory you own, or set [embedding] precision = \"float\""
+            'set XDG_CACHE_HOME to a directory you own, or set [embedding] precision = "float"'
         ) from exc
 
 
