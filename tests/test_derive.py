@@ -200,6 +200,24 @@ NOTES = {
 }
 
 
+def test_a_config_that_does_not_say_runs_the_int8_model(
+    built: derive.Derived, tmp_path: Path
+) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "a.md").write_text(NOTES["volcano.md"], encoding="utf-8")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    cache = tmp_path / "xdg" / "vaultd" / "models"
+    shutil.copytree(built.path.parent, cache)
+    config = write_config(tmp_path / "c.toml", vault, tmp_path / "data", short_socket_dir() / "s")
+    assert "precision" not in config.read_text(encoding="utf-8")
+    with open_index(load_config(config, env=env), env=env) as index:
+        assert index.embedder.model_id == INT8_ID
+        assert index.embedder.spec.onnx_path == cache / built.path.name
+        index.indexer.reconcile()
+    assert {r["metadata"]["model"] for r in export_of(config, env=env)} == {INT8_ID}
+
+
 def test_a_switch_of_precision_converges_to_a_fresh_index(
     built: derive.Derived, tmp_path: Path
 ) -> None:
