@@ -191,3 +191,30 @@ def test_rename_of_a_file_named_note_costs_no_embedding(tmp_path: Path) -> None:
     assert record["metadata"]["title"] == "New name"
     [hit] = search(config, "New name", "--mode", "keyword")
     assert hit["path"] == "New name.md"
+
+
+def test_a_pass_keeps_serving_edits_after_the_first_one_it_served(tmp_path: Path) -> None:
+    """A fresh edit is served by a pass run from the long pass's pause point; the long pass
+    must call its pause point again afterwards, for the next edit."""
+    from tests.daemon import short_socket_dir, write_config
+    from vaultd.config import load_config
+    from vaultd.index.open import open_index
+
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for i in range(12):
+        (vault / f"n{i:02}.md").write_text(f"# Note {i}\n\nParagraph {i} of the vault.\n", "utf-8")
+    config = write_config(tmp_path / "c.toml", vault, tmp_path / "data", short_socket_dir() / "s")
+    calls: list[int] = []
+    with open_index(load_config(config, env={}), env={}, batch_chunks=2) as index:
+
+        def pause(in_flight: frozenset[str]) -> None:
+            calls.append(len(calls))
+            if len(calls) == 1:
+                (vault / "fresh.md").write_text("# Fresh\n\nAn edit.\n", encoding="utf-8")
+                index.indexer.reconcile_paths(["fresh.md"], pause=pause)
+
+        index.indexer.reconcile(pause=pause)
+    # Batches of 2 chunks: the long pass pauses between each of its 6 batches, also after
+    # the nested pass has returned.
+    assert len(calls) >= 5, calls

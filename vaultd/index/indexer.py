@@ -230,11 +230,14 @@ class Indexer:
 
     @contextlib.contextmanager
     def _pausing(self, pause: PausePoint | None) -> Iterator[None]:
+        # Passes nest: a fresh edit is served by a pass run from the outer pass's pause point.
+        # The outer pass must get its pause point back, or it serves no edit after the first.
+        outer = self._between_batches
         self._between_batches = pause
         try:
             yield
         finally:
-            self._between_batches = None
+            self._between_batches = outer
 
     def reconcile(
         self, progress: Progress | None = None, *, pause: PausePoint | None = None
