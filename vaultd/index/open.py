@@ -38,7 +38,7 @@ from vaultd.config import Config
 from vaultd.embedding.derive import cache_dir, derived_spec
 from vaultd.embedding.embedder import Embedder
 from vaultd.embedding.spec import ModelSpec, load_spec
-from vaultd.embedding.tokens import TokenCounter
+from vaultd.embedding.tokens import TokenCounter, chunk_budget
 from vaultd.errors import NotIndexedError, StoreError, StoreMismatchError
 from vaultd.faults import Faults
 from vaultd.index.indexer import BATCH_CHUNKS, Indexer
@@ -267,7 +267,7 @@ def open_index(
             store=store,
             embedder=embedder,
             counter=counter,
-            max_tokens=min(config.chunking.max_tokens, spec.window),
+            max_tokens=chunk_budget(config.chunking.max_tokens, spec, counter),
             max_bytes=int(config.vault.max_file_mb * 1024 * 1024),
             quarantine_after=config.vault.quarantine_after,
             batch_chunks=batch_chunks,

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import unicodedata
 from pathlib import Path
 from typing import Any
 
 from vaultd.config import Config
+from vaultd.embedding.derive import cache_dir, converted
 from vaultd.embedding.spec import load_spec
-from vaultd.embedding.tokens import TokenCounter
+from vaultd.embedding.tokens import TokenCounter, chunk_budget
 from vaultd.errors import NoteError
 from vaultd.pipeline.chunk import chunk_note
 from vaultd.pipeline.parse import parse_note
@@ -31,7 +33,9 @@ def note_path(file: Path, vault: Path | None) -> str:
 def preview_file(file: Path, config: Config) -> dict[str, Any]:
     """Parse and chunk `file` as indexing would; a note that cannot be indexed says why."""
     path = note_path(file, config.vault.path)
-    counter = TokenCounter.for_spec(load_spec(config.embedding.model))
+    # The model's own tokenizer, converted first if it is shipped in another format.
+    spec = converted(load_spec(config.embedding.model), cache_dir(os.environ))
+    counter = TokenCounter.for_spec(spec)
     try:
         data = file.read_bytes()
     except OSError as exc:
@@ -41,7 +45,7 @@ def preview_file(file: Path, config: Config) -> dict[str, Any]:
         note = parse_note(path, data, max_bytes=max_bytes)
     except NoteError as exc:
         return {"path": path, "skipped": True, "errors": [str(exc)], "chunks": []}
-    chunks = chunk_note(note, counter, config.chunking.max_tokens)
+    chunks = chunk_note(note, counter, chunk_budget(config.chunking.max_tokens, spec, counter))
     return {
         "path": note.path,
         "title": note.title,

