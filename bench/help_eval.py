@@ -6,6 +6,7 @@ with the note that answers it (`path`) and, where two notes answer it equally, t
 each mode. Ranks count notes, not passages: a note ranks where its best passage ranks.
 
     python bench/help_eval.py [--workdir DIR] [--split all|tune|test] [--modes LIST] [--json]
+    python bench/help_eval.py --lang zh --model multilingual [--split tune|test]
     python bench/help_eval.py --sweep [--beir-workdir DIR]   # choose the fusion parameters
 
 `--split tune` takes the odd-numbered questions, `--split test` the even-numbered ones: the
@@ -14,6 +15,9 @@ fusion parameters were chosen on the first and are reported on both (docs/search
 (RRF k, candidates per retriever, retriever weights) and BM25 column weights on both halves;
 with `--beir-workdir` (an index that `scifact_eval.py --workdir DIR` built) SciFact's halves
 (odd and even query positions) are scored too and the objective averages the two sets.
+
+`--lang zh` takes the Chinese help vault and its questions (`obsidian-help-zh.jsonl`, written
+the same way); `--model` is `[embedding] model` ("default" or "multilingual").
 
 VAULT defaults to ../shared/corpora/obsidian-help/en beside the checkout; it is copied, never
 changed. Without --workdir the copy and its index go to a temporary directory; with it they are
@@ -36,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from vaultd.config import SearchSection, load_config
+from vaultd.config import NAMED_MODELS, EmbeddingSection, SearchSection, load_config
 from vaultd.index.open import Index, open_index
 from vaultd.index.search import rrf
 from vaultd.query import MODES, Filters, Mode, ParsedQuery
@@ -46,8 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from beir import load_dataset, ndcg_at
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_VAULT = HERE.parents[1] / "shared" / "corpora" / "obsidian-help" / "en"
-DEFAULT_QUESTIONS = HERE / "questions" / "obsidian-help-en.jsonl"
+HELP = HERE.parents[1] / "shared" / "corpora" / "obsidian-help"
 DEFAULT_BEIR = HERE.parents[1] / "shared" / "bench" / "scifact"
 #: Passages asked for per question: enough for ten distinct notes under the per-note cap.
 K = 50
@@ -132,12 +135,17 @@ def copy_vault(source: Path, target: Path) -> int:
     return written
 
 
-def write_config(workdir: Path, threads: int, precision: str = "float") -> Path:
+def write_config(
+    workdir: Path,
+    threads: int,
+    precision: str = EmbeddingSection().precision,
+    model: str = "default",
+) -> Path:
     config = workdir / "vaultd.toml"
     config.write_text(
         f"[vault]\npath = {json.dumps(str(workdir / 'vault'))}\n"
         f"[store]\npath = {json.dumps(str(workdir / 'data'))}\n"
-        f'[embedding]\nthreads = {threads}\nprecision = "{precision}"\n'
+        f'[embedding]\nthreads = {threads}\nprecision = "{precision}"\nmodel = "{model}"\n'
         '[log]\nlevel = "warning"\n',
         encoding="utf-8",
     )
@@ -175,7 +183,8 @@ def candidate_lists(
     searcher, manifest = index.searcher, index.manifest
     lists: Lists = {}
     for qid, text in queries:
-        keyword = manifest.keyword(ParsedQuery.parse(text).word_match(), DEPTH, weights=columns)
+        # The keyword side as search runs it: words, and pairs of unspaced-script text.
+        keyword = searcher.keyword(ParsedQuery.parse(text), DEPTH, None, weights=columns)
         lists[qid] = (keyword, searcher.vector(text, DEPTH, None, Filters()))
     ids = {i for pair in lists.values() for ranked in pair for i, _ in ranked}
     paths = {i: c.path for i, c in manifest.chunks_by_id(sorted(ids)).items()}
@@ -254,8 +263,12 @@ def sweep(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--vault", type=Path, default=DEFAULT_VAULT, help="the help vault (read)")
-    parser.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
+    parser.add_argument(
+        "--lang", choices=("en", "zh"), default="en", help="which help vault and question set"
+    )
+    parser.add_argument("--vault", type=Path, help="the help vault (read; default: --lang's)")
+    parser.add_argument("--questions", type=Path, help="default: --lang's question set")
+    parser.add_argument("--model", choices=NAMED_MODELS, default="default")
     parser.add_argument("--workdir", type=Path, help="keep the copy and its index here, reused")
     parser.add_argument("--split", choices=("all", "tune", "test"), default="all")
     parser.add_argument("--modes", default="keyword,vector,hybrid", help="comma-separated")
@@ -271,13 +284,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--precision",
         choices=("float", "int8"),
-        default="float",
+        default=EmbeddingSection().precision,
         help="[embedding] precision; give each its own --workdir",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("-q", "--quiet", action="store_true")
     args = parser.parse_args(argv)
     modes: list[Mode] = [m for m in MODES if m in args.modes.split(",")]
+    args.vault = args.vault or HELP / args.lang
+    args.questions = args.questions or HERE / "questions" / f"obsidian-help-{args.lang}.jsonl"
     if not args.vault.is_dir():
         print(f"no vault at {args.vault}", file=sys.stderr)
         return 2
@@ -286,12 +301,16 @@ def main(argv: list[str] | None = None) -> int:
 
     report: dict[str, Any] = {"split": "all" if args.sweep else args.split}
     report["precision"] = args.precision
+    report["model"] = args.model
+    report["lang"] = args.lang
     report["questions"] = len(questions)
     with tempfile.TemporaryDirectory(prefix="vaultd-help-") as scratch:
         workdir = (args.workdir or Path(scratch)).resolve()
         (workdir / "vault").mkdir(parents=True, exist_ok=True)
         written = copy_vault(args.vault, workdir / "vault")
-        config = load_config(write_config(workdir, args.threads, args.precision), env=os.environ)
+        config = load_config(
+            write_config(workdir, args.threads, args.precision, args.model), env=os.environ
+        )
         with open_index(config) as index, contextlib.ExitStack() as stack:
             started = time.perf_counter()
             summary = index.indexer.reconcile()

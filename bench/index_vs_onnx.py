@@ -44,7 +44,7 @@ from machine import cpu_model  # bench/ is on sys.path when a script runs
 from vaultd.config import Config, load_config
 from vaultd.embedding.embedder import pool, session_options, workers_for
 from vaultd.embedding.spec import ModelSpec, load_spec
-from vaultd.embedding.tokens import TokenCounter, load_tokenizer
+from vaultd.embedding.tokens import TokenCounter, chunk_budget, load_tokenizer
 from vaultd.errors import NoteError
 from vaultd.pipeline.chunk import chunk_note
 from vaultd.pipeline.discover import Discovery, IgnoreRules
@@ -109,7 +109,7 @@ def texts_to_embed(config: Config, spec: ModelSpec) -> tuple[int, int, list[str]
     """(notes, chunks, unique embedded texts) as vaultd's parse and chunk produce them."""
     vault = config.require_vault()
     counter = TokenCounter.for_spec(spec)
-    max_tokens = min(config.chunking.max_tokens, spec.window)
+    max_tokens = chunk_budget(config.chunking.max_tokens, spec, counter)
     max_bytes = int(config.vault.max_file_mb * 1024 * 1024)
     discovery = Discovery(vault, IgnoreRules.from_config(config.vault))
     unique: dict[str, str] = {}

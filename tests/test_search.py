@@ -391,12 +391,12 @@ def test_cli_flags_and_explain(tmp_path: Path) -> None:
 # -- scripts without spaces ----------------------------------------------------------------------
 
 
-def test_chinese_keyword_search_uses_the_trigram_index(index: Index) -> None:
+def test_chinese_keyword_search_uses_the_pairs_index(index: Index) -> None:
     prefix = f"zh/{ZH_FOLDER}"
     hits = found(index, "时间戳笔记", k=3)
     assert hits[0].path == f"{prefix}/时间戳笔记生成器.md"
     assert all("时间戳笔记" in " ".join((h.title, h.section, h.text)) for h in hits)
-    # A question in the user's own words shares only some trigrams with the note.
+    # A question in the user's own words shares only some pairs of characters with the note.
     assert found(index, "随机打开一篇笔记", k=1)[0].path == f"{prefix}/漫游笔记.md"
     # Aliases are indexed: the English name finds the Chinese note.
     assert found(index, "word count", k=1)[0].path == f"{prefix}/字数统计.md"
@@ -519,10 +519,63 @@ def test_schema_2_is_migrated_by_rebuilding_the_keyword_index(tmp_path: Path) ->
         version = sqlite3.connect(tmp_path / "vaultd.db").execute("PRAGMA user_version")
         assert version.fetchone()[0] == SCHEMA_VERSION
         assert manifest.keyword('"first" OR "letter"', 5) != []  # aliases are indexed now
-        assert [i for i, _ in manifest.keyword('"版本历"', 5, index="trigrams")] == ["c1"]
+        assert [i for i, _ in manifest.keyword('"版本 本历"', 5, index="pairs")] == ["c1"]
         assert [i for i, _ in manifest.substring(["同步"], 5)] == ["c1"]
         assert len(manifest.vectors("m", ["h0"])) == 1  # nothing re-embedded or dropped
     finally:
         manifest.close()
     # Opening again is a no-op.
     Manifest(tmp_path).close()
+
+
+#: What schema 6 kept for unspaced scripts: trigrams of the chunks' own columns.
+TRIGRAMS_6 = """
+CREATE VIRTUAL TABLE chunks_tri USING fts5(title, aliases, section, text, content='chunks',
+    content_rowid='n', tokenize='trigram');
+CREATE TRIGGER chunks_tri_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_tri(rowid, title, aliases, section, text)
+    VALUES (new.n, new.title, new.aliases, new.section, new.text);
+END;
+CREATE TRIGGER chunks_tri_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_tri(chunks_tri, rowid, title, aliases, section, text)
+    VALUES ('delete', old.n, old.title, old.aliases, old.section, old.text);
+END;
+INSERT INTO chunks_tri(chunks_tri) VALUES ('rebuild');
+PRAGMA user_version = 6;
+"""
+
+
+def test_schema_6_trades_its_trigrams_for_pairs_in_place(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    zh, en = "# 同步\n\n在多台设备之间同步你的笔记和版本历史。\n", "# Sync\n\nKeep notes in step.\n"
+    (vault / "zh.md").write_text(zh, encoding="utf-8")
+    (vault / "en.md").write_text(en, encoding="utf-8")
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n', encoding="utf-8"
+    )
+    with open_index(load_config(config, env={})) as index:
+        index.indexer.reconcile()
+    # Make it the file schema 6 wrote: its trigram index, no pairs index.
+    db = sqlite3.connect(tmp_path / "data" / "vaultd.db")
+    db.executescript(
+        "DROP TRIGGER chunks_pairs_ai; DROP TRIGGER chunks_pairs_ad; DROP TABLE chunks_pairs;"
+        + TRIGRAMS_6
+    )
+    db.close()
+
+    with open_index(load_config(config, env={})) as index:
+        tables = {r[0] for r in index.manifest._query("SELECT name FROM sqlite_master", ())}
+        assert "chunks_tri" not in tables and "chunks_pairs" in tables
+        summary = index.indexer.reconcile()
+        assert summary.chunks_embedded == 0 and summary.notes_changed == 0
+        hits = index.searcher.search("版本历史", mode="keyword")
+        assert [h.path for h in hits] == ["zh.md"]
+        # The triggers keep it in step: an edit's new pairs are found, its old ones are gone.
+        (vault / "zh.md").write_text("# 同步\n\n用幻灯片演示笔记。\n", encoding="utf-8")
+        index.indexer.reconcile()
+        assert [h.path for h in index.searcher.search("幻灯片", mode="keyword")] == ["zh.md"]
+        assert index.searcher.search("版本历史", mode="keyword") == []
+    version = sqlite3.connect(tmp_path / "data" / "vaultd.db").execute("PRAGMA user_version")
+    assert version.fetchone()[0] == SCHEMA_VERSION == 7

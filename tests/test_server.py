@@ -734,8 +734,8 @@ def test_queries_over_the_caps_are_400_and_at_the_caps_are_searched(setup: Setup
     # Stop words and repeats cost nothing more, and do not count.
     padded = distinct_words(MAX_QUERY_TERMS) + " the and of" + " zqa" * 100
     assert post(setup.sock, "/v1/search", {"query": padded}).status == 200
-    # Text without spaces: every three characters a trigram term.
-    han = "".join(chr(0x4E00 + i) for i in range(300))  # 298 distinct trigrams, and the run
+    # Text without spaces: every two characters a term.
+    han = "".join(chr(0x4E00 + i) for i in range(300))  # 299 distinct pairs, and the run
     unspaced = post(setup.sock, "/v1/search", {"query": han})
     assert_error(unspaced, 400, "bad_request")
     long = post(setup.sock, "/v1/search", {"query": "garden " * 1000})

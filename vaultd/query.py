@@ -22,8 +22,9 @@ from vaultd.errors import QueryError, VaultdError
 from vaultd.vaultpath import vault_path
 
 #: Scripts written without spaces between words (CJK, kana, Hangul, Thai, Lao, Myanmar, Khmer):
-#: the word index sees a whole run of them as one token, so chunks holding any of these
-#: characters are also put in a trigram index (vaultd.storage.schema). Code-point ranges.
+#: the word index sees a whole run of them as one token, so the runs of chunks holding any of
+#: these characters are also put, cut into overlapping pairs (`cjk_terms`), in an index of
+#: their own (vaultd.storage.schema). Code-point ranges.
 UNSPACED_RANGES = (
     (0x0E00, 0x0EFF),
     (0x1000, 0x109F),
@@ -67,7 +68,7 @@ MAX_QUERY_CHARS = 4096
 #: words, quoted phrases, and the trigrams of unspaced-script text). Each term is one more OR
 #: branch whose postings SQLite walks and scores: a 1 MiB query of distinct words took 16 s of
 #: CPU. A question has tens of terms; 256 leaves room for a pasted passage, or for about 250
-#: characters of Chinese or Japanese, whose every three characters make a trigram term.
+#: characters of Chinese or Japanese, whose every two characters make a term.
 MAX_QUERY_TERMS = 256
 
 _UNSPACED_CLASS = "".join(f"{chr(a)}-{chr(b)}" for a, b in UNSPACED_RANGES)
@@ -316,7 +317,7 @@ class ParsedQuery:
     phrases: tuple[str, ...]
     #: Words of spaced scripts (for the word index), phrase words included.
     words: tuple[str, ...]
-    #: Runs of unspaced-script characters (for the trigram index or a substring scan).
+    #: Runs of unspaced-script characters (for the pairs index or a substring scan).
     unspaced: tuple[str, ...]
 
     @classmethod
@@ -345,24 +346,44 @@ class ParsedQuery:
         parts = [_fts_phrase(p) for p in self.phrases if not _HAS_UNSPACED.search(p)]
         return " AND ".join(p for p in parts if p)
 
-    def trigram_match(self) -> str:
-        """Each long unspaced run as a phrase, and its trigrams, OR-ed (n-gram matching)."""
-        return " OR ".join(self._trigram_terms())
+    def pairs_match(self) -> str:
+        """The pairs index's MATCH expression: each unspaced run of two characters or more as
+        the phrase of its pairs (the run exactly), and each pair, OR-ed (bigram matching)."""
+        return " OR ".join(self._pair_terms())
 
-    def _trigram_terms(self) -> list[str]:
+    def _pair_terms(self) -> list[str]:
         parts: list[str] = []
         for run in self.unspaced:
-            if len(run) >= 3:
-                parts.append(f'"{run}"')
-                parts.extend(f'"{run[i : i + 3]}"' for i in range(len(run) - 2) if len(run) > 3)
+            if len(run) >= 2:
+                pairs = _pairs(run)
+                if len(pairs) > 1:
+                    parts.append('"' + " ".join(pairs) + '"')
+                parts.extend(f'"{pair}"' for pair in pairs)
         return list(dict.fromkeys(parts))
 
     def short_unspaced(self) -> tuple[str, ...]:
-        return tuple(run for run in self.unspaced if len(run) < 3)
+        """Lone unspaced characters: no pair holds them, so they are found by substring."""
+        return tuple(run for run in self.unspaced if len(run) < 2)
 
     def term_count(self) -> int:
         """How many terms the keyword indexes are asked for (each one costs a postings walk)."""
-        return len(self._word_terms()) + len(self._trigram_terms()) + len(self.short_unspaced())
+        return len(self._word_terms()) + len(self._pair_terms()) + len(self.short_unspaced())
+
+
+def _pairs(run: str) -> list[str]:
+    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def cjk_terms(text: str) -> str:
+    """The words the pairs index holds for `text`: each run of unspaced-script characters cut
+    into its overlapping pairs (a lone character as itself), space-separated, as Lucene's CJK
+    analyzer cuts Chinese, Japanese and Korean; the rest of the text is the word index's.
+
+    Most Chinese words are two characters, so a query's pairs meet a note's whatever words it
+    is written in; no dictionary is needed, and Japanese and Korean are cut the same way
+    (measured against trigrams and jieba's words: bench/cjk_terms.py, docs/search.md).
+    """
+    return " ".join(pair for run in _UNSPACED_RUN.findall(text) for pair in _pairs(run))
 
 
 def check_query(query: str) -> ParsedQuery:

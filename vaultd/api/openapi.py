@@ -67,7 +67,8 @@ _SEARCH_REQUEST = {
             "maxLength": MAX_QUERY_CHARS,
             "description": f"Not empty or only whitespace; at most {MAX_QUERY_CHARS} characters "
             f"and {MAX_QUERY_TERMS} keyword terms (distinct words other than stop words, quoted "
-            "phrases, trigrams of text in scripts written without spaces); otherwise 400.",
+            "phrases, pairs of characters of text in scripts written without spaces); "
+            "otherwise 400.",
         },
         "k": {"type": "integer", "minimum": 1, "maximum": MAX_K, "default": 10},
         "mode": {"type": "string", "enum": list(MODES), "default": "hybrid"},

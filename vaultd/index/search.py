@@ -9,8 +9,9 @@ they were chosen). The two retrievers run concurrently.
   notes first, and both retrievers rank only inside them, so a filter never empties a page that
   a larger top-k would have filled.
 - The keyword side knows Obsidian: title, aliases and heading path are indexed columns with their
-  own BM25 weights. Text in scripts written without spaces (Chinese, Japanese, Thai, ...) is
-  searched through a trigram index, or by substring for terms under three characters.
+  own BM25 weights. Text in scripts written without spaces (Chinese, Japanese, Korean, Thai,
+  ...) is searched as overlapping pairs of characters in an index of its own, or by substring
+  for a lone character.
 - A quoted phrase puts the passages holding it exactly in a first tier, above passages that only
   hold its words; within a tier the score decides, then path and line.
 - At most `per_note` hits come from one note, applied before the top-k cut; with `merge`,
@@ -29,6 +30,7 @@ from vaultd.config import SearchSection
 from vaultd.embedding.embedder import Embedder
 from vaultd.query import MAX_K, Filters, Mode, ParsedQuery, check_query, has_phrase
 from vaultd.records import Hit
+from vaultd.storage.keyword import KEYWORD_WEIGHTS
 from vaultd.storage.manifest import Manifest, StoredChunk
 from vaultd.storage.vectors import VectorStore
 
@@ -152,26 +154,38 @@ class Searcher:
         return ranked
 
     def keyword(
-        self, parsed: ParsedQuery, depth: int, paths: Sequence[str] | None, rrf_k: int | None = None
+        self,
+        parsed: ParsedQuery,
+        depth: int,
+        paths: Sequence[str] | None,
+        rrf_k: int | None = None,
+        *,
+        weights: Sequence[float] = KEYWORD_WEIGHTS,
     ) -> Ranked:
-        """BM25 over the word index, the trigram index, or both (then fused by rank)."""
+        """BM25 over the word index, the pairs index, or both (then fused by rank); `weights`
+        are the columns' (title, aliases, heading path, text)."""
         rrf_k = self.settings.rrf_k if rrf_k is None else rrf_k
         lists: dict[str, Ranked] = {}
         match = parsed.word_match()
         if match:
-            found = self.manifest.keyword(match, depth, paths)
+            found = self.manifest.keyword(match, depth, paths, weights=weights)
             required = parsed.phrase_requirement()
             if required:
                 # Passages holding the phrases may rank below the depth on BM25 alone; fetch
                 # them too, so the phrase tier is complete.
-                found = _union(found, self.manifest.keyword(match, depth, paths, require=required))
+                found = _union(
+                    found,
+                    self.manifest.keyword(match, depth, paths, weights=weights, require=required),
+                )
             lists["words"] = found
-        trigrams = parsed.trigram_match()
-        if trigrams:
-            lists["trigrams"] = self.manifest.keyword(trigrams, depth, paths, index="trigrams")
+        pairs = parsed.pairs_match()
+        if pairs:
+            lists["pairs"] = self.manifest.keyword(
+                pairs, depth, paths, weights=weights, index="pairs"
+            )
         short = parsed.short_unspaced()
         if short:
-            lists["substring"] = self.manifest.substring(short, depth, paths)
+            lists["substring"] = self.manifest.substring(short, depth, paths, weights=weights)
         if not lists:
             return []
         if len(lists) == 1:

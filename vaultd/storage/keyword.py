@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from vaultd.storage.schema import Query
 
-KeywordIndex = Literal["words", "trigrams"]
-_KEYWORD_TABLES: dict[str, str] = {"words": "chunks_fts", "trigrams": "chunks_tri"}
+KeywordIndex = Literal["words", "pairs"]
+_KEYWORD_TABLES: dict[str, str] = {"words": "chunks_fts", "pairs": "chunks_pairs"}
 #: BM25 column weights for title, aliases, heading path and text (see docs/search.md).
 KEYWORD_WEIGHTS: tuple[float, float, float, float] = (4.0, 4.0, 2.0, 1.0)
 
@@ -32,7 +32,8 @@ def bm25(
 ) -> list[tuple[str, float]]:
     """(chunk id, BM25 score; higher is better) for an FTS5 MATCH expression.
 
-    `index` is "words" (stemmed) or "trigrams" (unspaced scripts); `weights` are the BM25
+    `index` is "words" (stemmed) or "pairs" (unspaced scripts' pairs of characters, see
+    `vaultd.query.cjk_terms`); `weights` are the BM25
     column weights for title, aliases, heading path and text; `paths` restricts the notes;
     `require` is a second MATCH expression every row must also satisfy (BM25 stays that of
     `match`).
@@ -70,7 +71,8 @@ def substring(
     *,
     weights: Sequence[float] = KEYWORD_WEIGHTS,
 ) -> list[tuple[str, float]]:
-    """Chunks containing any of `terms` as a substring (for terms too short for trigrams).
+    """Chunks containing any of `terms` as a substring (for lone unspaced-script characters,
+    which no pair holds).
 
     A scan of the chunk texts, ranked by the distinct terms a chunk contains, then by its
     occurrences (weighted by column like BM25), then by path and line. The score is

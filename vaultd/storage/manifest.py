@@ -40,7 +40,7 @@ from vaultd.storage import keyword, quarantine
 from vaultd.storage.conditions import condition_sql
 from vaultd.storage.keyword import KEYWORD_WEIGHTS, KeywordIndex
 from vaultd.storage.quarantine import LeftOut, Quarantined
-from vaultd.storage.schema import create_or_migrate
+from vaultd.storage.schema import create_or_migrate, register
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +104,7 @@ class Manifest:
         try:
             data_dir.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            register(self._db)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA busy_timeout=10000")

@@ -16,21 +16,33 @@ from pathlib import Path
 from typing import Any
 
 from vaultd.errors import StoreError
-from vaultd.query import UNSPACED_RANGES
+from vaultd.query import UNSPACED_RANGES, cjk_terms
 
 #: Runs one read-only statement on the manifest and returns its rows (`Manifest._query`, which
 #: translates sqlite3's errors): how the modules above this one read without a connection.
 Query = Callable[[str, Sequence[Any]], list[Any]]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 _UNSPACED_GLOB = "*[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in UNSPACED_RANGES) + "]*"
 _FTS_COLUMNS = "title, aliases, section, text"
 
 
-def _fts_triggers(table: str, when_new: str = "", when_old: str = "") -> str:
-    """Keep an external-content FTS5 table in step with `chunks` (rows are never updated)."""
-    cols = ", ".join(f"{{row}}.{c.strip()}" for c in _FTS_COLUMNS.split(","))
+#: The SQL function the pairs index's triggers call (`cjk_terms`); `register` adds it to a
+#: connection, and every connection that writes chunks must have it.
+PAIRS_FUNCTION = "vaultd_pairs"
+
+
+def register(db: sqlite3.Connection) -> None:
+    """Add the functions the schema's triggers call to a connection."""
+    db.create_function(PAIRS_FUNCTION, 1, cjk_terms, deterministic=True)
+
+
+def _fts_triggers(table: str, when_new: str = "", when_old: str = "", function: str = "") -> str:
+    """Keep an FTS5 table in step with `chunks` (rows are never updated); `function` is what
+    each column's text goes through first (none: as it is)."""
+    wrap = f"{function}({{row}}.{{col}})" if function else "{row}.{col}"
+    cols = ", ".join(wrap.replace("{col}", c.strip()) for c in _FTS_COLUMNS.split(","))
     return (
         f"CREATE TRIGGER IF NOT EXISTS {table}_ai AFTER INSERT ON chunks {when_new} BEGIN\n"
         f"    INSERT INTO {table}(rowid, {_FTS_COLUMNS})\n"
@@ -117,28 +129,45 @@ CREATE TABLE IF NOT EXISTS suspects (
 );
 """
 
-#: The keyword indexes: words (stemmed, accents folded) over every chunk, and trigrams over the
-#: chunks that hold unspaced-script text. Both read their text from `chunks`; schema changes to
-#: them are migrated by rebuilding from there, never by embedding again.
+#: The keyword indexes: words (stemmed, accents folded) over every chunk, and the pairs of
+#: characters of unspaced-script runs (`cjk_terms`) over the chunks that hold such text. The
+#: words index reads its text from `chunks`; the pairs index holds only its terms (contentless:
+#: its text is made from `chunks` by its triggers). Schema changes to either are migrated by
+#: rebuilding from `chunks`, never by embedding again.
+_PAIRS_SCHEMA = f"""
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_pairs USING fts5(
+    {_FTS_COLUMNS}, content='', tokenize='unicode61 remove_diacritics 0'
+);
+""" + _fts_triggers("chunks_pairs", _has_unspaced("new"), _has_unspaced("old"), PAIRS_FUNCTION)
 _FTS_SCHEMA = (
     f"""
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
     {_FTS_COLUMNS}, content='chunks', content_rowid='n',
     tokenize='porter unicode61 remove_diacritics 2'
 );
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_tri USING fts5(
-    {_FTS_COLUMNS}, content='chunks', content_rowid='n', tokenize='trigram'
-);
 """
     + _fts_triggers("chunks_fts")
-    + _fts_triggers("chunks_tri", _has_unspaced("new"), _has_unspaced("old"))
+    + _PAIRS_SCHEMA
 )
-_FTS_DROP = """
+#: Schema 3 to 6 kept trigrams of the same chunks, the pairs index's forerunner.
+_TRIGRAMS_DROP = """
+DROP TRIGGER IF EXISTS chunks_tri_ai; DROP TRIGGER IF EXISTS chunks_tri_ad;
+DROP TABLE IF EXISTS chunks_tri;
+"""
+_FTS_DROP = (
+    """
 DROP TRIGGER IF EXISTS chunks_ai; DROP TRIGGER IF EXISTS chunks_ad;
 DROP TRIGGER IF EXISTS chunks_fts_ai; DROP TRIGGER IF EXISTS chunks_fts_ad;
-DROP TRIGGER IF EXISTS chunks_tri_ai; DROP TRIGGER IF EXISTS chunks_tri_ad;
-DROP TABLE IF EXISTS chunks_fts; DROP TABLE IF EXISTS chunks_tri;
+DROP TRIGGER IF EXISTS chunks_pairs_ai; DROP TRIGGER IF EXISTS chunks_pairs_ad;
+DROP TABLE IF EXISTS chunks_fts; DROP TABLE IF EXISTS chunks_pairs;
 """
+    + _TRIGRAMS_DROP
+)
+_PAIRS_FILL = (
+    f"INSERT INTO chunks_pairs(rowid, {_FTS_COLUMNS}) SELECT n, "
+    + ", ".join(f"{PAIRS_FUNCTION}({c.strip()})" for c in _FTS_COLUMNS.split(","))
+    + f" FROM chunks AS new {_has_unspaced('new').replace('WHEN', 'WHERE', 1)};\n"
+)
 
 
 def create_or_migrate(db: sqlite3.Connection, path: Path) -> None:
@@ -155,11 +184,13 @@ def create_or_migrate(db: sqlite3.Connection, path: Path) -> None:
     elif 3 <= version < SCHEMA_VERSION:
         # Schema 4 added the in_flight table (and the 'quarantined' status), schema 5
         # the suspects table and the notes' left_out column (and the 'left_out'
-        # status), schema 6 the notes' crashes column: the migration adds what is missing
-        # and touches nothing else.
-        db.executescript(
+        # status), schema 6 the notes' crashes column, schema 7 the pairs index in place of
+        # the trigrams: the migration adds what is missing and touches nothing else.
+        _run(
+            db,
             f"BEGIN IMMEDIATE;\n{_added_columns(db)}{_SCHEMA}"
-            f"PRAGMA user_version={SCHEMA_VERSION};\nCOMMIT;\n"
+            + (_TRIGRAMS_DROP + _PAIRS_SCHEMA + _PAIRS_FILL if version < 7 else "")
+            + f"PRAGMA user_version={SCHEMA_VERSION};\nCOMMIT;\n",
         )
     else:
         db.executescript(_SCHEMA + _FTS_SCHEMA)
@@ -184,8 +215,8 @@ def _added_columns(db: sqlite3.Connection) -> str:
 def _migrate_keyword_index(db: sqlite3.Connection) -> None:
     """Rebuild the keyword indexes of an older schema from the stored chunks, atomically.
 
-    Schema 1 did not stem; schema 2 had no aliases column and no trigram index. Nothing is
-    embedded again: the chunks' texts are all the indexes need.
+    Schema 1 did not stem; schema 2 had no aliases column and no index of unspaced scripts.
+    Nothing is embedded again: the chunks' texts are all the indexes need.
     """
     columns = {r[1] for r in db.execute("PRAGMA table_info(chunks)")}
     add_aliases = (
@@ -203,11 +234,15 @@ def _migrate_keyword_index(db: sqlite3.Connection) -> None:
         + _SCHEMA
         + _FTS_SCHEMA
         + "INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild');\n"
-        + f"INSERT INTO chunks_tri(rowid, {_FTS_COLUMNS}) SELECT n, {_FTS_COLUMNS} "
-        + f"FROM chunks AS new {_has_unspaced('new').replace('WHEN', 'WHERE', 1)};\n"
+        + _PAIRS_FILL
         + f"PRAGMA user_version={SCHEMA_VERSION};\n"
         + "COMMIT;\n"
     )
+    _run(db, script)
+
+
+def _run(db: sqlite3.Connection, script: str) -> None:
+    """A migration script in one transaction: all of it or, on any error, none of it."""
     try:
         db.executescript(script)
     except BaseException:
