@@ -26,11 +26,14 @@ from typing import Any
 from index_vs_onnx import DEFAULT_VAULT, texts_to_embed, time_cli, vaultd_executable
 from machine import cpu_model
 
-from vaultd.config import NAMED_MODELS, EmbeddingSection, load_config
+from vaultd.config import EmbeddingSection, load_config
 from vaultd.embedding import derive
 from vaultd.embedding.embedder import Embedder
 from vaultd.embedding.spec import load_spec
 from vaultd.embedding.tokens import load_tokenizer
+
+#: The two models vaultd ships or builds.
+MODELS = ("default", "multilingual")
 
 
 def write_config(path: Path, vault: Path, store: Path, model: str, precision: str) -> Path:
@@ -65,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         embedders: dict[str, Embedder] = {}
         texts: dict[str, list[str]] = {}
         tokens: dict[str, int] = {}
-        for model in NAMED_MODELS:
+        for model in MODELS:
             spec = derive.derived_spec(load_spec(model), args.precision, cache)
             config = load_config(
                 write_config(work / f"{model}.toml", args.vault, work / "unused", model,
@@ -90,10 +93,10 @@ def main(argv: list[str] | None = None) -> int:
             }
         exe = vaultd_executable()
         seconds: dict[str, dict[str, list[float]]] = {
-            m: {"embed": [], "index": []} for m in NAMED_MODELS
+            m: {"embed": [], "index": []} for m in MODELS
         }
         for round_ in range(args.rounds):
-            order = list(NAMED_MODELS) if round_ % 2 == 0 else list(reversed(NAMED_MODELS))
+            order = list(MODELS) if round_ % 2 == 0 else list(reversed(MODELS))
             for model in order:
                 started = time.perf_counter()
                 embedders[model].embed_documents(texts[model])
@@ -111,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                 run = time_cli(exe, config_file)
                 seconds[model]["index"].append(run.wall_s)
                 print(f"round {round_ + 1} {model} index {run.wall_s:.1f} s", file=sys.stderr)
-        for model in NAMED_MODELS:
+        for model in MODELS:
             embed = statistics.median(seconds[model]["embed"])
             entry = report[model]
             entry["embed_seconds"] = [round(x, 2) for x in seconds[model]["embed"]]

