@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from structlog.testing import capture_logs
 
 from tests.conftest import shared_path
 from tests.convergence import export_of, fresh_export
@@ -37,6 +38,7 @@ from vaultd.embedding.spec import (
 from vaultd.embedding.tokens import TokenCounter, chunk_budget, load_tokenizer
 from vaultd.errors import ModelError
 from vaultd.index.open import open_index
+from vaultd.index.preview import preview_file
 from vaultd.index.status import index_status
 from vaultd.layout import CHROMA, MANIFEST
 from vaultd.pipeline.chunk import chunk_note
@@ -370,7 +372,7 @@ def test_auto_takes_the_default_model_for_an_english_vault(tmp_path: Path) -> No
 
 
 def test_auto_without_the_package_runs_the_default_and_says_how_to_get_the_other(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(
@@ -380,11 +382,56 @@ def test_auto_without_the_package_runs_the_default_and_says_how_to_get_the_other
     config = write_config(
         tmp_path / "c.toml", vault, tmp_path / "data", short_socket_dir() / "s", extra=AUTO
     )
-    with open_index(load_config(config, env={}), env={}) as index:
+    with capture_logs() as logs, open_index(load_config(config, env={}), env={}) as index:
         assert index.embedder.model_id == DEFAULT_MODEL_ID + "@int8"
-    assert "pip install 'vaultd[multilingual]'" in capsys.readouterr().out
+    warned = [e for e in logs if e["log_level"] == "warning" and "not English" in e["event"]]
+    assert warned and "pip install 'vaultd[multilingual]'" in warned[0]["event"]
+    assert warned[0]["languages"] == "100% Han"
     env = dict(os.environ)
     report = {c.name: c for c in diagnose(config, None, env).checks}
     assert report["languages"].status == "warn"
     assert "100% Han" in report["languages"].message
     assert "vaultd[multilingual]" in report["languages"].remedy
+
+
+def test_auto_is_resolved_by_the_commands_that_do_not_open_the_index(
+    cache: Path, tmp_path: Path
+) -> None:
+    """`vaultd inspect` chunks in the model's own tokens, `vaultd model build` builds it."""
+    vault = _vault(tmp_path, CHINESE_NOTES)
+    config = write_config(
+        tmp_path / "c.toml", vault, tmp_path / "data", short_socket_dir() / "s", extra=AUTO
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    shutil.copytree(cache, tmp_path / "xdg" / "vaultd" / "models")
+    for args in (["model", "build"], ["inspect", str(vault / "volcano.md"), "--json"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "vaultd", *args, "--config", str(config)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        if args[0] == "model":
+            assert str(tmp_path / "xdg") in done.stdout and "chosen: multilingual" in done.stderr
+    # inspect chunks as the multilingual model counts, not as the default does.
+    settings = {
+        name: load_config(
+            write_config(
+                tmp_path / f"{name}.toml",
+                vault,
+                tmp_path / "data",
+                short_socket_dir() / "s",
+                extra=f'\n[embedding]\nmodel = "{name}"\n',
+            ),
+            env=env,
+        )
+        for name in ("auto", "multilingual", "default")
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+        seen = {n: preview_file(vault / "volcano.md", c)["chunks"] for n, c in settings.items()}
+    assert seen["auto"] == seen["multilingual"]
+    assert [c["tokens"] for c in seen["auto"]] != [c["tokens"] for c in seen["default"]]

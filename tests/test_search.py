@@ -579,3 +579,54 @@ def test_schema_6_trades_its_trigrams_for_pairs_in_place(tmp_path: Path) -> None
         assert index.searcher.search("版本历史", mode="keyword") == []
     version = sqlite3.connect(tmp_path / "data" / "vaultd.db").execute("PRAGMA user_version")
     assert version.fetchone()[0] == SCHEMA_VERSION == 7
+
+
+def test_japanese_korean_and_thai_runs_are_searched_by_their_pairs(tmp_path: Path) -> None:
+    """The pairs index keeps every character of a pair, combining marks included (a Thai
+    vowel sign is a mark: a tokenizer that splits on marks would break its pairs)."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    notes = {
+        "ja.md": "# 日本語\n\nノートを同期する方法について説明します。\n",
+        "ko.md": "# 한국어\n\n노트를 동기화하는 방법입니다.\n",
+        "th.md": "# ภาษาไทย\n\nวิธีซิงค์บันทึกของคุณระหว่างอุปกรณ์\n",
+        "en.md": "# Sync\n\nHow to keep notes in step.\n",
+    }
+    for name, text in notes.items():
+        (vault / name).write_text(text, encoding="utf-8")
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n', encoding="utf-8"
+    )
+    with open_index(load_config(config, env={})) as index:
+        index.indexer.reconcile()
+        for query, note in (("同期する", "ja.md"), ("동기화", "ko.md"), ("บันทึก", "th.md")):
+            hits = index.searcher.search(query, mode="keyword", k=3)
+            assert [h.path for h in hits][:1] == [note], (query, [h.path for h in hits])
+        # The mark-bearing pair alone (บั: a consonant and its vowel sign) is a term.
+        assert [i for i, _ in index.manifest.keyword('"บั"', 5, index="pairs")]
+
+
+def test_the_pairs_index_is_rebuilt_when_its_terms_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vaultd.storage import schema
+
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "zh.md").write_text("# 同步\n\n版本历史\n", encoding="utf-8")
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n', encoding="utf-8"
+    )
+    with open_index(load_config(config, env={})) as index:
+        index.indexer.reconcile()
+    # Another cut (every character alone) under another version: the index follows it, and
+    # deleting the note's rows afterwards finds the terms they were inserted with.
+    monkeypatch.setattr(schema, "PAIRS_VERSION", "pairs-test")
+    monkeypatch.setattr(schema, "cjk_terms", lambda text: " ".join(c for c in text if c > "\u3000"))
+    with open_index(load_config(config, env={})) as index:
+        assert [i for i, _ in index.manifest.keyword('"史"', 5, index="pairs")]
+        (vault / "zh.md").unlink()
+        index.indexer.reconcile()
+        assert index.manifest.keyword('"史"', 5, index="pairs") == []

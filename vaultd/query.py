@@ -65,10 +65,10 @@ MAX_IN_VALUES = 256
 #: English; the rest is cut), and a pasted paragraph still fits.
 MAX_QUERY_CHARS = 4096
 #: The most keyword terms a query may send to the FTS5 indexes (distinct words left after stop
-#: words, quoted phrases, and the trigrams of unspaced-script text). Each term is one more OR
-#: branch whose postings SQLite walks and scores: a 1 MiB query of distinct words took 16 s of
-#: CPU. A question has tens of terms; 256 leaves room for a pasted passage, or for about 250
-#: characters of Chinese or Japanese, whose every two characters make a term.
+#: words, quoted phrases, and the pairs of characters of unspaced-script text). Each term is
+#: one more OR branch whose postings SQLite walks and scores: a 1 MiB query of distinct words
+#: took 16 s of CPU. A question has tens of terms; 256 leaves room for a pasted passage, or for
+#: about 250 characters of Chinese or Japanese, whose every two characters make a term.
 MAX_QUERY_TERMS = 256
 
 _UNSPACED_CLASS = "".join(f"{chr(a)}-{chr(b)}" for a, b in UNSPACED_RANGES)

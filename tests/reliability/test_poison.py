@@ -299,7 +299,8 @@ def test_a_schema_3_manifest_opens_and_keeps_its_vectors(tmp_path: Path) -> None
         index.indexer.reconcile()
     before = export_of(config_path)
     # Schema 3 is schema 6 without the in-flight and suspects tables and the left_out and
-    # crashes columns.
+    # crashes columns; schema 6 had trigrams where 7 has pairs (the migration drops whichever
+    # is there and fills the pairs from the chunks).
     db = sqlite3.connect(tmp_path / "data" / FILE_NAME)
     db.executescript(
         "DROP TABLE in_flight; DROP TABLE suspects; ALTER TABLE notes DROP COLUMN left_out; "
@@ -313,7 +314,7 @@ def test_a_schema_3_manifest_opens_and_keeps_its_vectors(tmp_path: Path) -> None
         assert summary.chunks_embedded == 0 and summary.notes_unchanged == len(WORDS)
         assert index.manifest.in_flight() == []
     db = sqlite3.connect(tmp_path / "data" / FILE_NAME)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
     assert "left_out" in {r[1] for r in db.execute("PRAGMA table_info(notes)")}
     assert db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0] == vectors
     db.close()

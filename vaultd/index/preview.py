@@ -13,6 +13,7 @@ from vaultd.embedding.derive import cache_dir, converted
 from vaultd.embedding.spec import load_spec
 from vaultd.embedding.tokens import TokenCounter, chunk_budget
 from vaultd.errors import NoteError
+from vaultd.index.models import resolve
 from vaultd.pipeline.chunk import chunk_note
 from vaultd.pipeline.parse import parse_note
 from vaultd.records import chunk_json
@@ -34,7 +35,7 @@ def preview_file(file: Path, config: Config) -> dict[str, Any]:
     """Parse and chunk `file` as indexing would; a note that cannot be indexed says why."""
     path = note_path(file, config.vault.path)
     # The model's own tokenizer, converted first if it is shipped in another format.
-    spec = converted(load_spec(config.embedding.model), cache_dir(os.environ))
+    spec = converted(load_spec(resolve(config)), cache_dir(os.environ))
     counter = TokenCounter.for_spec(spec)
     try:
         data = file.read_bytes()

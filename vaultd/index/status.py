@@ -8,10 +8,10 @@ one place that names its keys.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from vaultd.index.models import LANGUAGES_META, languages_of
 from vaultd.progress import Snapshot
 from vaultd.storage.quarantine import LeftOut, Quarantined
 
@@ -46,7 +46,7 @@ class IndexStatus:
     #: The Chroma directory, or the server's URL.
     chroma: str
     #: What the vault is written in, as last measured (`vaultd.pipeline.languages`), if known.
-    languages: dict[str, Any] | None = None
+    languages: dict[str, object] | None = None
 
     @property
     def troubled(self) -> bool:
@@ -68,8 +68,6 @@ class IndexStatus:
 
 
 def index_status(index: Index) -> IndexStatus:
-    from vaultd.index.open import LANGUAGES_META
-
     manifest = index.manifest
     counts = manifest.counts()
     return IndexStatus(
@@ -82,18 +80,8 @@ def index_status(index: Index) -> IndexStatus:
         model=index.embedder.model_id,
         data_dir=str(index.data_dir),
         chroma=index.store.location,
-        languages=_languages(manifest.get_meta(LANGUAGES_META)),
+        languages=languages_of(manifest.get_meta(LANGUAGES_META)),
     )
-
-
-def _languages(raw: str | None) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    try:
-        found = json.loads(raw)
-    except ValueError:
-        return None
-    return found if isinstance(found, dict) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,10 +31,18 @@ _FTS_COLUMNS = "title, aliases, section, text"
 #: The SQL function the pairs index's triggers call (`cjk_terms`); `register` adds it to a
 #: connection, and every connection that writes chunks must have it.
 PAIRS_FUNCTION = "vaultd_pairs"
+#: Names the terms `cjk_terms` makes. The index is contentless: a row is deleted by giving the
+#: terms it was inserted with again, so any change to them (the cut, the scripts it covers)
+#: must change this, and the index is then rebuilt from `chunks` at the next open.
+PAIRS_VERSION = "pairs-1"
+_PAIRS_META = "pairs_version"
 
 
 def register(db: sqlite3.Connection) -> None:
     """Add the functions the schema's triggers call to a connection."""
+    # Functions of the application are called from triggers only in a trusted schema; some
+    # builds of SQLite default to untrusted.
+    db.execute("PRAGMA trusted_schema=ON")
     db.create_function(PAIRS_FUNCTION, 1, cjk_terms, deterministic=True)
 
 
@@ -136,7 +144,7 @@ CREATE TABLE IF NOT EXISTS suspects (
 #: rebuilding from `chunks`, never by embedding again.
 _PAIRS_SCHEMA = f"""
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_pairs USING fts5(
-    {_FTS_COLUMNS}, content='', tokenize='unicode61 remove_diacritics 0'
+    {_FTS_COLUMNS}, content='', tokenize='ascii'
 );
 """ + _fts_triggers("chunks_pairs", _has_unspaced("new"), _has_unspaced("old"), PAIRS_FUNCTION)
 _FTS_SCHEMA = (
@@ -154,13 +162,17 @@ _TRIGRAMS_DROP = """
 DROP TRIGGER IF EXISTS chunks_tri_ai; DROP TRIGGER IF EXISTS chunks_tri_ad;
 DROP TABLE IF EXISTS chunks_tri;
 """
+_PAIRS_DROP = """
+DROP TRIGGER IF EXISTS chunks_pairs_ai; DROP TRIGGER IF EXISTS chunks_pairs_ad;
+DROP TABLE IF EXISTS chunks_pairs;
+"""
 _FTS_DROP = (
     """
 DROP TRIGGER IF EXISTS chunks_ai; DROP TRIGGER IF EXISTS chunks_ad;
 DROP TRIGGER IF EXISTS chunks_fts_ai; DROP TRIGGER IF EXISTS chunks_fts_ad;
-DROP TRIGGER IF EXISTS chunks_pairs_ai; DROP TRIGGER IF EXISTS chunks_pairs_ad;
-DROP TABLE IF EXISTS chunks_fts; DROP TABLE IF EXISTS chunks_pairs;
+DROP TABLE IF EXISTS chunks_fts;
 """
+    + _PAIRS_DROP
     + _TRIGRAMS_DROP
 )
 _PAIRS_FILL = (
@@ -189,12 +201,26 @@ def create_or_migrate(db: sqlite3.Connection, path: Path) -> None:
         _run(
             db,
             f"BEGIN IMMEDIATE;\n{_added_columns(db)}{_SCHEMA}"
-            + (_TRIGRAMS_DROP + _PAIRS_SCHEMA + _PAIRS_FILL if version < 7 else "")
+            + (_TRIGRAMS_DROP + _PAIRS_DROP + _PAIRS_SCHEMA + _PAIRS_FILL if version < 7 else "")
             + f"PRAGMA user_version={SCHEMA_VERSION};\nCOMMIT;\n",
         )
     else:
         db.executescript(_SCHEMA + _FTS_SCHEMA)
     db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+    _keep_pairs_current(db)
+
+
+def _keep_pairs_current(db: sqlite3.Connection) -> None:
+    """Rebuild the pairs index when its terms were made another way (see PAIRS_VERSION)."""
+    found = db.execute("SELECT value FROM meta WHERE key = ?", (_PAIRS_META,)).fetchone()
+    if found is not None and found[0] == PAIRS_VERSION:
+        return
+    rebuild = _PAIRS_DROP + _PAIRS_SCHEMA + _PAIRS_FILL if found is not None else ""
+    _run(
+        db,
+        f"BEGIN IMMEDIATE;\n{rebuild}INSERT OR REPLACE INTO meta(key, value) "
+        f"VALUES ('{_PAIRS_META}', '{PAIRS_VERSION}');\nCOMMIT;\n",
+    )
 
 
 def _added_columns(db: sqlite3.Connection) -> str:
