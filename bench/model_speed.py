@@ -92,9 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                 "tokens": tokens[model],
             }
         exe = vaultd_executable()
-        seconds: dict[str, dict[str, list[float]]] = {
-            m: {"embed": [], "index": []} for m in MODELS
-        }
+        seconds: dict[str, dict[str, list[float]]] = {m: {"embed": [], "index": []} for m in MODELS}
         for round_ in range(args.rounds):
             order = list(MODELS) if round_ % 2 == 0 else list(reversed(MODELS))
             for model in order:
