@@ -140,13 +140,15 @@ def write_config(
     threads: int,
     precision: str = EmbeddingSection().precision,
     model: str = "default",
+    max_tokens: int | None = None,
 ) -> Path:
     config = workdir / "vaultd.toml"
     config.write_text(
         f"[vault]\npath = {json.dumps(str(workdir / 'vault'))}\n"
         f"[store]\npath = {json.dumps(str(workdir / 'data'))}\n"
         f'[embedding]\nthreads = {threads}\nprecision = "{precision}"\nmodel = "{model}"\n'
-        '[log]\nlevel = "warning"\n',
+        + (f"[chunking]\nmax_tokens = {max_tokens}\n" if max_tokens else "")
+        + '[log]\nlevel = "warning"\n',
         encoding="utf-8",
     )
     return config
@@ -270,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=Path, help="default: --lang's question set")
     parser.add_argument("--model", choices=NAMED_MODELS, default="default")
     parser.add_argument("--workdir", type=Path, help="keep the copy and its index here, reused")
+    parser.add_argument(
+        "--max-tokens", type=int, help="[chunking] max_tokens (default: the config's default)"
+    )
     parser.add_argument("--split", choices=("all", "tune", "test"), default="all")
     parser.add_argument("--modes", default="keyword,vector,hybrid", help="comma-separated")
     parser.add_argument("--sweep", action="store_true", help="score the fusion parameter grid")
@@ -309,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
         (workdir / "vault").mkdir(parents=True, exist_ok=True)
         written = copy_vault(args.vault, workdir / "vault")
         config = load_config(
-            write_config(workdir, args.threads, args.precision, args.model), env=os.environ
+            write_config(workdir, args.threads, args.precision, args.model, args.max_tokens),
+            env=os.environ,
         )
         with open_index(config) as index, contextlib.ExitStack() as stack:
             started = time.perf_counter()

@@ -29,6 +29,7 @@ from vaultd.daemon.serving import DaemonService
 from vaultd.daemon.state import State
 from vaultd.errors import ApiError, QueryError
 from vaultd.index import search as search_module
+from vaultd.index.notes import note_view
 from vaultd.index.open import Index, open_index
 from vaultd.query import Filters, parse_since, parse_where, parse_where_flag
 from vaultd.records import Hit
@@ -630,3 +631,37 @@ def test_the_pairs_index_is_rebuilt_when_its_terms_change(
         (vault / "zh.md").unlink()
         index.indexer.reconcile()
         assert index.manifest.keyword('"史"', 5, index="pairs") == []
+
+
+def test_right_to_left_titles_tags_and_aliases(tmp_path: Path) -> None:
+    """Arabic and Hebrew notes: their titles, frontmatter and inline tags and aliases are kept
+    as written and searched like any other word (both scripts put spaces between words)."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "مطبخ.md").write_text(
+        "---\ntags: [طبخ/خبز]\naliases: [وصفة الخبز]\n---\n# الخبز العربي\n\n"
+        "يُخبز الخبز في فرن حار جدا. #منزل\n",
+        encoding="utf-8",
+    )
+    (vault / "גינה.md").write_text(
+        "---\ntags: [גינה]\naliases: [עגבניות שלי]\n---\n# גידול עגבניות\n\n"
+        "משקים את הערוגות כל בוקר שלישי.\n",
+        encoding="utf-8",
+    )
+    (vault / "en.md").write_text("# Bread\n\nBake it hot.\n", encoding="utf-8")
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n', encoding="utf-8"
+    )
+    with open_index(load_config(config, env={})) as index:
+        index.indexer.reconcile()
+        ar = note_view(index.manifest, "مطبخ.md")
+        assert ar is not None and ar["title"] == "الخبز العربي"
+        assert {"طبخ/خبز", "منزل"} <= set(ar["tags"])
+        assert "وصفة الخبز" in ar["aliases"]
+        for query, note in (("وصفة", "مطبخ.md"), ("فرن", "مطبخ.md"), ("עגבניות", "גינה.md")):
+            hits = index.searcher.search(query, mode="keyword", k=3)
+            assert [h.path for h in hits][:1] == [note], (query, [h.path for h in hits])
+        # Tag filters, nested tags matching their parent, in either direction of script.
+        for tag, note in (("طبخ", "مطبخ.md"), ("منزل", "مطبخ.md"), ("גינה", "גינה.md")):
+            assert index.searcher.select(Filters.build(tags=[tag])) == [note], tag
