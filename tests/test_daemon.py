@@ -6,6 +6,7 @@ import os
 import random
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -91,7 +92,8 @@ def test_every_kind_of_change_becomes_searchable(
     os.replace(tmp, vault / "Zebra.md")
     eventually(lambda: paths_for(daemon, "wildebeest") == {"Zebra.md"}, "atomic save")
 
-    # rename: no embedding
+    # rename: no embedding (once the save's vectors are in: its words are found first)
+    daemon.wait_idle()
     before = embedded(daemon)
     (vault / "Zebra.md").rename(vault / "Animals" / "Zebra.md")
     eventually(lambda: paths_for(daemon, "wildebeest") == {"Animals/Zebra.md"}, "rename")
@@ -285,8 +287,52 @@ def recover(config: Path) -> list[dict[str, Any]]:
         return list(export_records(index.store, with_vectors=True))
 
 
-@pytest.mark.parametrize("trial", range(10))
-def test_kill_9_during_the_initial_index_converges(
+def manifest_counts(manifest: Path) -> tuple[int, int, int] | None:
+    """(notes in hand, notes recorded, vectors recorded) from a manifest being written, or
+    None before it has its tables."""
+    try:
+        db = sqlite3.connect(f"file:{manifest}?mode=ro", uri=True, timeout=5)
+    except sqlite3.Error:
+        return None
+    try:
+        return (
+            db.execute("SELECT COUNT(*) FROM in_flight").fetchone()[0],
+            db.execute("SELECT COUNT(*) FROM notes").fetchone()[0],
+            db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0],
+        )
+    except sqlite3.Error:
+        return None
+    finally:
+        db.close()
+
+
+def kill_in_phase(
+    process: subprocess.Popen[bytes], manifest: Path, phase: str, rng: random.Random
+) -> tuple[int, int, int]:
+    """SIGKILL a first index at a random moment of one of its phases, found by watching its
+    manifest: the keyword phase after its k-th note is in hand (nothing is committed until the
+    batch is), the embedding phase a random time after the keyword phase committed. Returns
+    the counts seen last before the kill."""
+    in_hand = rng.randint(1, 30)
+    delay = rng.uniform(0.0, 1.0)
+    deadline = time.monotonic() + PATIENCE
+    while process.poll() is None and time.monotonic() < deadline:
+        counts = manifest_counts(manifest)
+        if counts is not None:
+            if phase == "keyword" and counts[1] == 0 and counts[0] >= in_hand:
+                break
+            if phase == "embed" and counts[1] > 0:
+                time.sleep(delay)
+                break
+        time.sleep(0.002)
+    assert counts is not None
+    process.send_signal(signal.SIGKILL)
+    assert process.wait(30) == -signal.SIGKILL, "the index ended before the kill"
+    return counts
+
+
+@pytest.mark.parametrize("trial", range(20))
+def test_kill_9_in_either_phase_of_the_initial_index_converges(
     trial: int, tmp_path: Path, crash_vault: tuple[Path, list[dict[str, Any]]]
 ) -> None:
     base, reference = crash_vault
@@ -294,8 +340,14 @@ def test_kill_9_during_the_initial_index_converges(
     shutil.copytree(base, vault)
     config = write_config(tmp_path / "c.toml", vault, tmp_path / "data", short_socket_dir() / "s")
     process = subprocess.Popen(index_command(config), stderr=subprocess.DEVNULL)
-    # Start-up (imports, model) takes about 2.5 s here; the index itself a few more.
-    kill_after(process, random.Random(trial).uniform(2.0, 6.0))
+    phase = ("keyword", "embed")[trial % 2]
+    seen = kill_in_phase(process, tmp_path / "data" / "vaultd.db", phase, random.Random(trial))
+    after = manifest_counts(tmp_path / "data" / "vaultd.db")
+    assert after is not None
+    if phase == "keyword":
+        assert seen[1] == 0 and after[2] == 0, (seen, after)  # no vector was recorded
+    else:
+        assert after[1] == 40, (seen, after)  # the keyword phase had committed every note
     assert_same(recover(config), reference)
 
 

@@ -135,17 +135,23 @@ def test_a_failing_embedding_batch_is_retried_note_by_note(
     config = load_config(config_for(tmp_path, vault), env={})
     with open_index(config, env={}) as index:
         summary = index.indexer.reconcile()
-        assert summary.notes_failed == 1 and summary.notes_changed == 6
+        # Every note reached the keyword index (the keyword phase); one failed for vectors.
+        assert summary.notes_failed == 1 and summary.notes_changed == 7
         assert [f["path"] for f in summary.failures] == ["poison.md"]
         hits = index.searcher.search("plain words", k=10, mode="keyword")
-        assert len({h.path for h in hits}) == 6
+        assert len({h.path for h in hits}) == 6 and all(h.indexed for h in hits)
+        poison = index.searcher.search("upsets the model", k=3, mode="keyword")
+        assert [(h.path, h.indexed) for h in poison][:1] == [("poison.md", False)]
+        assert [f[0] for f in index.manifest.failed()] == ["poison.md"]
+        assert not [r for r in export_records(index.store) if r["metadata"]["path"] == "poison.md"]
 
 
-def test_a_note_failing_after_its_first_vectors_were_written_keeps_its_last_good_chunks(
+def test_a_note_failing_after_its_first_vectors_were_written_is_searchable_by_its_words(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Records go to the store as each run's vectors come: a note that then fails is put
-    back as the manifest has it, and nothing of the failed attempt stays searchable."""
+    """The keyword phase records the new text before any vector is made; when the model then
+    fails on part of it, the note is reported failed, is found by its new words, and the store
+    holds only what has a vector now: nothing of the old text answers a vector search."""
     vault = make_vault(tmp_path)
     victim = vault / "victim.md"
     victim.write_text("# Victim\n\n## One\n\nFirst version, heron.\n\n## Two\n\nOld two.\n")
@@ -165,9 +171,6 @@ def test_a_note_failing_after_its_first_vectors_were_written_keeps_its_last_good
 
     with open_index(config, env={}) as index:
         assert index.indexer.reconcile().notes_failed == 0
-        before = {
-            r["id"]: r for r in export_records(index.store) if r["metadata"]["path"] == "victim.md"
-        }
         victim.write_text(
             "# Victim\n\n## One\n\nSecond version, egret.\n\n## Two\n\nNew two: POISON.\n"
         )
@@ -175,18 +178,27 @@ def test_a_note_failing_after_its_first_vectors_were_written_keeps_its_last_good
         monkeypatch.setattr(Embedder, "embed_documents", fails_late)
         summary = index.indexer.reconcile()
         assert [f["path"] for f in summary.failures] == ["victim.md"]
-        assert summary.notes_changed == 1
-        after = {
-            r["id"]: r for r in export_records(index.store) if r["metadata"]["path"] == "victim.md"
-        }
-        assert after == before
-        assert [h.path for h in index.searcher.search("egret", k=5, mode="keyword")] == []
-        assert [h.path for h in index.searcher.search("heron", k=5, mode="keyword")] == [
+        assert [f[0] for f in index.manifest.failed()] == ["victim.md"]
+        assert [h.path for h in index.searcher.search("heron", k=5, mode="keyword")] == []
+        assert [h.path for h in index.searcher.search("egret", k=5, mode="keyword")] == [
             "victim.md"
         ]
-        vector_hits = index.searcher.search("Second version, egret", k=1, mode="vector")
-        assert "egret" not in vector_hits[0].text
+        stored = {c.id: c.text for c in index.manifest.chunks_of("victim.md")}
+        published = {
+            r["id"]: r["document"]
+            for r in export_records(index.store)
+            if r["metadata"]["path"] == "victim.md"
+        }
+        # Only the chunk whose vector was made; each as the manifest has it.
+        assert [t for t in published.values() if "egret" in t]
+        assert all(stored[i] == text for i, text in published.items())
+        assert not [t for t in published.values() if "POISON" in t or "heron" in t]
         assert "changed" in index.searcher.search("plain words changed", k=1)[0].text
+        # Fixed: the next pass embeds it, and it is no failure any more.
+        monkeypatch.setattr(Embedder, "embed_documents", real_embed)
+        assert index.indexer.reconcile().notes_failed == 0
+        assert index.manifest.failed() == []
+        assert index.manifest.awaiting_totals(index.embedder.model_id).chunks == 0
 
 
 def test_a_newly_excluded_note_is_removed_from_the_index(tmp_path: Path) -> None:

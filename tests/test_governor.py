@@ -149,10 +149,11 @@ def test_daemon_yields_to_a_busy_machine_but_serves_edits(tmp_path: Path) -> Non
             assert governor()["waiting_for_busy_machine"] is True
             assert governor()["busy_since"] is not None
             status = daemon.request("GET", "/v1/status")
-            notes_then = status["notes"]
+            embedded_then = status["embedded"]
             # The status says how far the first index has come.
             progress = status["progress"]
-            assert progress["phase"] in ("hash", "index") and progress["total"] > 0, progress
+            assert progress["phase"] in ("hash", "index", "embed"), progress
+            assert progress["total"] > 0, progress
             # An edit is not bulk work: it is indexed while the backlog waits.
             (vault / "fresh edit.md").write_text("# Fresh\n\nThe word quokkaberry.\n")
             wait_until(
@@ -170,7 +171,7 @@ def test_daemon_yields_to_a_busy_machine_but_serves_edits(tmp_path: Path) -> Non
                 return
             daemon.wait_idle(timeout=300)
             status = daemon.request("GET", "/v1/status")
-            assert status["notes"] == total > notes_then
+            assert status["notes"] == status["embedded"] == total > embedded_then
             assert "the machine is quiet again; bulk indexing resumes" in daemon.log_text()
 
 
@@ -185,7 +186,7 @@ def _finishes_unless_others_keep_it_busy(
     resume once the machine goes quiet."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if request("GET", "/v1/status")["notes"] == total:
+        if request("GET", "/v1/status")["embedded"] == total:
             return True
         if governor()["yielding"] is True and not _resumes_or_machine_stays_busy(
             governor, threshold=0.3

@@ -69,7 +69,7 @@ def write_config(tmp_path: Path, vault: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_index_reports_bytes_as_batches_are_embedded(tmp_path: Path) -> None:
+def test_index_reports_bytes_then_tokens_as_they_are_embedded(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     shutil.copytree(shared_path("corpora", "kepano-obsidian"), vault)
     config_file = write_config(tmp_path, vault)
@@ -85,14 +85,24 @@ def test_index_reports_bytes_as_batches_are_embedded(tmp_path: Path) -> None:
     with open_index(load_config(config_file, env={})) as index:
         index.embedder.batch_size = 8  # several runs within the one batch
         summary = index.indexer.reconcile(lambda *report: reports.append(report))
+        tokens = sum(
+            c.tokens for p in index.manifest.note_paths() for c in index.manifest.chunks_of(p)
+        )
     assert summary.chunks_embedded > 40
+    phases = [phase for phase, _, _ in reports]
+    # The keyword phase (bytes of text), then the embedding phase (tokens), never back.
+    assert phases.index("embed") > max(i for i, p in enumerate(phases) if p == "index")
     done = [d for phase, d, total in reports if phase == "index"]
     totals = {total for phase, _, total in reports if phase == "index"}
     assert totals == {sizes}
     assert done[0] == 0 and done[-1] == sizes
     assert done == sorted(done), "progress never goes back"
+    done = [d for phase, d, total in reports if phase == "embed"]
+    totals = {total for phase, _, total in reports if phase == "embed"}
+    assert totals == {tokens}, "every chunk awaited its vector"
+    assert done[0] == 0 and done[-1] == tokens and done == sorted(done)
     # It moves with the embedding runs, not only when the batch is written.
-    assert len({d for d in done if 0 < d < sizes}) >= 4
+    assert len(set(done)) >= 6
 
 
 @pytest.mark.slow

@@ -33,7 +33,7 @@ from typing import Any
 MIN_SHARE = 0.01
 MIN_SECONDS = 5.0
 
-UNITS = {"hash": "notes", "index": "bytes"}
+UNITS = {"hash": "notes", "index": "bytes", "embed": "tokens"}
 
 #: What a byte of an exact copy costs against a byte of new text (see above).
 COPY_SHARE = 0.1

@@ -73,12 +73,14 @@ class Chunk:
     start_line: int
     end_line: int
     text: str
-    #: What the embedder sees: the `title > section` line, a blank line, then `text`.
+    #: What the embedder sees: `context` (the `title > section` line), a blank line, `text`.
     embed_text: str
     #: Tokens in `embed_text` as counted by the model's tokenizer, special tokens included.
     tokens: int
     #: SHA-256 of `embed_text`: equal hashes can share one vector.
     hash: str
+    #: The `title > section` line, as cut to fit (`embed_text` begins with it).
+    context: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +139,8 @@ class Hit:
     tags: tuple[str, ...] = ()
     #: Score parts by retriever (rank and raw score), for `--explain`.
     parts: Mapping[str, Any] = field(default_factory=dict)
+    #: False while the note's chunks await vectors: found by its words only, so far.
+    indexed: bool = True
 
     def as_json(self, explain: bool = False) -> dict[str, Any]:
         """The hit as the CLI's `--json` and the socket API print it."""
@@ -150,6 +154,7 @@ class Hit:
             "text": self.text,
             "tags": list(self.tags),
             "id": self.id,
+            "indexed": self.indexed,
         }
         if explain:
             out["explain"] = dict(self.parts)
@@ -168,6 +173,7 @@ class Hit:
             text=item["text"],
             tags=tuple(item.get("tags", ())),
             parts=item.get("explain", {}),
+            indexed=bool(item.get("indexed", True)),
         )
 
 

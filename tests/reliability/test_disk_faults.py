@@ -180,7 +180,8 @@ def open_small_index(root: Path) -> tuple[Path, Path]:
 
 
 def manifest_claims(index: Any) -> set[str]:
-    return set(index.manifest.chunk_ids())
+    """The chunks the manifest has vectors for: those the store must hold."""
+    return set(index.manifest.embedded_ids(index.embedder.model_id))
 
 
 class _FailingConnection:
@@ -213,7 +214,8 @@ def test_an_io_error_for_one_batch_holds_the_manifest_back_and_the_next_pass_con
 ) -> None:
     vault, config_path = open_small_index(tmp_path)
     config = load_config(config_path, env={})
-    # One note per batch: the fault hits the second batch, after the first was committed.
+    # One note per batch of the embedding phase: the fault hits the second batch, after the
+    # first was committed (the keyword phase recorded every new note before either).
     with open_index(config, env={}, batch_chunks=1) as index:
         before = manifest_claims(index)
         if layer == "chroma":
@@ -239,11 +241,11 @@ def test_an_io_error_for_one_batch_holds_the_manifest_back_and_the_next_pass_con
             def arm_on_second_batch(*args: Any, **kwargs: Any) -> None:
                 calls.append(1)
                 failing.armed = len(calls) == 2
-                real_apply(*args, **kwargs)
+                real_add(*args, **kwargs)
 
-            real_apply = index.manifest.apply
+            real_add = index.manifest.add_vectors
             monkeypatch.setattr(index.manifest, "_db", failing)
-            monkeypatch.setattr(index.manifest, "apply", arm_on_second_batch)
+            monkeypatch.setattr(index.manifest, "add_vectors", arm_on_second_batch)
 
         with pytest.raises(StoreError, match="disk I/O error") as raised:
             index.indexer.reconcile()
@@ -252,14 +254,17 @@ def test_an_io_error_for_one_batch_holds_the_manifest_back_and_the_next_pass_con
 
         claimed = manifest_claims(index)
         stored = index.store.ids()
-        # One batch went through, the failed one did not advance the manifest ...
+        # Every new note is searchable by its words; one batch of vectors went through, the
+        # failed one did not advance the manifest ...
+        assert all(index.manifest.note_row(p) is not None for p in NEW)
         assert before < claimed
-        assert len([p for p in NEW if index.manifest.note_row(p) is not None]) == 1
+        waiting = index.manifest.awaiting_paths(index.embedder.model_id, NEW)
+        assert len(waiting) == len(NEW) - 1
         # ... and the manifest never claims what the store lacks.
         assert claimed <= stored
 
         summary = index.indexer.reconcile()
-        assert summary.notes_changed == len(NEW) - 1
+        assert summary.notes_changed == 0 and summary.chunks_embedded == len(NEW) - 1
         assert manifest_claims(index) == index.store.ids()
     assert_same(export_of(config_path), fresh_export(vault, tmp_path / "reference"))
 

@@ -198,8 +198,14 @@ def test_a_note_the_embedder_rejects_is_quarantined_until_it_changes(tmp_path: P
         time.sleep(0.5)
         rescan(daemon)
         assert quarantined(daemon)[0]["attempts"] == K
+        # Its text is searchable by its words (the keyword phase recorded it), marked as not
+        # indexed: the store holds no vector of it.
         for name, word in WORDS.items():
-            assert found(daemon, word) == (set() if name == "e.md" else {name})
+            assert found(daemon, word) == {name}
+        [hit] = [
+            h for h in daemon.search(WORDS["e.md"], k=3, mode="keyword") if h["path"] == "e.md"
+        ]
+        assert hit["indexed"] is False and "vector" not in hit.get("explain", {})
         # Asked for by name: one more try, which fails, and it is held again at once.
         rescan(daemon, ["e.md"])
         assert quarantined(daemon)[0]["attempts"] == K + 1
@@ -314,7 +320,7 @@ def test_a_schema_3_manifest_opens_and_keeps_its_vectors(tmp_path: Path) -> None
         assert summary.chunks_embedded == 0 and summary.notes_unchanged == len(WORDS)
         assert index.manifest.in_flight() == []
     db = sqlite3.connect(tmp_path / "data" / FILE_NAME)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
     assert "left_out" in {r[1] for r in db.execute("PRAGMA table_info(notes)")}
     assert db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0] == vectors
     db.close()

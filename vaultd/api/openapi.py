@@ -41,6 +41,11 @@ _HIT = {
         "text": {"type": "string"},
         "tags": {"type": "array", "items": {"type": "string"}},
         "id": {"type": "string"},
+        "indexed": {
+            "type": "boolean",
+            "description": "false while the note awaits its vectors (the first index): found by "
+            "its words only, so far",
+        },
         "explain": {
             "type": "object",
             "description": "Score parts: keyword (rank, BM25 score), vector (rank, cosine "
@@ -231,8 +236,14 @@ _STATUS = {
         },
         "version": {"type": "string"},
         "vault": {"type": "string"},
-        "notes": {"type": "integer"},
+        "notes": {"type": "integer", "description": "notes searchable (by their words at least)"},
         "chunks": {"type": "integer"},
+        "found": {"type": "integer", "description": "note files found in the vault"},
+        "embedded": {
+            "type": "integer",
+            "description": "notes fully indexed: every chunk has its vector",
+        },
+        "awaiting": {"type": "integer", "description": "chunks awaiting vectors"},
         "failed": {
             "type": "array",
             "items": {

@@ -123,11 +123,16 @@ def _load(config_file: Path | None, vault: Path | None) -> Any:
     return config
 
 
+#: How the bar names the indexer's phases.
+_PHASES = {"index": "keyword index", "embed": "embedding"}
+
+
 class _Progress:
     """A bar with counts and ETA on a terminal; a line every few seconds otherwise.
 
-    The "index" phase counts bytes of text (see vaultd.progress), so the bar's rate and time
-    left follow the model's work; the time left is the average rate of the phase so far.
+    The "index" phase (reading, chunking, the keyword index) counts bytes of text and the
+    "embed" phase tokens (see vaultd.progress), so rate and time left follow the work; the
+    time left is the average rate of the phase so far.
     """
 
     def __init__(self, enabled: bool) -> None:
@@ -154,9 +159,9 @@ class _Progress:
                 in_bytes = phase == "index"
                 self._bar = tqdm(
                     total=total,
-                    desc=phase,
-                    unit="B" if in_bytes else "note",
-                    unit_scale=in_bytes,
+                    desc=_PHASES.get(phase, phase),
+                    unit="B" if in_bytes else "tok" if phase == "embed" else "note",
+                    unit_scale=in_bytes or phase == "embed",
                     unit_divisor=1024,
                     smoothing=0,  # the phase's average rate, as the daemon's status uses
                     file=sys.stderr,
@@ -183,7 +188,8 @@ def _progress_line(snapshot: Snapshot | None) -> str:
         counts = f"{snapshot.done / scale:.1f} of {snapshot.total / scale:.1f} {name} of text"
     else:
         counts = f"{snapshot.done}/{snapshot.total} {snapshot.unit}"
-    line = f"{snapshot.phase}: {100 * snapshot.done / snapshot.total:.0f}% ({counts})"
+    phase = _PHASES.get(snapshot.phase, snapshot.phase)
+    line = f"{phase}: {100 * snapshot.done / snapshot.total:.0f}% ({counts})"
     if snapshot.eta_s is not None and snapshot.done < snapshot.total:
         line += f", about {_duration(snapshot.eta_s)} left"
     return line
@@ -209,6 +215,10 @@ def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | No
 
     Only what changed costs work: unchanged files are not read, touched files are not
     re-embedded, renames re-use their vectors and edits embed only the chunks that changed.
+
+    Two phases: every changed note is first made searchable by its words, then its chunks
+    are embedded, the most recently modified notes first. Stopped at any point (Ctrl-C),
+    nothing done is lost: the next run embeds what is left.
     """
     from vaultd.index.open import open_index
 
@@ -497,7 +507,13 @@ def _status_text(report: dict[str, Any]) -> str:
         say(f"  {key}: {reason}")
     left_out = report.get("left_out") or []
     aside = f", {len(left_out)} left out" if left_out else ""
-    say(f"notes:    {report['notes']} ({report['chunks']} chunks){aside}")
+    found = f" of {report['found']} found" if report.get("found") is not None else ""
+    say(f"notes:    {report['notes']}{found} ({report['chunks']} chunks){aside}")
+    if report.get("awaiting"):
+        say(
+            f"vectors:  {report.get('embedded', 0)} of {report['notes']} notes embedded, "
+            f"{report['awaiting']} chunks awaiting; every note is searchable by its words"
+        )
     if report["daemon"]:
         lag = report["lag_seconds"]
         say(f"queue:    {report['queue_depth']}")

@@ -3,9 +3,16 @@
 The indexer owns ordering and bookkeeping. Its rules:
 - Work is spent only on what changed: stat first, hash second, embed only texts no vector is
   stored for (the manifest keeps every vector by the hash of the text it embeds).
-- Chroma is written first and the manifest second, in one transaction per batch, so the
-  manifest never claims more than the store holds; a crash in between is repaired by replaying
-  the (idempotent) batch on the next run.
+- Every pass has two phases. The keyword phase reads, parses and chunks each new or changed
+  note and commits it to the manifest, and so to the keyword index, at once: a chunk whose
+  text has a stored vector is published to Chroma with it, the others await vectors. The
+  embedding phase then embeds what awaits, the most recently modified notes first (a watched
+  edit's pass embeds its own notes at once), and publishes each chunk as its vector comes.
+  A note is indexed when none of its chunks awaits. A chunk awaits exactly while the manifest
+  holds no vector of the model for its text: there is no other mark to keep in step.
+- Chroma is written first and the manifest second, so the store never holds a chunk the
+  manifest lacks; a crash in between is repaired from the manifest at the next pass
+  (`sync_store`: Chroma holds exactly the chunks with a stored vector).
 - One bad note is recorded as failed with its reason and never stops the run. After
   `quarantine_after` failures on the same content it is quarantined: skipped until its content
   changes or it is asked for by name (`retry`), its last good chunks still searchable.
@@ -65,6 +72,9 @@ Progress = Callable[[str, int, int], None]
 #: in flight is not held back long.
 BATCH_CHUNKS = 4096
 BATCH_NOTES = 1024
+#: The keyword phase commits this many chunks at a time: nothing is embedded there, so a
+#: batch is a second or two of parsing, and fewer commits cost less.
+KEYWORD_BATCH_CHUNKS = 4096
 #: The longest stretch of hashing without a call to `between_batches`.
 PAUSE_EVERY = 0.25
 
@@ -95,10 +105,13 @@ class Summary:
     #: Files whose content was read (to hash or to parse); an unchanged vault reads none.
     notes_read: int = 0
     chunks_embedded: int = 0
+    #: Chunks published with a vector stored before (unchanged text, a move, a copy).
     chunks_reused: int = 0
     chunks_deleted: int = 0
     store_repaired: int = 0
     seconds: float = 0.0
+    #: When the keyword phase ended: every note of the pass searchable by its words.
+    keyword_seconds: float = 0.0
     failures: list[dict[str, str]] = field(default_factory=list)
     left_out: list[dict[str, str]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
@@ -106,6 +119,7 @@ class Summary:
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["seconds"] = round(self.seconds, 3)
+        out["keyword_seconds"] = round(self.keyword_seconds, 3)
         return out
 
 
@@ -207,6 +221,8 @@ class Indexer:
         self.writer = Writer(store)
         #: Note files read since start (to hash or to parse); status and benchmarks report it.
         self.reads = 0
+        #: Notes the last full walk found (None before one); status reports it.
+        self.found: int | None = None
         #: The pass in hand's pause point (see `reconcile`).
         self._between_batches: PausePoint | None = None
         self._last_pause = 0.0
@@ -281,6 +297,8 @@ class Indexer:
             return known is None
         if known is None:
             return False
+        if known.ok and self.manifest.awaiting_paths(self.model_id, [path]):
+            return False  # searchable by its words, not yet by its meaning
         if known.size == state.size and known.mtime_ns == state.mtime_ns:
             return True
         try:
@@ -348,7 +366,7 @@ class Indexer:
                     yield single
 
         summary = Summary()
-        self._reconcile(known, states(), summary, progress)
+        self._reconcile(known, states(), summary, progress, embed=paths)
         return summary
 
     def _reconcile(
@@ -357,7 +375,10 @@ class Indexer:
         walk: Iterable[FileState],
         summary: Summary,
         progress: Progress | None,
+        embed: Iterable[str] | None = None,
     ) -> None:
+        """Both phases over `walk`; the embedding phase takes every chunk awaiting vectors, or
+        (with `embed`) those of the notes written now and of `embed`."""
         started = time.perf_counter()
         embedded_before = self.embedder.embedded
         reads_before = self.reads
@@ -371,6 +392,8 @@ class Indexer:
         too_big = dict(self.discovery.left_out)
         result.gone = [p for p in result.gone if p not in too_big]
         summary.notes_seen = result.seen
+        if embed is None:
+            self.found = result.seen
         summary.notes_unchanged = result.unchanged
         summary.skipped = [{"path": p, "reason": r} for p, r in self.discovery.skipped]
         self._too_big(too_big, known, summary)
@@ -393,7 +416,9 @@ class Indexer:
             self._pause(frozenset(), throttle=True)
         changes = classify(known, hashed, result.gone)
         self._record_failures(summary, unreadable)
-        self.apply(changes, summary, report, weights)
+        written = self.apply(changes, summary, report, weights)
+        summary.keyword_seconds = time.perf_counter() - started
+        self._embed_phase(summary, report, None if embed is None else {*written, *embed})
 
         summary.chunks_embedded = self.embedder.embedded - embedded_before
         summary.notes_read = self.reads - reads_before
@@ -452,9 +477,10 @@ class Indexer:
         summary: Summary,
         report: Progress,
         weights: Mapping[str, int] | None = None,
-    ) -> None:
-        """Carry out `changes`; `weights` are the notes' shares of the work for progress (their
-        sizes where missing)."""
+    ) -> list[str]:
+        """The keyword phase: carry out `changes`, committing each note's chunks (their
+        vectors are the embedding phase's); return the notes written. `weights` are the notes'
+        shares of the work for progress (their sizes where missing)."""
         touched = [(c.path, c.size, c.mtime_ns) for c in changes if c.kind == "touched"]
         for start in range(0, len(touched), BATCH_NOTES):
             stats = touched[start : start + BATCH_NOTES]
@@ -484,9 +510,7 @@ class Indexer:
         done = batch_bytes = 0
         report("index", 0, total)
 
-        def embedding(share: float) -> None:
-            report("index", done + int(batch_bytes * share), total)
-
+        written: list[str] = []
         batch: list[_Pending] = []
         failed: list[_Failed] = []
         batch_chunks = 0
@@ -504,13 +528,14 @@ class Indexer:
                 if pending is not None:
                     batch.append(pending)
                     batch_chunks += len(pending.chunks)
-                if batch_chunks >= self.batch_chunks or len(batch) >= BATCH_NOTES:
-                    self._flush(batch, failed, summary, embedding)
+                    written.append(pending.note.path)
+                if batch_chunks >= KEYWORD_BATCH_CHUNKS or len(batch) >= BATCH_NOTES:
+                    self._flush(batch, failed, summary)
                     batch, failed, batch_chunks = [], [], 0
                     done, batch_bytes = done + batch_bytes, 0
                     report("index", done, total)
                     self._pause(frozenset())
-            self._flush(batch, failed, summary, embedding)
+            self._flush(batch, failed, summary)
             done, batch_bytes = done + batch_bytes, 0
             report("index", done, total)
             self._forget(left, summary)
@@ -520,13 +545,14 @@ class Indexer:
                 done += weight(change)
                 report("index", done, total)
 
-            self._isolate(suspects, marked, summary, isolated)
+            written += self._isolate(suspects, marked, summary, isolated)
         except BaseException:
             # Abandoned (a graceful stop, an error raised), not crashed: these notes did
             # nothing wrong, so no attempt is counted against them.
             with contextlib.suppress(StoreError):
                 self.manifest.clear_in_flight(marked)
             raise
+        return written
 
     def _forget(self, paths: Sequence[str], summary: Summary) -> None:
         """Delete these notes, but not one recreated since the scan (a backlog overtaken by a
@@ -549,21 +575,26 @@ class Indexer:
         marked: list[str],
         summary: Summary,
         report: Callable[[Change], None],
-    ) -> None:
+    ) -> list[str]:
         """Crash suspects, each in a batch of its own: if the process dies again, whether in
-        the parser, the model or the store, the note in flight is the one that did it.
+        the parser or the store, the note in flight is the one that did it (the embedding
+        phase isolates its own suspects). Returns the notes written.
 
         A write per note costs about 40 ms more per note; only the notes in hand at an
         unclean end pay it, once.
         """
+        written: list[str] = []
         for change in suspects:
             failed: list[_Failed] = []
             self._mark(change, marked)
             pending = self._prepare(change, failed)
             self._flush([pending] if pending is not None else [], failed, summary)
-            self._suspects.discard(change.path)
+            if pending is not None:
+                written.append(pending.note.path)
+            # Still a suspect: the embedding phase tries its chunks alone too.
             self._pause(frozenset())
             report(change)
+        return written
 
     def _pause(self, in_flight: frozenset[str], *, throttle: bool = False) -> None:
         if self._between_batches is None:
@@ -632,49 +663,38 @@ class Indexer:
                 embed_text="",
                 tokens=c.tokens,
                 hash=c.hash,
+                context=c.context,
             )
             for c in old
         ]
 
-    def _flush(
-        self,
-        batch: list[_Pending],
-        failed: list[_Failed],
-        summary: Summary,
-        embedding: Callable[[float], None] | None = None,
-    ) -> None:
-        """Embed what the batch lacks and write it; `embedding` hears the share embedded.
+    def _flush(self, batch: list[_Pending], failed: list[_Failed], summary: Summary) -> None:
+        """Commit the batch's notes and chunks (the keyword phase's write).
 
-        Records go to the store as their vectors come, on the writer's thread, while the model
-        embeds the rest; the manifest moves once they are all in.
+        A chunk whose text has a stored vector goes to the store at once; the others await
+        the embedding phase. Records go to the store on the writer's thread, and the manifest
+        moves once they are all in.
         """
         if batch:
-            waiting: dict[str, list[Record]] = {}
-            for p in batch:
-                for record, text_hash in self._records(p):
-                    waiting.setdefault(text_hash, []).append(record)
+            vectors = self.manifest.vectors(
+                self.model_id, {c.hash for p in batch for c in p.chunks}
+            )
             written: set[str] = set()
-
-            def send(text_hash: str, vector: np.ndarray) -> None:
-                for record in waiting.pop(text_hash, ()):
-                    self.writer.add(record, vector)
-                    written.add(record.path)
-
+            published: set[str] = set()
             try:
-                vectors, embed_failures, computed = self._vectors(batch, send, embedding)
+                for p in batch:
+                    for record, text_hash in self._records(p):
+                        vector = vectors.get(text_hash)
+                        if vector is not None:
+                            self.writer.add(record, vector)
+                            written.add(record.path)
+                            published.add(record.id)
                 self.writer.finish()
             except BaseException:
                 self.writer.discard()
                 self._put_back([p for p in batch if p.change.path in written])
                 raise
-            good = [p for p in batch if p.change.path not in embed_failures]
-            for p in batch:
-                if p.change.path in embed_failures:
-                    state = FileState(p.change.path, p.change.size, p.change.mtime_ns)
-                    failed.append((state, p.change.sha256, embed_failures[p.change.path], ""))
-            # A note that failed keeps its last good chunks, in the store as in the manifest.
-            self._put_back([p for p in batch if p.change.path in embed_failures.keys() & written])
-            self._write(good, vectors, computed, summary)
+            self._write(batch, published, summary)
         self._record_failures(summary, failed)
 
     def _put_back(self, batch: list[_Pending]) -> None:
@@ -716,6 +736,7 @@ class Indexer:
             left_out=left,
             quarantine_after=self.quarantine_after,
             done=[row[0] for row in rows] + [row[0] for row in left],
+            suspects=self._suspects,
         )
         for path, _, _, _, kind, reason in left:
             if was_left_out.get(path) == kind:
@@ -734,59 +755,6 @@ class Indexer:
                 log.warning("note failed", path=path, reason=reason)
             summary.failures.append({"path": path, "reason": reason})
         summary.notes_failed += len(rows)
-
-    def _vectors(
-        self,
-        batch: list[_Pending],
-        send: Callable[[str, np.ndarray], None],
-        embedding: Callable[[float], None] | None = None,
-    ) -> tuple[dict[str, np.ndarray], dict[str, str], set[str]]:
-        """Vectors for every chunk of the batch by text hash; embeds only what is not stored.
-        Each vector goes to `send` as soon as it is known."""
-        wanted = {c.hash for p in batch for c in p.chunks}
-        vectors = self.manifest.vectors(self.model_id, wanted)
-        for text_hash, vector in vectors.items():
-            send(text_hash, vector)
-        missing: dict[str, str] = {}
-        for p in batch:
-            for c in p.chunks:
-                if c.hash not in vectors:
-                    missing.setdefault(c.hash, c.embed_text)
-        failures: dict[str, str] = {}
-        computed_hashes: set[str] = set()
-        in_flight = frozenset(
-            path for p in batch for path in (p.change.path, p.change.old_path) if path
-        )
-
-        def embedded(hashes: list[str], rows: np.ndarray) -> None:
-            for text_hash, vector in zip(hashes, rows, strict=True):
-                vectors[text_hash] = vector
-                computed_hashes.add(text_hash)
-                send(text_hash, vector)
-
-        if missing:
-            hashes = list(missing.keys())
-            try:
-                self.faults.before_embed(list(missing.values()))
-                self.embedder.embed_documents(
-                    list(missing.values()),
-                    pause=lambda: self._pause(in_flight),
-                    progress=None if embedding is None else lambda n, of: embedding(n / of),
-                    ready=lambda at, rows: embedded([hashes[i] for i in at], rows),
-                )
-            except EmbedError:
-                # One bad note must not fail its neighbours: retry note by note.
-                for p in batch:
-                    texts = {c.hash: c.embed_text for c in p.chunks if c.hash not in vectors}
-                    if not texts:
-                        continue
-                    try:
-                        self.faults.before_embed(list(texts.values()))
-                        computed = self.embedder.embed_documents(list(texts.values()))
-                        embedded(list(texts.keys()), computed)
-                    except EmbedError as exc:
-                        failures[p.change.path] = str(exc)
-        return vectors, failures, computed_hashes
 
     def _records(self, p: _Pending) -> Iterator[tuple[Record, str]]:
         """The store's record of each chunk of a note, with the hash of its embedded text."""
@@ -810,15 +778,10 @@ class Indexer:
             )
             yield Record(c.id, p.change.path, c.text, metadata), c.hash
 
-    def _write(
-        self,
-        batch: list[_Pending],
-        vectors: dict[str, np.ndarray],
-        computed: set[str],
-        summary: Summary,
-    ) -> None:
-        """Finish the batch whose records the writer has stored: drop what its notes no
-        longer have, then move the manifest forward."""
+    def _write(self, batch: list[_Pending], published: set[str], summary: Summary) -> None:
+        """Finish the batch whose records with vectors the writer has stored: drop from the
+        store what its notes no longer have and what awaits new vectors, then move the
+        manifest forward."""
         if not batch:
             return
         stale: list[str] = []
@@ -827,16 +790,15 @@ class Indexer:
         for p in batch:
             change = p.change
             new_ids = {c.id for c in p.chunks}
-            stale.extend(i for i in p.old_ids if i not in new_ids)
+            # An id kept with new text awaits its vector: its old record must not answer.
+            stale.extend(i for i in p.old_ids if i not in published)
             if change.old_path:  # a move, even one whose content changed on the way
                 moved_from.append(change.old_path)
                 stale.extend(self.manifest.chunk_ids(change.old_path))
-            # INSERT OR IGNORE: vectors already stored cost nothing to offer again.
-            fresh = {c.hash: vectors[c.hash] for c in p.chunks}
             updates.append(
-                NoteUpdate(p.note, change.size, change.mtime_ns, change.sha256, p.chunks, fresh)
+                NoteUpdate(p.note, change.size, change.mtime_ns, change.sha256, p.chunks, {})
             )
-            summary.chunks_reused += sum(1 for c in p.chunks if c.hash not in computed)
+            summary.chunks_reused += sum(1 for c in p.chunks if c.id in published)
             if change.kind == "moved":
                 summary.notes_moved += 1
             else:
@@ -851,7 +813,150 @@ class Indexer:
             updates=updates,
             deleted=moved_from,
             done=[p.change.path for p in batch],
+            # A suspect stays one until the embedding phase has tried its chunks alone too.
+            suspects=self._suspects,
         )
+
+    # -- the embedding phase -------------------------------------------------------------------
+
+    def _embed_phase(
+        self, summary: Summary, report: Progress, paths: Iterable[str] | None = None
+    ) -> None:
+        """Embed the chunks awaiting vectors (only those of `paths` when given), the most
+        recently modified notes first, a batch at a time; crash suspects last, one at a time.
+
+        Progress counts tokens, which the model's time follows. A chunk edited while it
+        waits was chunked again by that edit's pass (served at a pause point) and is embedded
+        in its new form only: each batch is read from the manifest when it starts, and an
+        edit to a note of the batch in flight waits for the batch (`PausePoint`).
+        """
+        wanted = None if paths is None else sorted(set(paths))
+        if wanted is not None and not wanted:
+            return
+        totals = self.manifest.awaiting_totals(self.model_id, wanted)
+        if not totals.chunks:
+            return
+        suspects = set(self._suspects)
+        done = 0
+        report("embed", 0, totals.tokens)
+        unusable: set[str] = set()
+        while True:
+            chunks = self.manifest.awaiting(
+                self.model_id, self.batch_chunks, paths=wanted, exclude=suspects
+            )
+            if not chunks:
+                break
+            size = sum(c.tokens for c in chunks)
+
+            def share(part: float, done: int = done, size: int = size) -> None:
+                report("embed", min(totals.tokens, done + int(size * part)), totals.tokens)
+
+            if not self._embed_batch(chunks, summary, unusable, share):
+                break  # nothing came of it (cannot happen): never loop on the same batch
+            done = min(totals.tokens, done + size)
+            report("embed", done, totals.tokens)
+            self._pause(frozenset())
+        for path in sorted(suspects):
+            if wanted is not None and path not in wanted:
+                continue
+            chunks = self.manifest.awaiting(self.model_id, 1 << 30, paths=[path])
+            if chunks:
+                self._embed_batch(chunks, summary, unusable, None)
+                done = min(totals.tokens, done + sum(c.tokens for c in chunks))
+                report("embed", done, totals.tokens)
+            self._suspects.discard(path)
+            self._pause(frozenset())
+        if unusable:
+            # Their chunks were recorded before the manifest kept the context they were
+            # embedded with: chunk them again now, not at the next full pass.
+            self._reconcile_some(unusable, (), None)
+
+    def _embed_batch(
+        self,
+        chunks: list[StoredChunk],
+        summary: Summary,
+        unusable: set[str],
+        share: Callable[[float], None] | None,
+    ) -> bool:
+        """Embed one batch of awaiting chunks, publish them as their vectors come, then
+        record the vectors. False when the batch changed nothing (no vector, no failure)."""
+        known = self.manifest.known_subset({c.path for c in chunks}, [])
+        paths = sorted(known)
+        self.manifest.mark_in_flight_many(
+            [(p, known[p].size, known[p].mtime_ns, known[p].sha256) for p in paths]
+        )
+        rows = {p: self.manifest.note_row(p) or {} for p in paths}
+        texts: dict[str, str] = {}
+        waiting: dict[str, list[Record]] = {}
+        by_path: dict[str, dict[str, str]] = {}
+        for c in chunks:
+            text = c.embed_text
+            if c.path not in known or hashlib.sha256(text.encode()).hexdigest() != c.hash:
+                unusable.add(c.path)
+                continue
+            texts.setdefault(c.hash, text)
+            by_path.setdefault(c.path, {})[c.hash] = text
+            metadata = _stored_metadata(c, rows[c.path], self.model_id)
+            waiting.setdefault(c.hash, []).append(Record(c.id, c.path, c.text, metadata))
+        bad = sorted(unusable & known.keys())
+        if bad:
+            log.warning(
+                "chunks recorded without their context; reading these notes again", paths=bad
+            )
+            self.manifest.rechunk(bad)
+        computed: dict[str, np.ndarray] = {}
+
+        def embedded(hashes: list[str], vectors: np.ndarray) -> None:
+            for text_hash, vector in zip(hashes, vectors, strict=True):
+                computed[text_hash] = vector
+                for record in waiting.pop(text_hash, ()):
+                    self.writer.add(record, vector)
+
+        failures: dict[str, str] = {}
+        in_flight = frozenset(paths)
+        try:
+            if texts:
+                hashes = list(texts)
+                try:
+                    self.faults.before_embed(list(texts.values()))
+                    self.embedder.embed_documents(
+                        list(texts.values()),
+                        pause=lambda: self._pause(in_flight),
+                        progress=None if share is None else lambda n, of: share(n / of),
+                        ready=lambda at, rows: embedded([hashes[i] for i in at], rows),
+                    )
+                except EmbedError:
+                    # One bad note must not fail its neighbours: retry note by note.
+                    for path, mine in by_path.items():
+                        left = {h: t for h, t in mine.items() if h not in computed}
+                        if not left:
+                            continue
+                        try:
+                            self.faults.before_embed(list(left.values()))
+                            embedded(list(left), self.embedder.embed_documents(list(left.values())))
+                        except EmbedError as exc:
+                            failures[path] = str(exc)
+            self.writer.finish()
+        except BaseException:
+            self.writer.discard()
+            # Abandoned (a graceful stop, an error raised), not crashed: nothing is held
+            # against these notes. Records already in the store whose vectors are not recorded
+            # are dropped by the next pass (`sync_store`).
+            with contextlib.suppress(StoreError):
+                self.manifest.clear_in_flight(paths)
+            raise
+        # Only now, with the store holding the records, are the vectors recorded.
+        self.manifest.add_vectors(
+            self.model_id, computed, done=[p for p in paths if p not in failures]
+        )
+        self._record_failures(
+            summary,
+            [
+                (FileState(p, known[p].size, known[p].mtime_ns), known[p].sha256, reason, "")
+                for p, reason in sorted(failures.items())
+            ],
+        )
+        return bool(computed or failures or bad)
 
     # -- keeping Chroma in step with the manifest ----------------------------------------------
 
@@ -862,8 +967,9 @@ class Indexer:
         store write and the manifest commit, or a lost store, converges.
         """
         in_store = self.store.ids()
-        # Ids only: on a big vault reading every chunk's text was most of a restart.
-        expected = set(self.manifest.chunk_ids())
+        # Ids only: on a big vault reading every chunk's text was most of a restart. Chunks
+        # awaiting vectors are not expected: the embedding phase publishes them.
+        expected = set(self.manifest.embedded_ids(self.model_id))
         repaired = 0
         for ids in _slices(sorted(expected - in_store), 1000):
             repaired += self._restore(list(self.manifest.chunks_by_id(ids).values()))
@@ -876,12 +982,10 @@ class Indexer:
         return repaired
 
     def _restore(self, chunks: list[StoredChunk], mtimes: Mapping[str, int] | None = None) -> int:
+        """Publish these recorded chunks to the store with their stored vectors; a chunk
+        without one awaits the embedding phase. Returns how many were published."""
         vectors = self.manifest.vectors(self.model_id, [c.hash for c in chunks])
         ready = [c for c in chunks if c.hash in vectors]
-        lost = {c.path for c in chunks if c.hash not in vectors}
-        if lost:
-            # No vector to restore from (another model's manifest?): make the notes look new.
-            self.manifest.apply(self.model_id, deleted=sorted(lost))
         notes = {path: self.manifest.note_row(path) for path in {c.path for c in ready}}
         metadatas: list[Metadata] = []
         for c in ready:

@@ -109,6 +109,9 @@ def _check_model(manifest: Manifest, spec: ModelSpec) -> None:
             previous=recorded,
             model=spec.id,
         )
+        # Its tokenizer cuts other chunks: every note is chunked again (and stays searchable
+        # by its words meanwhile); a switch back finds its vectors by the same texts.
+        manifest.rechunk()
     if recorded != spec.id:
         manifest.set_meta(MODEL_META, spec.id)
     if dimensions != str(spec.dimensions):

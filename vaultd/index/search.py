@@ -271,7 +271,9 @@ class Searcher:
         return self._hits(groups)
 
     def _hits(self, groups: list[_Group]) -> list[Hit]:
-        tags_by_path = self.manifest.tags_of(sorted({g.best.path for g in groups}))
+        paths = sorted({g.best.path for g in groups})
+        tags_by_path = self.manifest.tags_of(paths)
+        awaiting = self.manifest.awaiting_paths(self.embedder.model_id, paths, any_status=True)
         hits: list[Hit] = []
         for group in groups:
             best = group.best
@@ -291,6 +293,7 @@ class Searcher:
                     text="\n\n".join(c.text for c in chunks),
                     tags=tags_by_path.get(best.path, ()),
                     parts=parts,
+                    indexed=best.path not in awaiting,
                 )
             )
         return hits

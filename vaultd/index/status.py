@@ -34,6 +34,7 @@ class Failure:
 @dataclass(frozen=True, slots=True)
 class IndexStatus:
     vault: str
+    #: Searchable notes: by their words at once, by their meaning once `embedded`.
     notes: int
     chunks: int
     failed: tuple[Failure, ...]
@@ -47,6 +48,11 @@ class IndexStatus:
     chroma: str
     #: What the vault is written in, as last measured (`vaultd.pipeline.languages`), if known.
     languages: dict[str, object] | None = None
+    #: Notes with every chunk's vector, and chunks awaiting theirs (the embedding phase).
+    embedded: int = 0
+    awaiting: int = 0
+    #: Note files found in the vault by the last full walk (None before one in this process).
+    found: int | None = None
 
     @property
     def troubled(self) -> bool:
@@ -58,6 +64,9 @@ class IndexStatus:
             "vault": self.vault,
             "notes": self.notes,
             "chunks": self.chunks,
+            **({"found": self.found} if self.found is not None else {}),
+            "embedded": self.embedded,
+            "awaiting": self.awaiting,
             "failed": [f.as_json() for f in self.failed],
             "quarantined": [q.as_json() for q in self.quarantined],
             "left_out": [e.as_json() for e in self.left_out],
@@ -69,11 +78,14 @@ class IndexStatus:
 
 def index_status(index: Index) -> IndexStatus:
     manifest = index.manifest
-    counts = manifest.counts()
+    counts = manifest.counts(index.embedder.model_id)
     return IndexStatus(
         vault=str(index.vault),
         notes=counts["notes"],
         chunks=counts["chunks"],
+        embedded=counts["embedded"],
+        awaiting=counts["awaiting"],
+        found=index.indexer.found,
         failed=tuple(Failure(p, r, a) for p, r, a in manifest.failed()),
         quarantined=tuple(manifest.quarantined()),
         left_out=tuple(manifest.left_out()),

@@ -133,6 +133,7 @@ def chunk_note(note: Note, counter: Counter, max_tokens: int = DEFAULT_MAX_TOKEN
                         embed_text=embed_text,
                         tokens=tokens,
                         hash=hashlib.sha256(embed_text.encode()).hexdigest(),
+                        context=context,
                     )
                 )
     return chunks

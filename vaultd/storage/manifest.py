@@ -24,7 +24,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +58,14 @@ class StoredChunk:
     end_line: int
     tokens: int
     text: str
+    #: The `title > section` line before `text` in what the model embeds ("" if written
+    #: before schema 8).
+    context: str = ""
+
+    @property
+    def embed_text(self) -> str:
+        """What the model embeds, as the chunker made it (`chunk_note`)."""
+        return f"{self.context}\n\n{self.text}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +279,54 @@ class Manifest:
                 out[h] = np.frombuffer(blob, dtype=np.float32)
         return out
 
+    # -- chunks awaiting vectors ---------------------------------------------------------------
+
+    def awaiting(
+        self,
+        model: str,
+        limit: int,
+        *,
+        paths: Iterable[str] | None = None,
+        exclude: Iterable[str] = (),
+    ) -> list[StoredChunk]:
+        """Chunks of indexed notes that `model` has no vector for, the most recently modified
+        notes first (at most `limit`; only of `paths` when given, none of `exclude`)."""
+        where, params = _awaiting_where(model, paths, exclude)
+        rows = self._query(
+            f"SELECT {', '.join('c.' + col for col in _CHUNK_COLUMNS.split(', '))} {where} "
+            "ORDER BY n.mtime_ns DESC, c.path, c.idx LIMIT ?",
+            [*params, limit],
+        )
+        return [_stored(r) for r in rows]
+
+    def awaiting_totals(self, model: str, paths: Iterable[str] | None = None) -> Awaiting:
+        """How much awaits vectors of `model`: chunks, their tokens and their notes."""
+        where, params = _awaiting_where(model, paths, ())
+        chunks, tokens, notes = self._query(
+            f"SELECT COUNT(*), COALESCE(SUM(c.tokens), 0), COUNT(DISTINCT c.path) {where}",
+            params,
+        )[0]
+        return Awaiting(chunks, tokens, notes)
+
+    def awaiting_paths(
+        self, model: str, paths: Iterable[str], *, any_status: bool = False
+    ) -> set[str]:
+        """Those of `paths` with a chunk awaiting vectors of `model`: not fully indexed yet;
+        with `any_status`, failed and quarantined notes' chunks without vectors count too."""
+        out: set[str] = set()
+        for batch in _batches(sorted(set(paths)), 500):
+            where, params = _awaiting_where(model, batch, (), any_status=any_status)
+            out.update(r[0] for r in self._query(f"SELECT DISTINCT c.path {where}", params))
+        return out
+
+    def embedded_ids(self, model: str) -> list[str]:
+        """Ids of the chunks `model` has vectors for: what the store should hold."""
+        rows = self._query(
+            "SELECT c.id FROM chunks c JOIN vectors v ON v.model = ? AND v.hash = c.hash",
+            (model,),
+        )
+        return [r[0] for r in rows]
+
     def failed(self) -> list[tuple[str, str, int]]:
         return quarantine.failed(self._query)
 
@@ -280,10 +336,20 @@ class Manifest:
     def left_out(self) -> list[LeftOut]:
         return quarantine.left_out(self._query)
 
-    def counts(self) -> dict[str, int]:
+    def counts(self, model: str | None = None) -> dict[str, int]:
+        """Notes by status and chunks; with `model`, also what awaits its vectors: chunks
+        ("awaiting") and notes not fully indexed ("notes" less "embedded")."""
         by_status = dict(self._query("SELECT status, COUNT(*) FROM notes GROUP BY status"))
         chunks = self._query("SELECT COUNT(*) FROM chunks")[0][0]
+        extra: dict[str, int] = {}
+        if model is not None:
+            awaiting = self.awaiting_totals(model)
+            extra = {
+                "embedded": by_status.get("ok", 0) - awaiting.notes,
+                "awaiting": awaiting.chunks,
+            }
         return {
+            **extra,
             "notes": by_status.get("ok", 0),
             "failed": by_status.get("failed", 0),
             "quarantined": by_status.get("quarantined", 0),
@@ -311,6 +377,7 @@ class Manifest:
         left_out: Sequence[tuple[str, int, int, str, str, str]] = (),
         quarantine_after: int = 0,
         done: Iterable[str] = (),
+        suspects: Collection[str] = (),
     ) -> list[str]:
         """Record one batch of outcomes atomically; return the notes quarantined by it.
 
@@ -320,7 +387,8 @@ class Manifest:
         content. `left_out` is (path, size, mtime_ns, sha256, kind, reason) for files that are
         no note vaultd can index; they keep their last good chunks too (a path also in
         `deleted` loses them first). `done` are notes no longer in flight, and no longer
-        suspects: each was recorded one way or another without killing the process.
+        suspects: each was recorded one way or another without killing the process; except
+        those also in `suspects`, still to be tried alone by a later stage.
         """
         now = time.time()
         quarantined: list[str] = []
@@ -347,10 +415,42 @@ class Manifest:
                 self._write_note(db, model, update, now)
             finished = [(p,) for p in done]
             db.executemany("DELETE FROM in_flight WHERE path = ?", finished)
-            db.executemany("DELETE FROM suspects WHERE path = ?", finished)
+            db.executemany(
+                "DELETE FROM suspects WHERE path = ?", [f for f in finished if f[0] not in suspects]
+            )
         return quarantined
 
     # -- notes in hand, and what a crash leaves behind -----------------------------------------
+
+    def add_vectors(
+        self, model: str, vectors: Mapping[str, np.ndarray], done: Iterable[str] = ()
+    ) -> None:
+        """Record vectors of `model` by text hash; `done` as for `apply`."""
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT OR IGNORE INTO vectors(model, hash, vector) VALUES (?, ?, ?)",
+                [(model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()],
+            )
+            finished = [(p,) for p in done]
+            db.executemany("DELETE FROM in_flight WHERE path = ?", finished)
+            db.executemany("DELETE FROM suspects WHERE path = ?", finished)
+
+    def rechunk(self, paths: Iterable[str] | None = None) -> int:
+        """Make these indexed notes (all, with None) look changed, so that the next pass reads
+        and chunks them again: after a switch of model, whose tokenizer cuts other chunks, or
+        for chunks whose embedded text cannot be made again from what is stored. They stay
+        searchable by their words meanwhile."""
+        with self._transaction() as db:
+            if paths is None:
+                cursor = db.execute(
+                    "UPDATE notes SET sha256 = '', mtime_ns = 0 WHERE status = 'ok'"
+                )
+                return int(cursor.rowcount)
+            rows = [(p,) for p in paths]
+            db.executemany(
+                "UPDATE notes SET sha256 = '', mtime_ns = 0 WHERE path = ? AND status = 'ok'", rows
+            )
+            return len(rows)
 
     def mark_in_flight(self, path: str, size: int, mtime_ns: int, sha256: str) -> None:
         """Note that `path` is about to be parsed and embedded (cleared by `apply(done=...)`).
@@ -358,11 +458,16 @@ class Manifest:
         Committed without an fsync: the row must outlive a crash of this process, not of the
         machine, and a page in the OS cache does. It costs one small write per note.
         """
+        self.mark_in_flight_many([(path, size, mtime_ns, sha256)])
+
+    def mark_in_flight_many(self, notes: Sequence[tuple[str, int, int, str]]) -> None:
+        """`mark_in_flight` for each (path, size, mtime_ns, sha256), in one commit."""
+        now = time.time()
         with self._unsynced_transaction() as db:
-            db.execute(
+            db.executemany(
                 "INSERT OR REPLACE INTO in_flight(path, size, mtime_ns, sha256, since) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (path, size, mtime_ns, sha256, time.time()),
+                [(*note, now) for note in notes],
             )
 
     def clear_in_flight(self, paths: Iterable[str]) -> None:
@@ -423,7 +528,8 @@ class Manifest:
         db.execute("DELETE FROM chunks WHERE path = ?", (note.path,))
         db.executemany(
             "INSERT INTO chunks(id, path, idx, hash, title, section, headings, start_line, "
-            "end_line, tokens, text, aliases) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "end_line, tokens, text, aliases, context) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     c.id,
@@ -438,6 +544,7 @@ class Manifest:
                     c.tokens,
                     c.text,
                     "\n".join(note.aliases),
+                    c.context,
                 )
                 for c in u.chunks
             ],
@@ -452,16 +559,24 @@ class Manifest:
             "INSERT INTO note_tags(tag, path) VALUES (?, ?)",
             [(t, note.path) for t in sorted(tag_ancestors(note.tags))],
         )
+        # Failures on this content still count: its vectors (the embedding phase's) may fail
+        # again, and enough failures quarantine it.
+        before = db.execute(
+            "SELECT attempts FROM notes "
+            "WHERE path = ? AND sha256 = ? AND status IN ('ok', 'failed')",
+            (note.path, u.sha256),
+        ).fetchone()
         db.execute(
             "INSERT OR REPLACE INTO notes(path, size, mtime_ns, sha256, status, error, attempts, "
             "title, aliases, tags, links, frontmatter, indexed_at) "
-            "VALUES (?, ?, ?, ?, 'ok', ?, 0, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, 'ok', ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 note.path,
                 u.size,
                 u.mtime_ns,
                 u.sha256,
                 "; ".join(note.errors) or None,
+                before[0] if before else 0,
                 note.title,
                 json.dumps(list(note.aliases), ensure_ascii=False),
                 json.dumps(list(note.tags), ensure_ascii=False),
@@ -583,7 +698,48 @@ class Manifest:
         return [r[0] for r in self._query(sql + " ORDER BY path", params)]
 
 
-_CHUNK_COLUMNS = "id, path, idx, hash, title, section, headings, start_line, end_line, tokens, text"
+_CHUNK_COLUMNS = (
+    "id, path, idx, hash, title, section, headings, start_line, end_line, tokens, text, context"
+)
+
+
+#: More notes than this named at once (a checkout of another branch) select every chunk
+#: awaiting: their list would pass SQLite's limit on parameters.
+_MAX_PATHS = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class Awaiting:
+    """What awaits vectors: chunks, their tokens, and the notes they belong to."""
+
+    chunks: int
+    tokens: int
+    notes: int
+
+
+def _awaiting_where(
+    model: str, paths: Iterable[str] | None, exclude: Iterable[str], *, any_status: bool = False
+) -> tuple[str, list[Any]]:
+    """FROM and WHERE of the chunks awaiting vectors of `model`, with their parameters.
+
+    A chunk awaits while no vector of the model is stored for its text. Only notes recorded as
+    indexed count ('ok', and not marked for chunking again by `rechunk`): a failed note keeps
+    its chunks searchable by their words and is retried when it changes.
+    """
+    sql = (
+        "FROM chunks c JOIN notes n ON n.path = c.path WHERE "
+        + ("" if any_status else "n.status = 'ok' AND n.sha256 != '' AND ")
+        + "NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ? AND v.hash = c.hash)"
+    )
+    params: list[Any] = [model]
+    if paths is not None and len(wanted := sorted(set(paths))) <= _MAX_PATHS:
+        sql += f" AND c.path IN ({','.join('?' * len(wanted))})" if wanted else " AND 0"
+        params += wanted
+    left = sorted(set(exclude))
+    if left:
+        sql += f" AND c.path NOT IN ({','.join('?' * len(left))})"
+        params += left
+    return sql, params
 
 
 def _known(row: Sequence[Any]) -> KnownNote:
@@ -606,6 +762,7 @@ def _stored(row: Sequence[Any]) -> StoredChunk:
         end_line=row[8],
         tokens=row[9],
         text=row[10],
+        context=row[11],
     )
 
 

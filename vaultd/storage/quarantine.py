@@ -74,7 +74,9 @@ def attempt(db: sqlite3.Connection, path: str, sha256: str) -> int:
     row = db.execute(
         "SELECT sha256, status, attempts FROM notes WHERE path = ?", (path,)
     ).fetchone()
-    if row is None or row[0] != sha256 or row[1] in ("ok", "left_out"):
+    # An 'ok' note may carry attempts: the keyword phase recorded content that failed
+    # before, and its vectors are failing again.
+    if row is None or row[0] != sha256 or row[1] == "left_out":
         return 1
     return int(row[2]) + 1
 

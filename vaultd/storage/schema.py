@@ -22,7 +22,7 @@ from vaultd.query import UNSPACED_RANGES, cjk_terms
 #: translates sqlite3's errors): how the modules above this one read without a connection.
 Query = Callable[[str, Sequence[Any]], list[Any]]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 _UNSPACED_GLOB = "*[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in UNSPACED_RANGES) + "]*"
 _FTS_COLUMNS = "title, aliases, section, text"
@@ -112,7 +112,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     end_line INTEGER NOT NULL,
     tokens INTEGER NOT NULL,
     text TEXT NOT NULL,
-    aliases TEXT NOT NULL DEFAULT ''  -- the note's aliases, one a line, for the keyword index
+    aliases TEXT NOT NULL DEFAULT '',  -- the note's aliases, one a line, for the keyword index
+    context TEXT NOT NULL DEFAULT ''   -- the `title > section` line the model sees before text
 );
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path, idx);
 CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(hash);
@@ -197,7 +198,8 @@ def create_or_migrate(db: sqlite3.Connection, path: Path) -> None:
         # Schema 4 added the in_flight table (and the 'quarantined' status), schema 5
         # the suspects table and the notes' left_out column (and the 'left_out'
         # status), schema 6 the notes' crashes column, schema 7 the pairs index in place of
-        # the trigrams: the migration adds what is missing and touches nothing else.
+        # the trigrams, schema 8 the chunks' context column: the migration adds what is
+        # missing and touches nothing else.
         _run(
             db,
             f"BEGIN IMMEDIATE;\n{_added_columns(db)}{_SCHEMA}"
@@ -224,9 +226,18 @@ def _keep_pairs_current(db: sqlite3.Connection) -> None:
 
 
 def _added_columns(db: sqlite3.Connection) -> str:
-    """The statements an older notes table needs: schema 5's left_out, schema 6's crashes."""
+    """The statements older tables need: schema 5's left_out, schema 6's crashes, schema 8's
+    context.
+
+    Chunks written before schema 8 get an empty context. Each already has its vector (until
+    then a chunk was recorded only with one), so the context is needed only if the vector is
+    lost; the embedding phase then finds the text's hash does not match and reads the note
+    again (`Indexer._embed_batch`).
+    """
     columns = {r[1] for r in db.execute("PRAGMA table_info(notes)")}
     script = "" if "left_out" in columns else "ALTER TABLE notes ADD COLUMN left_out TEXT;\n"
+    if "context" not in {r[1] for r in db.execute("PRAGMA table_info(chunks)")}:
+        script += "ALTER TABLE chunks ADD COLUMN context TEXT NOT NULL DEFAULT '';\n"
     if "crashes" not in columns:
         # Before schema 6 the count lived only in the reason ("crashed the indexer 3 times"):
         # read it out once, here; CAST takes the leading digits.
