@@ -1,5 +1,10 @@
 """How far a long pass has come and how long the rest will take, from measured throughput.
 
+A pass has a "hash" phase (notes read to compare), an "index" phase (the keyword phase: notes
+parsed, chunked and committed, counted in bytes of text, below) and an "embed" phase (chunks
+awaiting vectors, counted in their tokens, which the model's time follows; each batch's share
+moves with its embedding runs).
+
 The indexer counts its "index" phase in bytes of text: each note's bytes less its comments
 (`<!-- -->` and Obsidian's `%% %%`), which never reach the model. The figure is taken from the
 bytes the pass reads to hash each note anyway, before anything is parsed, and the model's work
@@ -11,9 +16,9 @@ copied folder, a move) counts a tenth of its bytes: its texts are embedded alrea
 left (parsing, chunking, writing its records) costs about that. On a generated 50,000-note
 vault whose later four-fifths are copies, plain bytes of text put the time left at nearly three
 times the real one at 18% done, this at 1.7 times: copies whose bytes differ from their
-original still count in full. A note counts as done once its batch is written, plus the share
-of its batch's embedding runs already done, so the figure moves every second or so, not once a
-batch.
+original still count in full. (Those figures were measured when one phase did both; the
+weights still follow the reading and chunking, and the copies' share is what parsing a copy
+costs.) A note counts as done once its batch is written.
 
 The time left is the text left at the rate of the phase so far (not a recent window: batches
 of long and short notes alternate). The first seconds give no estimate, nor does a phase with

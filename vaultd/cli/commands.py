@@ -379,8 +379,11 @@ def search(
     for rank, h in enumerate(hits, 1):
         place = f"{h.path}:{h.start_line}-{h.end_line}"
         section = f" › {h.section}" if h.section else ""
+        # During a first index a note is found by its words before its vectors are in.
+        pending = "" if h.indexed else "  [words only: vectors pending]"
         click.echo(
-            click.style(f"{rank}. {place}", bold=True) + f"  {h.title}{section}  ({h.score:.4f})"
+            click.style(f"{rank}. {place}", bold=True)
+            + f"  {h.title}{section}  ({h.score:.4f}){pending}"
         )
         if explain:
             from vaultd.query import explain_line
