@@ -100,7 +100,7 @@ def test_an_assistant_lists_the_tools_searches_and_reads(daemon: RunningDaemon) 
         }
 
     got = call(daemon, steps)
-    assert set(got["tools"]) == {"search", "read_note", "links"}
+    assert set(got["tools"]) == {"search", "read_note", "links", "related"}
     schema = got["tools"]["search"].input_schema
     assert {"query", "k", "mode", "tags", "path_prefix"} <= set(schema["properties"])
     assert schema["required"] == ["query"]
@@ -128,6 +128,31 @@ def test_links_lists_outgoing_links(daemon: RunningDaemon) -> None:
     got = call(daemon, steps)
     assert [link["target"] for link in got["links"]] == ["Kelp forest"]
     assert got["title"] == "Otter"
+
+
+def test_related_names_the_nearest_notes_and_the_passages_that_tie_them(
+    daemon: RunningDaemon,
+) -> None:
+    async def steps(session: ClientSession) -> Any:
+        near = payload(await session.call_tool("related", {"path": "Kelp forest.md", "k": 2}))
+        unlinked = payload(
+            await session.call_tool(
+                "related", {"path": "Kelp forest.md", "k": 2, "exclude_linked": True}
+            )
+        )
+        missing = await session.call_tool("related", {"path": "Nowhere.md"})
+        private = await session.call_tool("related", {"path": "Private/Diary.md"})
+        return near, unlinked, missing, private
+
+    near, unlinked, missing, private = call(daemon, steps)
+    first = near["related"][0]
+    # The otter note links the kelp forest; the garden is about something else.
+    assert first["path"] == "Animals/Otter.md" and first["linked"] is True
+    assert {"start_line", "end_line", "text"} <= set(first["target"])
+    assert first["source"]["text"].startswith("Underwater forests")
+    assert [r["path"] for r in unlinked["related"]] == ["Garden.md"]
+    assert missing.is_error and "no indexed note" in missing.content[0].text
+    assert private.is_error  # excluded notes have no neighbours, nor are they any
 
 
 def test_without_a_daemon_the_bridge_says_so(tmp_path: Path) -> None:

@@ -387,6 +387,7 @@ def test_openapi_describes_every_route(setup: Setup) -> None:
         "/v1/status",
         "/v1/search",
         "/v1/notes/{path}",
+        "/v1/notes/{path}/related",
         "/v1/reindex",
         "/openapi.json",
     }

@@ -189,3 +189,15 @@ class NotReadyError(VaultdError):
     """Raised when the daemon is asked for what it cannot do until it has started."""
 
     exit_code = 75  # EX_TEMPFAIL: the same request succeeds a moment later
+
+
+class VectorsPendingError(NotReadyError):
+    """Raised when what is asked needs a note's vectors and they are not in yet (the first
+    index embeds the most recently modified notes first; the note's words are searchable)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(
+            f"{path} awaits its vectors (the first index embeds the newest notes first); "
+            "ask again in a moment, or search it by its words meanwhile"
+        )

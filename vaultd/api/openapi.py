@@ -28,6 +28,46 @@ _ERROR = {
     },
 }
 
+_PASSAGE = {
+    "type": "object",
+    "required": ["start_line", "end_line", "section", "text"],
+    "properties": {
+        "start_line": {"type": "integer", "minimum": 1},
+        "end_line": {"type": "integer", "minimum": 1},
+        "section": {"type": "string"},
+        "text": {"type": "string"},
+    },
+}
+
+_RELATED = {
+    "type": "object",
+    "required": ["path", "related"],
+    "properties": {
+        "path": {"type": "string"},
+        "related": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["path", "title", "score", "similarity", "linked", "source", "target"],
+                "properties": {
+                    "path": {"type": "string"},
+                    "title": {"type": "string"},
+                    "score": {"type": "number"},
+                    "similarity": {"type": "number", "description": "the best pair's cosine"},
+                    "linked": {"type": "boolean"},
+                    "source": _PASSAGE,
+                    "target": _PASSAGE,
+                },
+            },
+        },
+    },
+}
+
+
+def _query_param(name: str, kind: str, description: str) -> dict[str, Any]:
+    return {"name": name, "in": "query", "schema": {"type": kind}, "description": description}
+
+
 _HIT = {
     "type": "object",
     "required": ["path", "title", "section", "start_line", "end_line", "score", "text", "tags"],
@@ -467,6 +507,38 @@ def schema() -> dict[str, Any]:
                     ],
                     "responses": {
                         "200": _json(_NOTE, "The note"),
+                        **_errors(404, *_FRAMING),
+                    },
+                }
+            },
+            "/v1/notes/{path}/related": {
+                "get": {
+                    "summary": "The notes nearest this one by meaning, from the stored vectors",
+                    "description": "Each related note comes with its score, whether the two "
+                    "are linked already, and the pair of passages that ties them. 503 "
+                    "not_ready while the note awaits its vectors.",
+                    "parameters": [
+                        {
+                            "name": "path",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string"},
+                            "description": "The vault-relative path, URL-encoded",
+                        },
+                        _query_param("k", "integer", "how many (default 10)"),
+                        _query_param("how", "string", "fused (default), passages or centroid"),
+                        _query_param(
+                            "exclude_linked", "boolean", "leave out notes linked either way"
+                        ),
+                        _query_param("start_line", "integer", "only the passages from this line"),
+                        _query_param("end_line", "integer", "only the passages to this line"),
+                        _query_param("tag", "string", "related notes with this tag (repeatable)"),
+                        _query_param("tag_any", "string", "with any of these tags (repeatable)"),
+                        _query_param("path_prefix", "string", "under this folder"),
+                        _query_param("modified_since", "string", "modified since (ISO date)"),
+                    ],
+                    "responses": {
+                        "200": _json(_RELATED, "Related notes, nearest first"),
                         **_errors(404, *_FRAMING),
                     },
                 }

@@ -69,6 +69,7 @@ _HTTP_1 = re.compile(r"HTTP/0*1\.[0-9]+")
 #: digits ("+5", "5 ", "5_0", "٥"), which another parser in front of us may read differently.
 _LENGTH = re.compile(r"[0-9]+")
 NOTES_PREFIX = "/v1/notes/"
+RELATED_SUFFIX = "/related"
 
 
 def _safe_directory(directory: Path) -> None:
@@ -435,11 +436,15 @@ class Api:
         url = urlsplit(target)
         path = url.path
         query = parse_qs(url.query)
-        if path.startswith(NOTES_PREFIX):
-            note = unquote(path[len(NOTES_PREFIX) :])
+        if path.startswith(NOTES_PREFIX) and path.endswith(RELATED_SUFFIX):
+            # A note's path ends in .md, never in /related: no note is shadowed.
+            note = unquote(path[len(NOTES_PREFIX) : -len(RELATED_SUFFIX)])
             methods: dict[str, Callable[[bytes], tuple[HTTPStatus, Any]]] | None = {
-                "GET": lambda _: self.note(note, query)
+                "GET": lambda _: self.related(note, query)
             }
+        elif path.startswith(NOTES_PREFIX):
+            note = unquote(path[len(NOTES_PREFIX) :])
+            methods = {"GET": lambda _: self.note(note, query)}
         elif path == "/v1/export":
             methods = {"GET": lambda _: self.export(query)}
         else:
@@ -524,6 +529,45 @@ class Api:
         if _flag(query, "text"):
             body.update(_note_text(self.service, path, query))
         return HTTPStatus.OK, body
+
+    def related(self, name: str, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
+        """`GET /v1/notes/{path}/related`: k, how, exclude_linked, start_line and end_line, and
+        the search filters (tag, tag_any, path_prefix, modified_since) as query parameters."""
+        if not name:
+            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"name a note: {NOTES_PREFIX}PATH")
+        path = _vault_path("the note path", name)
+        given = (query.get("k") or ["10"])[-1]
+        k = int(given) if given.isdigit() else 0
+        if not 1 <= k <= MAX_K:
+            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"k must be 1 to {MAX_K}")
+        start, end = _line_number(query, "start_line"), _line_number(query, "end_line")
+        lines = None if start is None and end is None else (start or 1, end or 1 << 31)
+        filters = _search_filters(
+            {
+                "tags": query.get("tag", []),
+                "tags_any": query.get("tag_any", []),
+                "path_prefix": (query.get("path_prefix") or [""])[-1],
+                **(
+                    {"modified_since": query["modified_since"][-1]}
+                    if "modified_since" in query
+                    else {}
+                ),
+            }
+        )
+        try:
+            found = self.service.related(
+                path,
+                k=k,
+                lines=lines,
+                exclude_linked=_flag(query, "exclude_linked"),
+                filters=filters,
+                how=(query.get("how") or ["fused"])[-1],
+            )
+        except QueryError as exc:
+            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", str(exc)) from None
+        if found is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no indexed note {path!r}")
+        return HTTPStatus.OK, {"path": path, "related": found}
 
     def reindex(self, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
         given = _field(body, "paths", list, default=[])

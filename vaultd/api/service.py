@@ -43,6 +43,20 @@ class Service(Protocol):
         """An indexed note as the API shows it (None: not indexed)."""
         ...
 
+    def related(
+        self,
+        path: str,
+        *,
+        k: int,
+        lines: tuple[int, int] | None,
+        exclude_linked: bool,
+        filters: Filters,
+        how: str,
+    ) -> list[dict[str, Any]] | None:
+        """The notes nearest `path` by meaning, as JSON (None: no such indexed note). Raises
+        QueryError for a range with no passage, VectorsPendingError before its vectors."""
+        ...
+
     def read_note(self, path: str) -> bytes:
         """The note's bytes on disk now, read as the indexer reads them."""
         ...

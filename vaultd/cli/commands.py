@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable
 from functools import wraps
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 import click
@@ -244,6 +244,131 @@ def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | No
         click.echo(f"  left out: {entry['path']}: {entry['reason']}", err=True)
     for failure in s.failures:
         click.echo(f"  failed: {failure['path']}: {failure['reason']}", err=True)
+
+
+@main.command()
+@click.argument("note")
+@click.option(
+    "-k", "k", type=click.IntRange(1, 100), default=10, show_default=True, help="How many notes."
+)
+@click.option(
+    "--how",
+    type=click.Choice(["fused", "passages", "centroid"]),
+    default="fused",
+    show_default=True,
+    help="By the note's passages, by the mean of them, or both fused (docs/search.md).",
+)
+@click.option(
+    "--exclude-linked", is_flag=True, help="Leave out notes it links to or that link to it."
+)
+@click.option(
+    "--lines",
+    metavar="A-B",
+    help="Only the note's passages in these lines (a passage of a long note).",
+)
+@click.option("--tag", "tags", multiple=True, metavar="TAG", help="Only notes with this tag.")
+@click.option("--path", "path_prefix", default="", metavar="PREFIX", help="Only under a folder.")
+@click.option("--since", metavar="WHEN", help="Only notes changed since this date or time.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"path": ..., "related": [...]}.')
+@_config_option
+@_vault_option
+@_handle_errors
+def related(
+    note: str,
+    k: int,
+    how: str,
+    exclude_linked: bool,
+    lines: str | None,
+    tags: tuple[str, ...],
+    path_prefix: str,
+    since: str | None,
+    as_json: bool,
+    config_file: Path | None,
+    vault: Path | None,
+) -> None:
+    """The notes most related to NOTE by meaning, from the stored vectors.
+
+    NOTE is a vault path ("Folder/Note.md") or the path of the note's file. Each related note
+    is shown with the pair of passages that ties the two; a note linked already (either way)
+    is marked. Nothing is embedded: the answer is as fresh as the index.
+    """
+    from urllib.parse import quote, urlencode
+
+    from vaultd.errors import QueryError
+    from vaultd.query import Filters
+
+    config = _load(config_file, vault)
+    path = _note_in_vault(note, config.require_vault())
+    span: tuple[int, int] | None = None
+    if lines:
+        first, _, last = lines.partition("-")
+        if not (first.isdigit() and last.isdigit() and 1 <= int(first) <= int(last)):
+            raise QueryError(f"--lines takes A-B (line numbers, A <= B), not {lines!r}")
+        span = (int(first), int(last))
+    filters = Filters.build(tags, (), path_prefix, (), since)
+    client = _daemon(config)
+    if client is not None:
+        params: list[tuple[str, str]] = [("k", str(k)), ("how", how)]
+        params += [("exclude_linked", "1")] if exclude_linked else []
+        params += [("start_line", str(span[0])), ("end_line", str(span[1]))] if span else []
+        params += [("tag", t) for t in tags]
+        params += [("path_prefix", path_prefix)] if path_prefix else []
+        params += [("modified_since", since)] if since else []
+        target = f"/v1/notes/{quote(path)}/related?{urlencode(params)}"
+        found = client.request("GET", target)["related"]
+    else:
+        from vaultd.index.open import open_index
+        from vaultd.index.related import checked_how
+
+        with open_index(config, create=False) as idx:
+            if idx.manifest.note_row(path) is None:
+                raise QueryError(f"{path} is not an indexed note (see `vaultd status`)")
+            found = [
+                r.as_json()
+                for r in idx.related.related(
+                    path,
+                    k,
+                    lines=span,
+                    exclude_linked=exclude_linked,
+                    allowed=idx.searcher.select(filters),
+                    how=checked_how(how),
+                )
+            ]
+    if as_json:
+        click.echo(json.dumps({"path": path, "related": found}, ensure_ascii=False))
+        return
+    if not found:
+        click.echo("no related notes")
+    for rank, r in enumerate(found, 1):
+        linked = "  [linked]" if r["linked"] else ""
+        click.echo(
+            click.style(f"{rank}. {r['path']}", bold=True)
+            + f"  {r['title']}  ({r['similarity']:.3f}){linked}"
+        )
+        source, target_passage = r["source"], r["target"]
+        click.echo(
+            f"   lines {source['start_line']}-{source['end_line']} here ~ "
+            f"lines {target_passage['start_line']}-{target_passage['end_line']} there: "
+            + _snippet(target_passage["text"], 160)
+        )
+
+
+def _note_in_vault(note: str, vault: Path) -> str:
+    """A vault path for NOTE, given as one or as the path of a file inside the vault."""
+    from vaultd.errors import QueryError
+
+    given = Path(note)
+    if given.is_file():
+        try:
+            return given.resolve().relative_to(vault.resolve()).as_posix()
+        except ValueError:
+            raise QueryError(f"{note} is not inside the vault {vault}") from None
+    return PurePosixPath(note.replace("\\", "/")).as_posix()
+
+
+def _snippet(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat[:width] + "…" if len(flat) > width else flat
 
 
 @main.command()

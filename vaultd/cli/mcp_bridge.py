@@ -22,7 +22,8 @@ from vaultd.vaultpath import vault_path
 INSTRUCTIONS = (
     "Tools over the user's Obsidian vault, kept indexed by the vaultd daemon. Use `search` to "
     "find passages (each hit has a note path and a 1-based line range), `read_note` to read a "
-    "whole note or just those lines, and `links` to follow a note's links and backlinks."
+    "whole note or just those lines, `links` to follow a note's links and backlinks, and "
+    "`related` for the notes nearest a note by meaning (linked or not)."
 )
 
 #: What a search hit tells the assistant (the chunk id and score parts are vaultd's business).
@@ -82,6 +83,15 @@ class Bridge:
             "text": note["text"],
         }
 
+    def related(self, path: str, k: int, exclude_linked: bool) -> dict[str, Any]:
+        try:
+            name = vault_path(path)
+        except VaultPathError as exc:
+            raise _tool_error(str(exc)) from exc
+        params = urlencode({"k": k, **({"exclude_linked": "1"} if exclude_linked else {})})
+        found = self._request("GET", f"/v1/notes/{quote(name)}/related?{params}")
+        return {"path": name, "related": found["related"]}
+
     def links(self, path: str) -> dict[str, Any]:
         note = self.note(path)
         return {
@@ -139,6 +149,19 @@ def build_server(client: Client) -> Any:
     ) -> dict[str, Any]:
         """A note's outgoing links (wiki-links and embeds) and the notes that link to it."""
         return bridge.links(path)
+
+    @server.tool()
+    def related(
+        path: Annotated[str, Field(description="The note's path in the vault, e.g. 'a/b.md'.")],
+        k: Annotated[int, Field(ge=1, le=100, description="How many notes.")] = 10,
+        exclude_linked: Annotated[
+            bool, Field(description="Leave out notes it links to or that link to it.")
+        ] = False,
+    ) -> dict[str, Any]:
+        """The notes most related to a note by meaning, nearest first: each with its
+        similarity, whether the two are linked already, and the pair of passages (line ranges
+        and text) that ties them."""
+        return bridge.related(path, k, exclude_linked)
 
     return server
 

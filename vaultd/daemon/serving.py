@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from vaultd.errors import NotReadyError
 from vaultd.index.export import export_records
 from vaultd.index.notes import note_view
+from vaultd.index.related import checked_how
 
 if TYPE_CHECKING:
     from vaultd.daemon.state import State
@@ -62,6 +63,28 @@ class DaemonService:
 
     def note(self, path: str) -> dict[str, Any] | None:
         return note_view(self.index.manifest, path)
+
+    def related(
+        self,
+        path: str,
+        *,
+        k: int,
+        lines: tuple[int, int] | None,
+        exclude_linked: bool,
+        filters: Filters,
+        how: str,
+    ) -> list[dict[str, Any]] | None:
+        if self.index.manifest.note_row(path) is None:
+            return None
+        found = self.index.related.related(
+            path,
+            k,
+            lines=lines,
+            exclude_linked=exclude_linked,
+            allowed=self.index.searcher.select(filters),
+            how=checked_how(how),
+        )
+        return [r.as_json() for r in found]
 
     def read_note(self, path: str) -> bytes:
         data, _ = self.index.indexer.discovery.read_note(path)

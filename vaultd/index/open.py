@@ -44,6 +44,7 @@ from vaultd.errors import NotIndexedError, StoreError, StoreMismatchError
 from vaultd.faults import Faults
 from vaultd.index.indexer import BATCH_CHUNKS, Indexer
 from vaultd.index.models import LANGUAGES_META, MODEL_META, choose, sample
+from vaultd.index.related import RelatedNotes
 from vaultd.index.search import Searcher
 from vaultd.layout import CHROMA, MANIFEST, tighten
 from vaultd.pipeline.discover import Discovery, IgnoreRules
@@ -77,6 +78,7 @@ class Index:
     embedder: Embedder
     indexer: Indexer
     searcher: Searcher
+    related: RelatedNotes
 
 
 def _check_owner(manifest: Manifest, vault: Path) -> None:
@@ -303,4 +305,5 @@ def open_index(
             embedder=embedder,
             indexer=indexer,
             searcher=Searcher(manifest, store, embedder, config.search),
+            related=RelatedNotes(manifest, store, spec.id),
         )

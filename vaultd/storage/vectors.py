@@ -526,6 +526,28 @@ class VectorStore:
         distances = got["distances"][0] if got.get("distances") else []
         return [(i, 1.0 - float(d)) for i, d in zip(ids, distances, strict=False)]
 
+    def query_many(
+        self, vectors: np.ndarray, k: int, where: Mapping[str, Any] | None = None
+    ) -> list[list[tuple[str, float]]]:
+        """`query` for each row of `vectors`, in one call."""
+        if k <= 0 or not len(vectors):
+            return [[] for _ in range(len(vectors))]
+        got = self._call(
+            "query the collection",
+            lambda c: c.query(
+                query_embeddings=[np.asarray(v, dtype=np.float32) for v in vectors],
+                n_results=k,
+                where=dict(where) if where else None,
+                include=["distances"],
+            ),
+        )
+        ids = got["ids"] or []
+        distances = got.get("distances") or []
+        return [
+            [(i, 1.0 - float(d)) for i, d in zip(row_ids, row_d, strict=False)]
+            for row_ids, row_d in zip(ids, distances, strict=False)
+        ]
+
     # -- upkeep --------------------------------------------------------------------------------
 
     def drop_retired(self) -> list[str]:

@@ -1,0 +1,216 @@
+"""Related notes on a real index: the stored vectors, Chroma's neighbours, the link graph; the
+socket API and the CLI; and freshness on a running daemon."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from click.testing import CliRunner
+
+from tests.daemon import running
+from vaultd.api.server import Api
+from vaultd.cli.commands import main
+from vaultd.config import load_config
+from vaultd.daemon.serving import DaemonService
+from vaultd.daemon.state import State
+from vaultd.errors import ApiError, QueryError, VectorsPendingError
+from vaultd.index.open import Index, open_index
+from vaultd.query import Filters
+
+NOTES = {
+    "Sea/Otters.md": "---\ntags: [animals]\n---\n# Otters\n\nSea otters float on their backs "
+    "and crack urchins on their bellies with stones.\n\n## Sleep\n\nThey hold paws while "
+    "sleeping so the current does not part them.\n\nSee [[Kelp]].\n",
+    "Sea/Kelp.md": "# Kelp\n\nGiant kelp forests shelter fish, urchins and the otters that "
+    "eat them; where otters vanish, urchins strip the kelp.\n",
+    "Sea/Whales.md": "---\ntags: [animals]\n---\n# Whales\n\nHumpback whales sing long songs "
+    "and migrate between feeding and breeding waters in the ocean.\n",
+    "Home/Bread.md": "# Bread\n\nA sourdough loaf needs a lively starter, a long cold proof "
+    "and a very hot oven.\n",
+    "Home/Pizza.md": "# Pizza\n\nNeapolitan pizza dough is flour, water, salt and yeast, "
+    "proofed slowly and baked in a blazing oven.\n\n## Sauce\n\nCrushed tomatoes, salt, basil.\n",
+    "Work/Taxes.md": "# Taxes\n\nFile the quarterly estimate before the fifteenth and keep "
+    "every receipt for deductions.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
+    root = tmp_path_factory.mktemp("related")
+    vault = root / "vault"
+    for path, text in NOTES.items():
+        (vault / path).parent.mkdir(parents=True, exist_ok=True)
+        (vault / path).write_text(text, encoding="utf-8")
+    config = root / "c.toml"
+    config.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{root / "data"}"\n[log]\nlevel = "error"\n',
+        encoding="utf-8",
+    )
+    with open_index(load_config(config, env={}), env={}) as opened:
+        opened.indexer.reconcile()
+        yield opened
+
+
+def paths(found: Any) -> list[str]:
+    return [r.path for r in found]
+
+
+@pytest.mark.parametrize("how", ["fused", "passages", "centroid"])
+def test_the_nearest_notes_by_meaning_come_first(index: Index, how: str) -> None:
+    assert paths(index.related.related("Home/Bread.md", 1, how=how)) == ["Home/Pizza.md"]
+    found = index.related.related("Sea/Otters.md", 5, how=how)
+    assert paths(found)[0] == "Sea/Kelp.md" and "Sea/Otters.md" not in paths(found)
+    assert set(paths(found)) <= set(NOTES) and len(found) == 5
+
+
+def test_each_result_has_the_pair_of_passages_that_ties_them(index: Index) -> None:
+    [kelp] = index.related.related("Sea/Otters.md", 1)
+    assert kelp.linked is True  # Otters links [[Kelp]]
+    assert 0 < kelp.similarity <= 1 and kelp.score > 0
+    assert kelp.source.text in NOTES["Sea/Otters.md"] and kelp.source.start_line >= 1
+    assert kelp.target.text.startswith("Giant kelp") and kelp.title == "Kelp"
+    # Either way: the kelp note is linked from the otters, so the otters are linked to it.
+    assert index.related.related("Sea/Kelp.md", 1)[0].linked is True
+
+
+def test_linked_notes_can_be_left_out_and_the_filters_hold(index: Index) -> None:
+    unlinked = index.related.related("Sea/Otters.md", 5, exclude_linked=True)
+    assert "Sea/Kelp.md" not in paths(unlinked)
+    animals = index.searcher.select(Filters.build(tags=["animals"]))
+    assert paths(index.related.related("Sea/Kelp.md", 5, allowed=animals)) == [
+        "Sea/Otters.md",
+        "Sea/Whales.md",
+    ]
+    home = index.searcher.select(Filters.build(path_prefix="Home"))
+    assert set(paths(index.related.related("Work/Taxes.md", 5, allowed=home))) == {
+        "Home/Bread.md",
+        "Home/Pizza.md",
+    }
+
+
+def test_a_passage_of_a_note_by_its_lines(index: Index) -> None:
+    # Line 7 of the pizza note is its sauce; lines 1-4 its dough, nearest the bread.
+    sauce = index.related.related("Home/Pizza.md", 5, lines=(5, 7))
+    assert sauce and all(r.source.start_line == 7 for r in sauce)
+    dough = index.related.related("Home/Pizza.md", 1, lines=(1, 4))
+    assert paths(dough) == ["Home/Bread.md"] and dough[0].source.end_line <= 4
+    with pytest.raises(QueryError, match="no indexed passage in lines 40-50"):
+        index.related.related("Home/Pizza.md", 3, lines=(40, 50))
+    with pytest.raises(QueryError, match="not an indexed note"):
+        index.related.related("Nowhere.md", 3)
+
+
+def api(index: Index, target: str) -> tuple[HTTPStatus, Any]:
+    return Api(DaemonService(index, State(), lambda: None, dict)).handle("GET", target, b"")
+
+
+def test_the_socket_route_and_its_checks(index: Index) -> None:
+    status, body = api(index, f"/v1/notes/{quote('Sea/Otters.md')}/related?k=2&exclude_linked=1")
+    assert status == HTTPStatus.OK and body["path"] == "Sea/Otters.md"
+    assert len(body["related"]) == 2 and "Sea/Kelp.md" not in [r["path"] for r in body["related"]]
+    assert set(body["related"][0]) == {
+        "path",
+        "title",
+        "score",
+        "similarity",
+        "linked",
+        "source",
+        "target",
+    }
+    status, body = api(index, "/v1/notes/Sea/Kelp.md/related?tag=animals&how=passages")
+    assert [r["path"] for r in body["related"]] == ["Sea/Otters.md", "Sea/Whales.md"]
+    for target, code in (
+        ("/v1/notes/Nowhere.md/related", HTTPStatus.NOT_FOUND),
+        ("/v1/notes/Sea/Kelp.md/related?k=0", HTTPStatus.BAD_REQUEST),
+        ("/v1/notes/Sea/Kelp.md/related?how=telepathy", HTTPStatus.BAD_REQUEST),
+        ("/v1/notes/Sea/Kelp.md/related?start_line=30&end_line=40", HTTPStatus.BAD_REQUEST),
+        ("/v1/notes/..%2Fescape.md/related", HTTPStatus.BAD_REQUEST),
+    ):
+        with pytest.raises(ApiError) as raised:
+            api(index, target)
+        assert raised.value.status == code, target
+    # The note itself is still served at its own route.
+    assert api(index, "/v1/notes/Sea/Kelp.md")[1]["title"] == "Kelp"
+
+
+def test_the_cli_without_a_daemon(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    for path in ("Home/Bread.md", "Home/Pizza.md", "Sea/Otters.md", "Sea/Kelp.md"):
+        (vault / path).parent.mkdir(parents=True, exist_ok=True)
+        (vault / path).write_text(NOTES[path], encoding="utf-8")
+    toml = tmp_path / "c.toml"
+    toml.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n'
+        '[log]\nlevel = "error"\n',
+        encoding="utf-8",
+    )
+    runner = CliRunner()
+    assert runner.invoke(main, ["index", "-q", "--config", str(toml)]).exit_code == 0
+    out = runner.invoke(
+        main, ["related", "Home/Bread.md", "-k", "1", "--json", "--config", str(toml)]
+    )
+    assert out.exit_code == 0, out.output
+    assert [r["path"] for r in json.loads(out.output)["related"]] == ["Home/Pizza.md"]
+    # The note's file path works too; linked notes are marked.
+    text = runner.invoke(main, ["related", str(vault / "Sea/Otters.md"), "--config", str(toml)])
+    assert text.exit_code == 0, text.output
+    assert "1. Sea/Kelp.md" in text.output and "[linked]" in text.output
+    bad = runner.invoke(main, ["related", "Home/Bread.md", "--lines", "9-2", "--config", str(toml)])
+    assert bad.exit_code == QueryError.exit_code and "A-B" in bad.output
+    missing = runner.invoke(main, ["related", "Nowhere.md", "--config", str(toml)])
+    assert missing.exit_code == QueryError.exit_code and "not an indexed note" in missing.output
+
+
+def test_a_note_awaiting_its_vectors_says_so(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for name in ("a.md", "b.md"):
+        (vault / name).write_text(f"# {name}\n\nWords of {name} about rivers.\n", encoding="utf-8")
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n', encoding="utf-8"
+    )
+
+    class Stop(Exception):
+        pass
+
+    def stop_before_embedding(phase: str, done: int, total: int) -> None:
+        if phase == "embed":
+            raise Stop
+
+    with open_index(load_config(config, env={}), env={}) as opened:
+        with pytest.raises(Stop):
+            opened.indexer.reconcile(stop_before_embedding)
+        with pytest.raises(VectorsPendingError, match="awaits its vectors"):
+            opened.related.related("a.md", 3)
+        opened.indexer.reconcile()
+        assert paths(opened.related.related("a.md", 3)) == ["b.md"]
+
+
+@pytest.mark.slow
+def test_a_saved_note_is_related_by_its_new_text_as_soon_as_it_is_searchable(
+    tmp_path: Path,
+) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for path, text in NOTES.items():
+        (vault / path).parent.mkdir(parents=True, exist_ok=True)
+        (vault / path).write_text(text, encoding="utf-8")
+    with running(vault, tmp_path) as daemon:
+        (vault / "Work" / "Taxes.md").write_text(
+            "# Taxes\n\nNow about baking: rye bread with a sour starter and a hot oven.\n",
+            encoding="utf-8",
+        )
+        # The usual save-to-search wait: until the note is indexed, vectors included.
+        daemon.search("rye", k=1, wait_for="Work/Taxes.md")
+        found = daemon.request("GET", "/v1/notes/Home/Bread.md/related?k=2")["related"]
+        assert "Work/Taxes.md" in [r["path"] for r in found]
+        mine = daemon.request("GET", "/v1/notes/Work/Taxes.md/related?k=1")["related"]
+        assert mine[0]["path"] in ("Home/Bread.md", "Home/Pizza.md")
+        assert "rye bread" in mine[0]["source"]["text"]
