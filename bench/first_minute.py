@@ -17,8 +17,8 @@ is spawned cold and, over its socket and its manifest (read-only), the benchmark
 With `--baseline TREE` (a checkout of an earlier vaultd, e.g. a `git worktree` of the commit
 before the two phases), the same is measured with that tree's code first, on its own copy and
 data, in the same run: step 3's ratio is the cost of the two phases. Measure that ratio with
-`--no-probe`: the probes search until they succeed, a load on the run that finds notes late. Prints one JSON object;
-docs/benchmarks.md records a run.
+`--no-probe`: the probes search until they succeed, a load on the run that finds notes late.
+Prints one JSON object; docs/benchmarks.md records a run.
 """
 
 from __future__ import annotations
