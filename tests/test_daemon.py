@@ -316,6 +316,7 @@ def kill_in_phase(
     in_hand = rng.randint(1, 30)
     delay = rng.uniform(0.0, 1.0)
     deadline = time.monotonic() + PATIENCE
+    counts = None
     while process.poll() is None and time.monotonic() < deadline:
         counts = manifest_counts(manifest)
         if counts is not None:
