@@ -165,7 +165,12 @@ def one_run(
     wanted = phrases(vault, args.found, args.seed)
     recent = sorted(mtimes, key=lambda p: -mtimes[p])[: args.recent]
     socket = short_socket_dir() / "vaultd.sock"
-    config = write_config(root / "vaultd.toml", vault, root / "data", socket, debounce="300ms")
+    # The shipped pacing, as a user has it: bulk work yields to other programs' load (and
+    # must not take the parser's worker processes for such).
+    pacing = f"\n[embedding]\nyield_above = {args.yield_above}\n"
+    config = write_config(
+        root / "vaultd.toml", vault, root / "data", socket, debounce="300ms", extra=pacing
+    )
     env = {"PYTHONPATH": str(tree)} if tree is not None else {}
     # `python -m` puts the working directory first on sys.path: run the tree's own code there.
     here = Path.cwd()
@@ -199,8 +204,10 @@ def one_run(
                 at = time.monotonic() - spawned
                 for path in vectors_in(root / "data" / "vaultd.db", recent):
                     vectored.setdefault(path, at)
+            if args.found_only and len(found) == len(wanted):
+                break
             watch.ready.wait(max(0.0, args.probe_every - (time.monotonic() - burst)))
-        while True:  # the rest of the first index
+        while not args.found_only:  # the rest of the first index
             try:
                 daemon.wait_idle(timeout=60)
                 break
@@ -208,7 +215,7 @@ def one_run(
                 if time.monotonic() - spawned > 4 * 3600:
                     raise
         total = time.monotonic() - spawned
-        status = daemon.request("GET", "/v1/status")
+        status = daemon.request("GET", "/v1/status") if not args.found_only else {}
     finally:
         watch.stop.set()
         daemon.stop(signal.SIGTERM, timeout=120)
@@ -246,6 +253,14 @@ def main() -> int:
     parser.add_argument("--limit", type=float, default=7200, help="seconds to poll at most")
     parser.add_argument(
         "--probe-every", type=float, default=5.0, help="seconds between two bursts of probes"
+    )
+    parser.add_argument(
+        "--yield-above", type=float, default=0.5, help="[embedding] yield_above (the default)"
+    )
+    parser.add_argument(
+        "--found-only",
+        action="store_true",
+        help="stop once every phrase is found: step 1 alone (no step 2 or 3)",
     )
     parser.add_argument(
         "--no-probe",

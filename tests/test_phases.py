@@ -148,6 +148,47 @@ def test_a_note_edited_during_the_keyword_phase_is_embedded_in_its_new_form(
         converged(index, vault, tmp_path)
 
 
+def test_a_note_read_ahead_for_the_parsers_and_edited_is_embedded_in_its_new_form(
+    tmp_path: Path, embedded_texts: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With worker processes parsing, notes are read ahead of the batch being committed: at a
+    pause they are in hand, and an edit of one waits (as the daemon's worker holds it) until
+    its stale form is written, then replaces it before it is embedded."""
+    vault = tmp_path / "vault"
+    write_notes(vault, 8)
+    monkeypatch.setattr(indexer_module, "BATCH_NOTES", 2)
+    waiting: set[str] = set()
+    edited: list[str] = []
+    serving: list[bool] = []
+    with open_for(tmp_path, vault) as index:
+        index.indexer.pool_above = 1
+
+        def pause(in_flight: frozenset[str]) -> None:
+            if serving:
+                return  # the pass serving an edit pauses too; the daemon serves none there
+            if not edited and index.manifest.counts()["notes"]:
+                # One note committed (awaiting its vectors), one read ahead and in hand.
+                written = sorted(p.name for p in vault.glob("*.md") if p.name not in in_flight)
+                edited.extend([written[0], sorted(in_flight)[-1]])
+                for name in edited:
+                    (vault / name).write_text(f"# Edited {name}\n\nNew words: cormorant.\n")
+                waiting.update(edited)
+            ready = waiting - in_flight
+            if ready:
+                waiting.difference_update(ready)
+                serving.append(True)
+                index.indexer.reconcile_paths(sorted(ready))
+                serving.clear()
+
+        index.indexer.reconcile(pause=pause)
+        assert edited and not waiting
+        stale = [f"lighthouse{int(name[1:3])}" for name in edited]
+        assert not [t for t in embedded_texts if any(word in t for word in stale)]
+        hits = index.searcher.search("cormorant", k=5, mode="keyword")
+        assert {h.path for h in hits} == set(edited)
+        converged(index, vault, tmp_path)
+
+
 def test_a_note_edited_during_the_embedding_phase_is_never_embedded_stale(
     tmp_path: Path, embedded_texts: list[str]
 ) -> None:

@@ -294,13 +294,16 @@ def test_notes_in_flight_at_a_kill_9_are_not_reported_as_failed(
         with sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True) as db:
             return [r[0] for r in db.execute(f"SELECT path FROM {table} ORDER BY path")]
 
-    assert rows("in_flight") == first  # several notes in hand when it died
+    # Several notes in hand when it died: those read before the marker's, and (a pass this
+    # big parses in worker processes) the rest of their group, marked in flight together.
+    held = rows("in_flight")
+    assert set(first) <= set(held) and len(held) < len(first + rest), held
 
     daemon = start(config, socket, log, wait_ready=False)
     daemons.append(daemon)
     # The suspects are tried last, one at a time: while the rest of the vault is indexed,
     # they wait, and are no failures meanwhile.
-    wait_until(lambda: rows("suspects") == first, "the notes in hand are suspects")
+    wait_until(lambda: rows("suspects") == held, "the notes in hand are suspects")
     seen_waiting = False
     while not seen_waiting or rows("suspects"):
         waiting = bool(rows("suspects"))
@@ -319,7 +322,7 @@ def test_notes_in_flight_at_a_kill_9_are_not_reported_as_failed(
     assert "the last run died while indexing these notes" in daemon.log_text()
     assert events(daemon, "note failed") == []
     assert rows("suspects") == [] and rows("in_flight") == []
-    for name in first:
+    for name in held:
         indexed = daemon.request("GET", f"/v1/notes/{name}")
         assert indexed["status"] == "ok" and indexed["chunks"], indexed
     assert daemon.stop() == 0

@@ -1,3 +1,5 @@
 from vaultd.cli.commands import main
 
-main()
+# Guarded: a spawned worker process may import this module (see vaultd.index.parsers).
+if __name__ == "__main__":
+    main()

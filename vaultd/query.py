@@ -421,6 +421,8 @@ def fts_query(query: str) -> str:
 
 def _fold(text: str) -> str:
     """Case and accents folded, every run of non-word characters one space."""
+    if text.isascii():  # most text; the per-character pass below is what costs
+        return " " + " ".join(_WORD.findall(text.lower())) + " "
     decomposed = unicodedata.normalize("NFKD", text.casefold())
     bare = "".join(c for c in decomposed if not unicodedata.combining(c))
     return " " + " ".join(_WORD.findall(bare)) + " "

@@ -36,7 +36,8 @@ MIN_WINDOW = 1.0
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
 
 
-def _own_cpu() -> float:
+def process_cpu() -> float:
+    """CPU seconds this process has used (not its live child processes')."""
     times = os.times()
     return times.user + times.system
 
@@ -67,7 +68,7 @@ class CpuMeter:
         stat: Path = Path("/proc/stat"),
         *,
         clock: Callable[[], float] = time.monotonic,
-        own_cpu: Callable[[], float] = _own_cpu,
+        own_cpu: Callable[[], float] = process_cpu,
     ) -> None:
         self._stat = stat
         self._clock = clock

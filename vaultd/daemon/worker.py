@@ -11,7 +11,7 @@ import time
 
 import structlog
 
-from vaultd.daemon.governor import Governor
+from vaultd.daemon.governor import CpuMeter, Governor, process_cpu
 from vaultd.daemon.memory import trim_heap
 from vaultd.daemon.state import State
 from vaultd.errors import VaultdError
@@ -59,7 +59,9 @@ class Worker(threading.Thread):
         #: Where the full pass in hand has come; status reports it with the time left.
         self.progress = Tracker()
         embedding = index.config.embedding
-        self.governor = Governor(embedding.cpu_budget, embedding.yield_above)
+        # The parser's worker processes are this daemon's load, not other programs'.
+        meter = CpuMeter(own_cpu=lambda: process_cpu() + index.indexer.helper_cpu)
+        self.governor = Governor(embedding.cpu_budget, embedding.yield_above, meter=meter)
         self._bulk = False
         #: Seconds unused after which the store's index and the model are closed (0: never).
         self.unload_after = index.config.schedule.unload_seconds

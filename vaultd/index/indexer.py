@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -45,11 +46,11 @@ from vaultd.embedding.embedder import Embedder
 from vaultd.embedding.tokens import TokenCounter
 from vaultd.errors import EmbedError, LeftOutError, NoteError, NoteUnavailableError, StoreError
 from vaultd.faults import Faults
+from vaultd.index.parsers import POOL_ABOVE, Parsed, ParserPool, parse_and_chunk
 from vaultd.index.writer import Record, Writer
-from vaultd.pipeline.chunk import chunk_id, chunk_note
-from vaultd.pipeline.detect import classify, keep_unreadable, scan
+from vaultd.pipeline.chunk import chunk_id
+from vaultd.pipeline.detect import Scan, classify, keep_unreadable, scan
 from vaultd.pipeline.discover import Discovery
-from vaultd.pipeline.parse import parse_note
 from vaultd.progress import text_weight
 from vaultd.records import Change, Chunk, FileState, KnownNote, Note
 from vaultd.storage.manifest import Manifest, NoteUpdate, StoredChunk, tag_ancestors
@@ -75,6 +76,10 @@ BATCH_NOTES = 1024
 #: The keyword phase commits this many chunks at a time: nothing is embedded there, so a
 #: batch is a second or two of parsing, and fewer commits cost less.
 KEYWORD_BATCH_CHUNKS = 4096
+#: Bytes of notes kept from the hashing for the parser in one pass (more are read again).
+KEEP_READ_BYTES = 64 << 20
+#: Notes marked in flight in one commit when a pool parses (in process, one at a time).
+MARK_GROUP = 32
 #: The longest stretch of hashing without a call to `between_batches`.
 PAUSE_EVERY = 0.25
 
@@ -131,6 +136,23 @@ class _Pending:
     note: Note
     chunks: list[Chunk]
     old_ids: list[str]
+
+
+@dataclass(slots=True)
+class _Loaded:
+    """A note's bytes as read for parsing, with the stat they were read under; or why they
+    could not be read."""
+
+    change: Change
+    data: bytes = b""
+    size: int = 0
+    mtime_ns: int = 0
+    sha256: str = ""
+    failure: _Failed | None = None
+
+    @property
+    def job(self) -> tuple[str, bytes] | None:
+        return None if self.failure is not None else (self.change.path, self.data)
 
 
 def sha256_file(data: bytes) -> str:
@@ -207,6 +229,8 @@ class Indexer:
         batch_chunks: int = BATCH_CHUNKS,
         faults: Faults | None = None,
         after_full_pass: Callable[[], None] | None = None,
+        parsers: Callable[[], ParserPool] | None = None,
+        pool_above: int = POOL_ABOVE,
     ) -> None:
         self.root = root
         self.discovery = discovery
@@ -237,6 +261,12 @@ class Indexer:
         self._suspects: set[str] = set()
         self._retry: set[str] = set()
         self._retry_lock = threading.Lock()
+        #: Starts worker processes that parse and chunk, for a pass with `pool_above` notes
+        #: or more to read (None: always in this process).
+        self._parsers = parsers
+        self.pool_above = pool_above
+        self._pool: ParserPool | None = None
+        self._pools_cpu = 0.0
 
     @property
     def model_id(self) -> str:
@@ -398,16 +428,65 @@ class Indexer:
         summary.skipped = [{"path": p, "reason": r} for p, r in self.discovery.skipped]
         self._too_big(too_big, known, summary)
 
+        with self._parser_pool(len(result.candidates)) as pool:
+            written = self._keyword_phase(result, known, summary, report, pool)
+        summary.keyword_seconds = time.perf_counter() - started
+        self._embed_phase(summary, report, None if embed is None else {*written, *embed})
+
+        summary.chunks_embedded = self.embedder.embedded - embedded_before
+        summary.notes_read = self.reads - reads_before
+        summary.seconds = time.perf_counter() - started
+        counted = (summary.notes_changed, summary.notes_moved, summary.notes_touched)
+        if any(counted) or summary.notes_deleted or summary.notes_failed:
+            lists = ("failures", "left_out", "skipped")
+            log.info("reconciled", **{k: v for k, v in summary.as_dict().items() if k not in lists})
+
+    @contextlib.contextmanager
+    def _parser_pool(self, notes: int) -> Iterator[ParserPool | None]:
+        """Worker processes to parse `notes` notes, if that many are worth them. Started
+        before the hashing, so that the workers load meanwhile."""
+        if self._parsers is None or notes < self.pool_above or self._pool is not None:
+            yield None
+            return
+        with self._parsers() as pool:
+            self._pool = pool
+            try:
+                yield pool
+            finally:
+                self._pool = None
+                self._pools_cpu += pool.cpu_seconds
+
+    @property
+    def helper_cpu(self) -> float:
+        """CPU seconds the parser's worker processes have used, for the daemon's pacing."""
+        return self._pools_cpu + (self._pool.cpu_seconds if self._pool is not None else 0.0)
+
+    def _keyword_phase(
+        self,
+        result: Scan,
+        known: Mapping[str, KnownNote],
+        summary: Summary,
+        report: Progress,
+        pool: ParserPool | None,
+    ) -> list[str]:
+        """Hash the candidates, classify them and apply the changes; the notes written."""
         hashed: list[tuple[FileState, str]] = []
         unreadable: list[_Failed] = []
         weights: dict[str, int] = {}
         contents = {k.sha256 for k in known.values() if k.ok}
+        # The bytes hashed, kept up to a bound for the parser: a first index reads each note
+        # once, not twice.
+        kept: dict[str, tuple[bytes, int, int]] = {}
+        room = KEEP_READ_BYTES
         for done, state in enumerate(result.candidates, 1):
             try:
                 data, size, mtime_ns = self._read(state.path)
                 sha256 = sha256_file(data)
                 # The walk's stat can be older than these bytes: keep the one they were read under.
                 hashed.append((FileState(state.path, size, mtime_ns), sha256))
+                if len(data) <= room:
+                    kept[state.path] = (data, size, mtime_ns)
+                    room -= len(data)
                 weights[state.path] = text_weight(data, copy=sha256 in contents)
                 contents.add(sha256)
             except LeftOutError as exc:
@@ -416,16 +495,7 @@ class Indexer:
             self._pause(frozenset(), throttle=True)
         changes = classify(known, hashed, result.gone)
         self._record_failures(summary, unreadable)
-        written = self.apply(changes, summary, report, weights)
-        summary.keyword_seconds = time.perf_counter() - started
-        self._embed_phase(summary, report, None if embed is None else {*written, *embed})
-
-        summary.chunks_embedded = self.embedder.embedded - embedded_before
-        summary.notes_read = self.reads - reads_before
-        summary.seconds = time.perf_counter() - started
-        if changes or summary.notes_failed:
-            lists = ("failures", "left_out", "skipped")
-            log.info("reconciled", **{k: v for k, v in summary.as_dict().items() if k not in lists})
+        return self.apply(changes, summary, report, weights, pool=pool, read=kept)
 
     def _too_big(
         self,
@@ -477,10 +547,15 @@ class Indexer:
         summary: Summary,
         report: Progress,
         weights: Mapping[str, int] | None = None,
+        *,
+        pool: ParserPool | None = None,
+        read: dict[str, tuple[bytes, int, int]] | None = None,
     ) -> list[str]:
         """The keyword phase: carry out `changes`, committing each note's chunks (their
         vectors are the embedding phase's); return the notes written. `weights` are the notes'
-        shares of the work for progress (their sizes where missing)."""
+        shares of the work for progress (their sizes where missing); `pool` parses in worker
+        processes; `read` holds notes read since the scan (bytes, size, mtime_ns), taken
+        instead of reading them again."""
         touched = [(c.path, c.size, c.mtime_ns) for c in changes if c.kind == "touched"]
         for start in range(0, len(touched), BATCH_NOTES):
             stats = touched[start : start + BATCH_NOTES]
@@ -513,28 +588,33 @@ class Indexer:
         written: list[str] = []
         batch: list[_Pending] = []
         failed: list[_Failed] = []
+        # Notes read ahead for the pool and not yet written: in hand at a pause point.
+        ahead: set[str] = set()
         batch_chunks = 0
         marked: list[str] = []
         # Sources of moves whose new path could not be read (moved or deleted again since the
         # scan): no later event names them, so nothing else would ever delete them.
         left: list[str] = []
         try:
-            for change in content:
-                self._mark(change, marked)
-                pending = self._prepare(change, failed)
+            for change, outcome in self._prepared(content, marked, pool, read or {}, ahead):
                 batch_bytes += weight(change)
-                if pending is None and change.kind == "moved" and change.old_path:
-                    left.append(change.old_path)
-                if pending is not None:
-                    batch.append(pending)
-                    batch_chunks += len(pending.chunks)
-                    written.append(pending.note.path)
+                if isinstance(outcome, _Pending):
+                    batch.append(outcome)
+                    batch_chunks += len(outcome.chunks)
+                    written.append(outcome.note.path)
+                else:
+                    failed.append(outcome)
+                    if change.kind == "moved" and change.old_path:
+                        left.append(change.old_path)
                 if batch_chunks >= KEYWORD_BATCH_CHUNKS or len(batch) >= BATCH_NOTES:
                     self._flush(batch, failed, summary)
+                    ahead.difference_update(p.change.path for p in batch)
+                    ahead.difference_update(s.path for s, *_ in failed)
                     batch, failed, batch_chunks = [], [], 0
                     done, batch_bytes = done + batch_bytes, 0
                     report("index", done, total)
-                    self._pause(frozenset())
+                    # The notes read ahead for the pool are in hand: an edit of one waits.
+                    self._pause(frozenset(ahead))
             self._flush(batch, failed, summary)
             done, batch_bytes = done + batch_bytes, 0
             report("index", done, total)
@@ -553,6 +633,79 @@ class Indexer:
                 self.manifest.clear_in_flight(marked)
             raise
         return written
+
+    def _prepared(
+        self,
+        content: Sequence[Change],
+        marked: list[str],
+        pool: ParserPool | None,
+        read: dict[str, tuple[bytes, int, int]],
+        ahead: set[str],
+    ) -> Iterator[tuple[Change, _Pending | _Failed]]:
+        """Each change with its note parsed and chunked, or why it could not be; in order.
+
+        With a pool, notes are marked in flight a group at a time, read and handed to the
+        workers ahead of the one whose result comes next; `ahead` gets the path of each note
+        read (the caller takes them out as it writes them).
+        """
+        if pool is None:
+            for change in content:
+                self._mark(change, marked)
+                yield change, self._prepare(change, read.pop(change.path, None))
+            return
+
+        def loaded() -> Iterator[_Loaded]:
+            for start in range(0, len(content), MARK_GROUP):
+                group = content[start : start + MARK_GROUP]
+                self.manifest.mark_in_flight_many(
+                    [(c.path, c.size, c.mtime_ns, c.sha256) for c in group]
+                )
+                marked.extend(c.path for c in group)
+                for change in group:
+                    ahead.add(change.path)
+                    yield self._load(change, read.pop(change.path, None))
+
+        for item, parsed in pool.parse_all(loaded(), lambda item: item.job):
+            yield item.change, self._parsed(item, parsed)
+
+    def _load(self, change: Change, read: tuple[bytes, int, int] | None = None) -> _Loaded:
+        """The note's bytes for parsing, with the stat they were read under and their hash
+        (`read`: as read since the scan, which a write since then leaves older than the file,
+        so that the next pass reads it again)."""
+        state = FileState(change.path, change.size, change.mtime_ns)
+        sha256 = change.sha256
+        if read is not None and not self._unchanged_since(change.path, read[1], read[2]):
+            read = None
+        try:
+            data, size, mtime_ns = read or self._read(change.path)
+            sha256 = sha256_file(data)
+            self.faults.before_parse(data)
+        except LeftOutError as exc:
+            return _Loaded(change, failure=(state, sha256, exc.reason, exc.kind))
+        except NoteError as exc:
+            return _Loaded(change, failure=(state, sha256, str(exc), ""))
+        return _Loaded(change, data, size, mtime_ns, sha256)
+
+    def _unchanged_since(self, path: str, size: int, mtime_ns: int) -> bool:
+        """Whether the note's file still has this stat: then bytes read under it are what it
+        holds. Anything else (a save, a swap for a symlink, a path that needs `locate`) is read
+        again, safely."""
+        try:
+            st = os.stat(self.root / path, follow_symlinks=self.discovery.rules.follow_symlinks)
+        except (OSError, ValueError):
+            return False
+        return (st.st_size, st.st_mtime_ns) == (size, mtime_ns)
+
+    def _prepare(
+        self, change: Change, read: tuple[bytes, int, int] | None = None
+    ) -> _Pending | _Failed:
+        """The note of `change` read (unless given), parsed and chunked in this process."""
+        item = self._load(change, read)
+        if item.failure is not None:
+            return item.failure
+        limits = {"max_bytes": self.max_bytes, "max_tokens": self.max_tokens}
+        parsed = parse_and_chunk(change.path, item.data, self.counter, **limits)
+        return self._parsed(item, parsed)
 
     def _forget(self, paths: Sequence[str], summary: Summary) -> None:
         """Delete these notes, but not one recreated since the scan (a backlog overtaken by a
@@ -585,12 +738,13 @@ class Indexer:
         """
         written: list[str] = []
         for change in suspects:
-            failed: list[_Failed] = []
             self._mark(change, marked)
-            pending = self._prepare(change, failed)
-            self._flush([pending] if pending is not None else [], failed, summary)
-            if pending is not None:
-                written.append(pending.note.path)
+            outcome = self._prepare(change)
+            if isinstance(outcome, _Pending):
+                self._flush([outcome], [], summary)
+                written.append(outcome.note.path)
+            else:
+                self._flush([], [outcome], summary)
             # Still a suspect: the embedding phase tries its chunks alone too.
             self._pause(frozenset())
             report(change)
@@ -605,27 +759,19 @@ class Indexer:
         self._last_pause = now
         self._between_batches(in_flight)
 
-    def _prepare(self, change: Change, failed: list[_Failed]) -> _Pending | None:
-        state = FileState(change.path, change.size, change.mtime_ns)
-        sha256 = change.sha256
-        try:
-            data, size, mtime_ns = self._read(change.path)
-            sha256 = sha256_file(data)
-            self.faults.before_parse(data)
-            note = parse_note(change.path, data, max_bytes=self.max_bytes)
-            chunks = chunk_note(note, self.counter, self.max_tokens)
-        except LeftOutError as exc:
-            failed.append((state, sha256, exc.reason, exc.kind))
-            return None
-        except NoteError as exc:
-            failed.append((state, sha256, str(exc), ""))
-            return None
-        except Exception as exc:
-            # A parser or chunker bug met on one odd note must not stop the pass: the note
-            # fails alone, and is quarantined if it keeps failing.
-            log.exception("the parser failed on a note", path=change.path)
-            failed.append((state, sha256, f"the parser failed: {type(exc).__name__}: {exc}", ""))
-            return None
+    def _parsed(self, item: _Loaded, parsed: Parsed | None) -> _Pending | _Failed:
+        """What the parser made of a note read for it: its chunks to write, or a failure."""
+        change = item.change
+        if item.failure is not None:
+            return item.failure
+        assert parsed is not None, "a note read is parsed"
+        if parsed.reason or parsed.note is None:
+            if parsed.trace:
+                log.error("the parser failed on a note", path=change.path, trace=parsed.trace)
+            state = FileState(change.path, change.size, change.mtime_ns)
+            return (state, item.sha256, parsed.reason, parsed.kind)
+        note, chunks = parsed.note, list(parsed.chunks)
+        size, mtime_ns, sha256 = item.size, item.mtime_ns, item.sha256
         if (size, mtime_ns, sha256) != (change.size, change.mtime_ns, change.sha256):
             # Written since it was hashed (perhaps with the same bytes): record what was read
             # now with the stat it was read under. The scan's is older than what a pass in
@@ -683,12 +829,10 @@ class Indexer:
             published: set[str] = set()
             try:
                 for p in batch:
-                    for record, text_hash in self._records(p):
-                        vector = vectors.get(text_hash)
-                        if vector is not None:
-                            self.writer.add(record, vector)
-                            written.add(record.path)
-                            published.add(record.id)
+                    for record, text_hash in self._records(p, vectors):
+                        self.writer.add(record, vectors[text_hash])
+                        written.add(record.path)
+                        published.add(record.id)
                 self.writer.finish()
             except BaseException:
                 self.writer.discard()
@@ -756,9 +900,12 @@ class Indexer:
             summary.failures.append({"path": path, "reason": reason})
         summary.notes_failed += len(rows)
 
-    def _records(self, p: _Pending) -> Iterator[tuple[Record, str]]:
-        """The store's record of each chunk of a note, with the hash of its embedded text."""
+    def _records(self, p: _Pending, hashes: Container[str]) -> Iterator[tuple[Record, str]]:
+        """The store's record of each chunk of a note whose text's hash is in `hashes`, with
+        that hash."""
         for c in p.chunks:
+            if c.hash not in hashes:
+                continue
             metadata = chunk_metadata(
                 path=p.note.path,
                 title=p.note.title,
@@ -839,6 +986,9 @@ class Indexer:
         suspects = set(self._suspects)
         done = 0
         report("embed", 0, totals.tokens)
+        # Nothing is in hand now: an edit held while its note was read ahead of the keyword
+        # phase's last write is served here, before that note's stale form can be embedded.
+        self._pause(frozenset())
         unusable: set[str] = set()
         while True:
             chunks = self.manifest.awaiting(

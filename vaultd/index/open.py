@@ -44,6 +44,7 @@ from vaultd.errors import NotIndexedError, StoreError, StoreMismatchError
 from vaultd.faults import Faults
 from vaultd.index.indexer import BATCH_CHUNKS, Indexer
 from vaultd.index.models import LANGUAGES_META, MODEL_META, choose, sample
+from vaultd.index.parsers import ParserPool
 from vaultd.index.related import RelatedNotes
 from vaultd.index.search import Searcher
 from vaultd.layout import CHROMA, MANIFEST, tighten
@@ -278,6 +279,8 @@ def open_index(
         # 077; this catches what an older version, a library caller or a restore left open.
         _make_private(data_dir)
         counter = TokenCounter.for_spec(spec)
+        max_tokens = chunk_budget(config.chunking.max_tokens, spec, counter)
+        max_bytes = int(config.vault.max_file_mb * 1024 * 1024)
         indexer = Indexer(
             root=vault,
             discovery=discovery,
@@ -285,14 +288,15 @@ def open_index(
             store=store,
             embedder=embedder,
             counter=counter,
-            max_tokens=chunk_budget(config.chunking.max_tokens, spec, counter),
-            max_bytes=int(config.vault.max_file_mb * 1024 * 1024),
+            max_tokens=max_tokens,
+            max_bytes=max_bytes,
             quarantine_after=config.vault.quarantine_after,
             batch_chunks=batch_chunks,
             # Only a complete full pass proves the current collection holds the whole vault.
             after_full_pass=lambda: _upkeep(manifest, store, spec.id),
             # The process's own environment, whatever `env` the caller passes: test hooks.
             faults=Faults.from_env(),
+            parsers=lambda: ParserPool(spec, max_bytes=max_bytes, max_tokens=max_tokens),
         )
         # Before the store closes (callbacks run last-in first-out): the writer writes to it.
         stack.callback(indexer.writer.close)

@@ -37,7 +37,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import structlog
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.events import (
+    DirAttribEvent,
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirModifiedEvent,
+    DirMovedEvent,
+    FileAttribEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
@@ -47,6 +61,22 @@ if TYPE_CHECKING:
     from watchdog.observers.inotify_c import CallbackId, Mask, WatchCallback, WatchDescriptor
 
 log = structlog.get_logger(__name__)
+
+#: The events asked of the OS: all but opens and closes without a write, which the indexer's
+#: own reads of a first index would bring back as tens of thousands of events to drop.
+WATCHED = (
+    FileCreatedEvent,
+    FileModifiedEvent,
+    FileAttribEvent,
+    FileClosedEvent,
+    FileDeletedEvent,
+    FileMovedEvent,
+    DirCreatedEvent,
+    DirModifiedEvent,
+    DirAttribEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+)
 
 Backend = Literal["auto", "native", "polling"]
 #: More pending paths than this and a full reconcile is cheaper than tracking them.
@@ -187,7 +217,7 @@ class Watcher(FileSystemEventHandler):
             raise limit[1]
 
     def _start(self, observer: BaseObserver, mode: str) -> None:
-        observer.schedule(self, str(self.root), recursive=True)
+        observer.schedule(self, str(self.root), recursive=True, event_filter=list(WATCHED))
         observer.daemon = True
         try:
             observer.start()

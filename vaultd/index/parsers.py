@@ -1,0 +1,282 @@
+"""Parsing and chunking notes, in this process or in worker processes on every core.
+
+Parsing is pure Python and holds the GIL, so in one process the keyword phase of a big pass
+(a first index) runs on one core while the others wait. For a pass with many notes the
+indexer hands the parsing and chunking to a `ParserPool` of worker processes, while it reads
+the files (through the discovery's symlink-safe opens), commits, and keeps every invariant
+itself: the workers only turn bytes into a note and its chunks. A pass with few notes (a
+watched edit) parses in process: a worker takes about a second to start.
+
+The workers are spawned, never forked: the daemon has threads (the watcher's, the model's,
+Chroma's), and a fork would copy the locks they hold. They ignore SIGINT (Ctrl-C on `vaultd
+index` stops the parent, which abandons the pass) and exit when the parent does.
+
+A worker that dies on a note (a crash in native code) breaks the pool, and every note in
+its hands comes back unparsed. Those notes are then parsed one at a time in a fresh pool:
+the one that kills its worker alone is reported failed, and the daemon itself stays up.
+Workers that cannot start at all (a library caller's script that spawns more work when
+imported again, as multiprocessing's spawn does to `__main__`) make the pool parse in
+process for the rest of its life, with a warning: slower, never wrong.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
+
+import structlog
+
+from vaultd.embedding.spec import ModelSpec
+from vaultd.embedding.tokens import TokenCounter
+from vaultd.errors import LeftOutError, NoteError
+from vaultd.pipeline.chunk import Counter, chunk_note
+from vaultd.pipeline.parse import parse_note
+from vaultd.records import Chunk, Note
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+#: A pass with at least this many notes to parse uses the pool (see the module's docstring).
+POOL_ABOVE = 200
+#: Notes handed to the pool ahead of the one the indexer waits for, per worker: enough that
+#: no worker idles while the indexer commits a batch.
+AHEAD_PER_WORKER = 48
+#: The reason a note is failed with when it kills its worker alone.
+CRASHED = "the parser crashed on this note (its worker process died); skipped"
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """One note turned into its chunks, or why it could not be."""
+
+    note: Note | None = None
+    chunks: tuple[Chunk, ...] = ()
+    #: Why the note cannot be indexed ("" when it was parsed).
+    reason: str = ""
+    #: A left-out file's kind (see LeftOutError), "" for a failure.
+    kind: str = ""
+    #: The traceback of a parser bug (an exception that is no NoteError), for the log.
+    trace: str = ""
+
+
+def parse_and_chunk(
+    path: str, data: bytes, counter: Counter, *, max_bytes: int, max_tokens: int
+) -> Parsed:
+    """Parse one note and cut it into chunks; never raises for the note's content."""
+    try:
+        note = parse_note(path, data, max_bytes=max_bytes)
+        chunks = chunk_note(note, counter, max_tokens)
+    except LeftOutError as exc:
+        return Parsed(reason=exc.reason, kind=exc.kind)
+    except NoteError as exc:
+        return Parsed(reason=str(exc))
+    except Exception as exc:
+        # A parser or chunker bug met on one odd note must not stop the pass: the note fails
+        # alone, and is quarantined if it keeps failing.
+        return Parsed(
+            reason=f"the parser failed: {type(exc).__name__}: {exc}",
+            trace=traceback.format_exc(),
+        )
+    # The body and blocks are the chunks' now; nothing downstream reads them, and they would
+    # cross from a worker for nothing.
+    return Parsed(replace(note, body="", blocks=()), tuple(chunks))
+
+
+# -- the worker's side ----------------------------------------------------------------------------
+
+_worker: tuple[TokenCounter, int, int] | None = None
+
+
+def _start_worker(spec: ModelSpec, max_bytes: int, max_tokens: int) -> None:
+    global _worker
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The workers are the parallelism: the tokenizer's own threads would only contend.
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    _worker = (TokenCounter.for_spec(spec), max_bytes, max_tokens)
+
+
+def _parse_in_worker(path: str, data: bytes) -> tuple[Parsed, int, float]:
+    """The note parsed, with the worker's pid and the CPU time it has used so far."""
+    assert _worker is not None, "the pool's initializer runs first"
+    counter, max_bytes, max_tokens = _worker
+    parsed = parse_and_chunk(path, data, counter, max_bytes=max_bytes, max_tokens=max_tokens)
+    return parsed, os.getpid(), time.process_time()
+
+
+def _ready() -> None:
+    """Nothing: submitted at start so the workers load while the indexer hashes."""
+
+
+# -- the indexer's side ---------------------------------------------------------------------------
+
+#: What the pool is given for each item: the note's path and bytes, or None to pass it
+#: through unparsed (a note that could not be read).
+Job = tuple[str, bytes] | None
+_Done = tuple[Parsed, int, float]
+_Slot = Future[_Done] | Parsed | None
+
+
+@dataclass(slots=True)
+class _Entry(Generic[T]):
+    item: T
+    job: Job
+    slot: _Slot
+
+
+class ParserPool:
+    """Worker processes that parse and chunk notes, results in the order asked for."""
+
+    def __init__(
+        self, spec: ModelSpec, *, max_bytes: int, max_tokens: int, processes: int = 0
+    ) -> None:
+        self._args = (spec, max_bytes, max_tokens)
+        self.processes = processes or os.cpu_count() or 1
+        self.ahead = AHEAD_PER_WORKER * self.processes
+        #: Pools started, the first included (a crashed worker costs a restart).
+        self.starts = 0
+        #: Set once workers could not start: every note is then parsed in this process.
+        self.in_process = False
+        #: The CPU seconds each worker had used at its last note, by pid.
+        self._cpu: dict[int, float] = {}
+        self._executor, self._ready = self._start()
+
+    def _start(self) -> tuple[ProcessPoolExecutor, Future[None]]:
+        self.starts += 1
+        executor = ProcessPoolExecutor(
+            self.processes,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=self.initializer,
+            initargs=self._args,
+        )
+        return executor, executor.submit(_ready)
+
+    #: Run by each worker as it starts (a test swaps in one that fails).
+    initializer: Callable[[ModelSpec, int, int], None] = staticmethod(_start_worker)
+
+    def _restart(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        self._executor, self._ready = self._start()
+
+    def _workers_failed(self) -> bool:
+        """Whether the pool broke before any worker had started: none will."""
+        try:
+            self._ready.result()
+        except BrokenProcessPool:
+            return True
+        return False
+
+    def _give_up(self) -> None:
+        log.warning(
+            "parser worker processes could not start; parsing in this process (slower). "
+            "A script that uses vaultd as a library must guard its entry point with "
+            '`if __name__ == "__main__":`'
+        )
+        self.in_process = True
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _here(self, job: tuple[str, bytes]) -> Parsed:
+        spec, max_bytes, max_tokens = self._args
+        counter = TokenCounter.for_spec(spec)  # the tokenizer is loaded once per process
+        return parse_and_chunk(*job, counter, max_bytes=max_bytes, max_tokens=max_tokens)
+
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU time the workers have used (as of their last note): this process's pacing
+        counts it as its own, not as other programs' load."""
+        return sum(self._cpu.values())
+
+    def close(self) -> None:
+        # Not waiting: an abandoned pass leaves the queued notes to be cancelled, and a worker
+        # busy with one exits when it is done.
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> ParserPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def parse_all(
+        self, items: Iterable[T], job_of: Callable[[T], Job]
+    ) -> Iterator[tuple[T, Parsed | None]]:
+        """Each item with its note parsed (None for an item whose job is None), in order.
+
+        `job_of` runs in this thread as items are taken, up to `ahead` items before the one
+        whose result is yielded: the indexer reads and marks notes there.
+        """
+        window: deque[_Entry[T]] = deque()
+        for item in items:
+            job = job_of(item)
+            window.append(_Entry(item, job, None if job is None else self._submit(job)))
+            while len(window) > self.ahead:
+                yield self._take(window)
+        while window:
+            yield self._take(window)
+
+    def _submit(self, job: tuple[str, bytes]) -> Future[_Done] | Parsed:
+        if self.in_process:
+            return self._here(job)
+        return self._executor.submit(_parse_in_worker, *job)
+
+    def _take(self, window: deque[_Entry[T]]) -> tuple[T, Parsed | None]:
+        entry = window[0]
+        if isinstance(entry.slot, Future):
+            try:
+                entry.slot = self._done(entry.slot.result())
+            except BrokenProcessPool:
+                self._after_crash(window)
+        window.popleft()
+        assert not isinstance(entry.slot, Future)
+        return entry.item, entry.slot
+
+    def _done(self, done: _Done) -> Parsed:
+        parsed, pid, cpu = done
+        self._cpu[pid] = cpu
+        return parsed
+
+    def _after_crash(self, window: deque[_Entry[T]]) -> None:
+        """A worker died: parse what the pool had in hand again, one note at a time."""
+        lost = {id(e) for e in window if isinstance(e.slot, Future) and _broken(e.slot)}
+        if self._workers_failed():
+            self._give_up()
+        else:
+            log.error(
+                "a parser worker died; parsing the notes it may have had one at a time",
+                notes=len(lost),
+            )
+            self._restart()
+        for entry in window:
+            if isinstance(entry.slot, Future):
+                # One finished before the crash keeps its result.
+                entry.slot = (
+                    self._alone(entry.job) if id(entry) in lost else self._done(entry.slot.result())
+                )
+
+    def _alone(self, job: Job) -> Parsed:
+        assert job is not None
+        slot = self._submit(job)
+        if not isinstance(slot, Future):
+            return slot
+        try:
+            return self._done(slot.result())
+        except BrokenProcessPool:
+            if self._workers_failed():
+                self._give_up()
+                return self._here(job)
+            log.error("a note crashed the parser", path=job[0])
+            self._restart()
+            return Parsed(reason=CRASHED)
+
+
+def _broken(future: Future[_Done]) -> bool:
+    return not future.done() or future.cancelled() or future.exception() is not None
