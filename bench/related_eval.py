@@ -1,6 +1,6 @@
 """Related notes against the link graph: quality on a vault's own links, and latency.
 
-    python bench/related_eval.py [--vault DIR] [--workdir DIR] [--min-links 3]
+    python bench/related_eval.py [--vault DIR] [--workdir DIR] [--min-links 3] [--sample N]
     python bench/related_eval.py --latency CONFIG [--requests 300]
 
 Quality: the vault is indexed (a copy, with the defaults), and for every note with at least
@@ -77,12 +77,15 @@ def chance(others: int, linked: int, k: int) -> tuple[float, float]:
     return hit, k / others
 
 
-def quality(index: Index, min_links: int) -> dict[str, Any]:
+def quality(index: Index, min_links: int, sample: int = 0, seed: int = 1) -> dict[str, Any]:
     notes = index.manifest.note_paths()
     graph = {p: linked_paths(index.manifest, p) & set(notes) for p in notes}
     # Links written in the note: those it makes (the graph's other half is its backlinks).
     row_links = {p: _outgoing(index, p, set(notes)) for p in notes}
     chosen = [p for p in notes if len(row_links[p]) >= min_links]
+    eligible = len(chosen)
+    if sample and len(chosen) > sample:
+        chosen = sorted(random.Random(seed).sample(chosen, sample))
     methods: dict[str, dict[str, list[float]]] = {
         m: {"hit5": [], "recall10": [], "ms": []} for m in (*HOWS, "keyword", "chance")
     }
@@ -97,7 +100,11 @@ def quality(index: Index, min_links: int) -> dict[str, Any]:
         hit, _ = chance(len(notes) - 1, len(truth), 5)
         methods["chance"]["hit5"].append(hit)
         methods["chance"]["recall10"].append(chance(len(notes) - 1, len(truth), 10)[1])
-    out: dict[str, Any] = {"notes": len(notes), "notes_with_links": len(chosen)}
+    out: dict[str, Any] = {
+        "notes": len(notes),
+        "notes_with_links": eligible,
+        "notes_measured": len(chosen),
+    }
     for name, scores in methods.items():
         out[name] = {
             "hit@5": round(statistics.fmean(scores["hit5"]), 4),
@@ -171,6 +178,9 @@ def main() -> int:
     parser.add_argument("--latency", type=Path, metavar="CONFIG", help="a running daemon's config")
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--sample", type=int, default=0, help="measure this many of the notes (0: all), seeded"
+    )
     args = parser.parse_args()
     result: dict[str, Any] = {
         "machine": f"{os.cpu_count()} cores, {cpu_model()}",
@@ -194,7 +204,7 @@ def main() -> int:
         with open_index(load_config(config, env=os.environ)) as index:
             index.indexer.reconcile()
             result["vault"] = str(args.vault)
-            result["quality"] = quality(index, args.min_links)
+            result["quality"] = quality(index, args.min_links, args.sample, args.seed)
     print(json.dumps(result, indent=2))
     return 0
 

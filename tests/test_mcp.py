@@ -21,7 +21,8 @@ NOTES = {
     "Animals/Otter.md": "# Otter\n\nOtters hold hands while they sleep so they do not drift "
     "apart.\n\n## Diet\n\nMostly fish, crabs and sea urchins.\n\nSee [[Kelp forest]].\n",
     "Kelp forest.md": "# Kelp forest\n\nUnderwater forests of giant kelp shelter many animals.\n",
-    "Garden.md": "# Garden\n\nTomatoes want the south wall and plenty of water.\n",
+    "Garden.md": "---\ntags: [garden/veg]\n---\n# Garden\n\nTomatoes want the south wall and "
+    "plenty of water.\n\nAn otter came up from the pond at dusk.\n",
     "Private/Diary.md": "# Diary\n\nThe otters were out again today.\n",
 }
 
@@ -100,7 +101,16 @@ def test_an_assistant_lists_the_tools_searches_and_reads(daemon: RunningDaemon) 
         }
 
     got = call(daemon, steps)
-    assert set(got["tools"]) == {"search", "read_note", "links", "related"}
+    assert set(got["tools"]) == {
+        "search",
+        "read_note",
+        "links",
+        "related",
+        "unlinked_mentions",
+        "outline",
+        "tags",
+        "recent_notes",
+    }
     schema = got["tools"]["search"].input_schema
     assert {"query", "k", "mode", "tags", "path_prefix"} <= set(schema["properties"])
     assert schema["required"] == ["query"]
@@ -153,6 +163,41 @@ def test_related_names_the_nearest_notes_and_the_passages_that_tie_them(
     assert [r["path"] for r in unlinked["related"]] == ["Garden.md"]
     assert missing.is_error and "no indexed note" in missing.content[0].text
     assert private.is_error  # excluded notes have no neighbours, nor are they any
+
+
+def test_mentions_outline_tags_recent_notes_and_snippets(daemon: RunningDaemon) -> None:
+    async def steps(session: ClientSession) -> Any:
+        names = ("unlinked_mentions", "outline", "tags", "recent_notes", "search")
+        args: list[dict[str, Any]] = [
+            {"path": "Animals/Otter.md"},
+            {"path": "Animals/Otter.md"},
+            {},
+            {"k": 10},
+            {"query": "otters hold hands", "k": 1, "snippets": True},
+        ]
+        answers = [payload(await session.call_tool(n, a)) for n, a in zip(names, args, strict=True)]
+        private = await session.call_tool("outline", {"path": "Private/Diary.md"})
+        return *answers, private
+
+    mentions, outline, tags, recent, found, private = call(daemon, steps)
+    # The garden names the otter without a link; the kelp forest is linked from it, and the
+    # diary is out of the index.
+    assert [(m["path"], m["text"]) for m in mentions["mentions"]] == [
+        ("Garden.md", "An **otter** came up from the pond at dusk.")
+    ]
+    assert [(h["text"], h["start_line"], h["end_line"]) for h in outline["headings"]] == [
+        ("Otter", 1, 9),
+        ("Diet", 5, 9),
+    ]
+    assert tags["tags"] == [{"tag": "garden", "notes": 1}, {"tag": "garden/veg", "notes": 1}]
+    assert {n["path"] for n in recent["notes"]} == {
+        "Animals/Otter.md",
+        "Kelp forest.md",
+        "Garden.md",
+    }
+    hit = found["hits"][0]
+    assert "text" not in hit and "**hold** **hands**" in hit["snippet"]
+    assert private.is_error
 
 
 def test_without_a_daemon_the_bridge_says_so(tmp_path: Path) -> None:

@@ -388,6 +388,10 @@ def test_openapi_describes_every_route(setup: Setup) -> None:
         "/v1/search",
         "/v1/notes/{path}",
         "/v1/notes/{path}/related",
+        "/v1/notes/{path}/mentions",
+        "/v1/notes/{path}/outline",
+        "/v1/tags",
+        "/v1/recent",
         "/v1/reindex",
         "/openapi.json",
     }

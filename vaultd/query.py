@@ -428,6 +428,11 @@ def _fold(text: str) -> str:
     return " " + " ".join(_WORD.findall(bare)) + " "
 
 
+def is_unspaced(text: str) -> bool:
+    """Whether `text` holds characters of a script written without spaces (CJK, Thai...)."""
+    return bool(_HAS_UNSPACED.search(text))
+
+
 def has_phrase(text: str, phrase: str) -> bool:
     """Whether `text` holds `phrase` exactly, ignoring case, accents and punctuation."""
     needle = _fold(phrase)

@@ -141,6 +141,8 @@ class Hit:
     parts: Mapping[str, Any] = field(default_factory=dict)
     #: False while the note's chunks await vectors: found by its words only, so far.
     indexed: bool = True
+    #: When asked for: a short part of `text` with the query's terms marked `**like this**`.
+    snippet: str | None = None
 
     def as_json(self, explain: bool = False) -> dict[str, Any]:
         """The hit as the CLI's `--json` and the socket API print it."""
@@ -156,6 +158,10 @@ class Hit:
             "id": self.id,
             "indexed": self.indexed,
         }
+        if self.snippet is not None:
+            # Instead of the whole passage: the line range still says where it is.
+            del out["text"]
+            out["snippet"] = self.snippet
         if explain:
             out["explain"] = dict(self.parts)
         return out
@@ -170,10 +176,11 @@ class Hit:
             start_line=item["start_line"],
             end_line=item["end_line"],
             score=item["score"],
-            text=item["text"],
+            text=item.get("text", ""),
             tags=tuple(item.get("tags", ())),
             parts=item.get("explain", {}),
             indexed=bool(item.get("indexed", True)),
+            snippet=item.get("snippet"),
         )
 
 

@@ -64,13 +64,101 @@ _RELATED = {
 }
 
 
+_PATH_PARAM = {
+    "name": "path",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+    "description": "The vault-relative path, URL-encoded",
+}
+
+_MENTIONS = {
+    "type": "object",
+    "required": ["path", "mentions"],
+    "properties": {
+        "path": {"type": "string"},
+        "mentions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["path", "title", "start_line", "end_line", "text", "name"],
+                "properties": {
+                    "path": {"type": "string"},
+                    "title": {"type": "string"},
+                    "start_line": {"type": "integer", "minimum": 1},
+                    "end_line": {"type": "integer", "minimum": 1},
+                    "text": {"type": "string", "description": "the line, the name **marked**"},
+                    "name": {"type": "string", "description": "the title or alias found"},
+                },
+            },
+        },
+    },
+}
+
+_OUTLINE = {
+    "type": "object",
+    "required": ["path", "headings"],
+    "properties": {
+        "path": {"type": "string"},
+        "headings": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["level", "text", "start_line", "end_line"],
+                "properties": {
+                    "level": {"type": "integer", "minimum": 1, "maximum": 6},
+                    "text": {"type": "string"},
+                    "start_line": {"type": "integer", "minimum": 1},
+                    "end_line": {"type": "integer", "minimum": 1},
+                },
+            },
+        },
+    },
+}
+
+_TAGS = {
+    "type": "object",
+    "required": ["tags"],
+    "properties": {
+        "tags": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["tag", "notes"],
+                "properties": {"tag": {"type": "string"}, "notes": {"type": "integer"}},
+            },
+        }
+    },
+}
+
+_RECENT = {
+    "type": "object",
+    "required": ["notes"],
+    "properties": {
+        "notes": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["path", "title", "modified", "tags"],
+                "properties": {
+                    "path": {"type": "string"},
+                    "title": {"type": "string"},
+                    "modified": {"type": "string", "description": "UTC, ISO 8601"},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+        }
+    },
+}
+
+
 def _query_param(name: str, kind: str, description: str) -> dict[str, Any]:
     return {"name": name, "in": "query", "schema": {"type": kind}, "description": description}
 
 
 _HIT = {
     "type": "object",
-    "required": ["path", "title", "section", "start_line", "end_line", "score", "text", "tags"],
+    "required": ["path", "title", "section", "start_line", "end_line", "score", "tags"],
     "properties": {
         "path": {"type": "string"},
         "title": {"type": "string"},
@@ -78,7 +166,11 @@ _HIT = {
         "start_line": {"type": "integer", "minimum": 1},
         "end_line": {"type": "integer", "minimum": 1},
         "score": {"type": "number"},
-        "text": {"type": "string"},
+        "text": {"type": "string", "description": "the passage (absent with snippets)"},
+        "snippet": {
+            "type": "string",
+            "description": "with snippets: a short part of the passage, terms **marked**",
+        },
         "tags": {"type": "array", "items": {"type": "string"}},
         "id": {"type": "string"},
         "indexed": {
@@ -181,6 +273,12 @@ _SEARCH_REQUEST = {
             "[search] merge.",
         },
         "explain": {"type": "boolean", "description": "Add each hit's score parts."},
+        "snippets": {
+            "type": "boolean",
+            "description": "Give each hit a short snippet with the query's terms marked "
+            "**like this** (keyword and phrase matches, unspaced scripts included) instead of "
+            "its whole text; the line range stays the passage's.",
+        },
         "wait_for": {
             "type": "string",
             "minLength": 1,
@@ -396,6 +494,7 @@ _ERROR_NAMES = {
     404: "Unknown note or route",
     405: "The route does not take this method; the Allow header lists those it takes",
     411: "Length required: a body sent chunked",
+    422: "The note on disk cannot be parsed (binary, not UTF-8 text)",
     413: f"Body over {MAX_BODY} bytes",
     414: "Request line too long",
     431: "Header lines too long, or too many of them",
@@ -541,6 +640,52 @@ def schema() -> dict[str, Any]:
                         "200": _json(_RELATED, "Related notes, nearest first"),
                         **_errors(404, *_FRAMING),
                     },
+                }
+            },
+            "/v1/notes/{path}/mentions": {
+                "get": {
+                    "summary": "Unlinked mentions: passages naming this note without a link",
+                    "description": "A note is named by its title, file name or an alias, as a "
+                    "whole phrase; notes linking to it already are left out.",
+                    "parameters": [
+                        _PATH_PARAM,
+                        _query_param("k", "integer", "at most this many (default 50)"),
+                    ],
+                    "responses": {
+                        "200": _json(_MENTIONS, "Mentions, by path and line"),
+                        **_errors(404, *_FRAMING),
+                    },
+                }
+            },
+            "/v1/notes/{path}/outline": {
+                "get": {
+                    "summary": "The note's headings, each with its section's line range",
+                    "description": "Read from the note as it is on disk now.",
+                    "parameters": [_PATH_PARAM],
+                    "responses": {
+                        "200": _json(_OUTLINE, "The headings, in order"),
+                        **_errors(404, 422, *_FRAMING),
+                    },
+                }
+            },
+            "/v1/tags": {
+                "get": {
+                    "summary": "Every tag with how many notes hold it, most used first",
+                    "description": "A nested tag's notes count for its parents too.",
+                    "parameters": [
+                        _query_param("prefix", "string", "only this tag and those below it")
+                    ],
+                    "responses": {"200": _json(_TAGS, "The tags"), **_errors(*_FRAMING)},
+                }
+            },
+            "/v1/recent": {
+                "get": {
+                    "summary": "The notes modified most recently, newest first",
+                    "parameters": [
+                        _query_param("k", "integer", "how many (default 20, at most 500)"),
+                        _query_param("since", "string", "modified since (ISO date, epoch s)"),
+                    ],
+                    "responses": {"200": _json(_RECENT, "The notes"), **_errors(*_FRAMING)},
                 }
             },
             "/v1/reindex": {

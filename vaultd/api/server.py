@@ -46,7 +46,7 @@ from vaultd.errors import (
     VaultPathError,
 )
 from vaultd.layout import vault_id
-from vaultd.query import MAX_K, MAX_PER_NOTE, MODES, Filters, check_query
+from vaultd.query import MAX_K, MAX_PER_NOTE, MODES, Filters, check_query, parse_since
 from vaultd.vaultpath import vault_path
 
 if TYPE_CHECKING:
@@ -70,6 +70,10 @@ _HTTP_1 = re.compile(r"HTTP/0*1\.[0-9]+")
 _LENGTH = re.compile(r"[0-9]+")
 NOTES_PREFIX = "/v1/notes/"
 RELATED_SUFFIX = "/related"
+MENTIONS_SUFFIX = "/mentions"
+OUTLINE_SUFFIX = "/outline"
+#: Most entries of a list endpoint (tags, recent notes, mentions).
+MAX_LIST = 500
 
 
 def _safe_directory(directory: Path) -> None:
@@ -436,17 +440,24 @@ class Api:
         url = urlsplit(target)
         path = url.path
         query = parse_qs(url.query)
-        if path.startswith(NOTES_PREFIX) and path.endswith(RELATED_SUFFIX):
-            # A note's path ends in .md, never in /related: no note is shadowed.
-            note = unquote(path[len(NOTES_PREFIX) : -len(RELATED_SUFFIX)])
-            methods: dict[str, Callable[[bytes], tuple[HTTPStatus, Any]]] | None = {
-                "GET": lambda _: self.related(note, query)
-            }
+        views = {
+            RELATED_SUFFIX: self.related,
+            MENTIONS_SUFFIX: self.mentions,
+            OUTLINE_SUFFIX: self.outline,
+        }
+        suffix = next((s for s in views if path.endswith(s)), None)
+        methods: dict[str, Callable[[bytes], tuple[HTTPStatus, Any]]] | None
+        if path.startswith(NOTES_PREFIX) and suffix is not None:
+            # A note's path ends in .md, never in /related (or another view): none shadowed.
+            note = unquote(path[len(NOTES_PREFIX) : -len(suffix)])
+            view = views[suffix]
+            methods = {"GET": lambda _: view(note, query)}
         elif path.startswith(NOTES_PREFIX):
             note = unquote(path[len(NOTES_PREFIX) :])
             methods = {"GET": lambda _: self.note(note, query)}
-        elif path == "/v1/export":
-            methods = {"GET": lambda _: self.export(query)}
+        elif path in ("/v1/export", "/v1/tags", "/v1/recent"):
+            listing = {"/v1/export": self.export, "/v1/tags": self.tags, "/v1/recent": self.recent}
+            methods = {"GET": lambda _: listing[path](query)}
         else:
             methods = self.routes.get(path)
         if methods is None:
@@ -502,6 +513,7 @@ class Api:
                 HTTPStatus.BAD_REQUEST, "bad_request", f"per_note must be 0 to {MAX_PER_NOTE}"
             )
         merge = _field(body, "merge", bool, default=None)
+        snippets = _field(body, "snippets", bool, default=False)
         explain = _field(body, "explain", bool, default=False)
         wait_for = body.get("wait_for")
         timeout = _field(body, "timeout", (int, float), default=10.0)
@@ -515,7 +527,13 @@ class Api:
             target = wait_for if wait_for == "idle" else _vault_path("wait_for", wait_for)
             self._wait(target, float(min(max(timeout, 0), MAX_WAIT)))
         hits = self.service.search(
-            query, k=k, mode=mode, filters=filters, per_note=per_note, merge=merge
+            query,
+            k=k,
+            mode=mode,
+            filters=filters,
+            per_note=per_note,
+            merge=merge,
+            snippets=snippets,
         )
         return HTTPStatus.OK, {"hits": [h.as_json(explain) for h in hits]}
 
@@ -569,6 +587,47 @@ class Api:
             raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no indexed note {path!r}")
         return HTTPStatus.OK, {"path": path, "related": found}
 
+    def mentions(self, name: str, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
+        """`GET /v1/notes/{path}/mentions?k=`: passages naming the note without a link."""
+        path = self._named_note(name)
+        found = self.service.mentions(path, _count(query, "k", 50))
+        if found is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no indexed note {path!r}")
+        return HTTPStatus.OK, {"path": path, "mentions": found}
+
+    def outline(self, name: str, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
+        """`GET /v1/notes/{path}/outline`: the note's headings with their line ranges."""
+        path = self._named_note(name)
+        try:
+            found = self.service.outline(path)
+        except NoteUnavailableError as exc:
+            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", str(exc)) from None
+        except NoteError as exc:
+            raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, "unreadable", str(exc)) from None
+        if found is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no indexed note {path!r}")
+        return HTTPStatus.OK, {"path": path, "headings": found}
+
+    def tags(self, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
+        """`GET /v1/tags?prefix=`: every tag with its count of notes, most used first."""
+        return HTTPStatus.OK, {"tags": self.service.tags((query.get("prefix") or [""])[-1])}
+
+    def recent(self, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
+        """`GET /v1/recent?k=&since=`: the notes modified most recently (since an ISO date or
+        epoch seconds), newest first."""
+        since = query.get("since")
+        try:
+            since_ns = None if not since else parse_since(since[-1])
+        except QueryError as exc:
+            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", str(exc)) from None
+        notes = self.service.recent(_count(query, "k", 20), since_ns)
+        return HTTPStatus.OK, {"notes": notes}
+
+    def _named_note(self, name: str) -> str:
+        if not name:
+            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"name a note: {NOTES_PREFIX}PATH")
+        return _vault_path("the note path", name)
+
     def reindex(self, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
         given = _field(body, "paths", list, default=[])
         if not all(isinstance(p, str) for p in given):
@@ -619,6 +678,15 @@ def _search_filters(body: Mapping[str, Any]) -> Filters:
         return Filters.build(tags, tags_any, path_prefix, where, since)
     except QueryError as exc:
         raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", str(exc)) from None
+
+
+def _count(query: Mapping[str, list[str]], name: str, default: int) -> int:
+    """A count parameter, 1 to MAX_LIST (400 otherwise)."""
+    given = (query.get(name) or [str(default)])[-1]
+    number = int(given) if given.isdigit() else 0
+    if not 1 <= number <= MAX_LIST:
+        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"{name} must be 1 to {MAX_LIST}")
+    return number
 
 
 def _flag(query: Mapping[str, list[str]], name: str) -> bool:

@@ -37,6 +37,7 @@ class Service(Protocol):
         filters: Filters,
         per_note: int | None,
         merge: bool | None,
+        snippets: bool = False,
     ) -> list[Hit]: ...
 
     def note(self, path: str) -> dict[str, Any] | None:
@@ -55,6 +56,24 @@ class Service(Protocol):
     ) -> list[dict[str, Any]] | None:
         """The notes nearest `path` by meaning, as JSON (None: no such indexed note). Raises
         QueryError for a range with no passage, VectorsPendingError before its vectors."""
+        ...
+
+    def mentions(self, path: str, k: int) -> list[dict[str, Any]] | None:
+        """Passages of other notes naming `path` without linking to it (None: no such
+        indexed note)."""
+        ...
+
+    def outline(self, path: str) -> list[dict[str, Any]] | None:
+        """The note's headings with their sections' line ranges, as on disk now (None: no
+        such indexed note). Raises NoteUnavailableError or NoteError as `read_note` does."""
+        ...
+
+    def tags(self, prefix: str) -> list[dict[str, Any]]:
+        """Every tag (or those under `prefix`) with how many notes hold it."""
+        ...
+
+    def recent(self, k: int, since_ns: int | None) -> list[dict[str, Any]]:
+        """The most recently modified notes, newest first."""
         ...
 
     def read_note(self, path: str) -> bytes:

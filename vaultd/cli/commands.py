@@ -353,6 +353,157 @@ def related(
         )
 
 
+def _ask(config: Any, target: str, here: Callable[[Any], Any]) -> Any:
+    """The daemon's answer to GET `target`, or without a daemon `here(index)`: the same
+    index-layer function the daemon calls, on the index opened read-only."""
+    client = _daemon(config)
+    if client is not None:
+        return client.request("GET", target)
+    from vaultd.index.open import open_index
+
+    with open_index(config, create=False) as idx:
+        return here(idx)
+
+
+def _no_note(path: str) -> Exception:
+    from vaultd.errors import QueryError
+
+    return QueryError(f"{path} is not an indexed note (see `vaultd status`)")
+
+
+@main.command()
+@click.argument("note")
+@click.option(
+    "-k", "k", type=click.IntRange(1, 500), default=50, show_default=True, help="At most this many."
+)
+@click.option("--json", "as_json", is_flag=True, help='Print {"path": ..., "mentions": [...]}.')
+@_config_option
+@_vault_option
+@_handle_errors
+def mentions(
+    note: str, k: int, as_json: bool, config_file: Path | None, vault: Path | None
+) -> None:
+    """Unlinked mentions of NOTE: passages of other notes that name it (its title, file name
+    or an alias) without linking to it; the name is marked **like this**."""
+    from urllib.parse import quote
+
+    from vaultd.index.mentions import unlinked_mentions
+
+    config = _load(config_file, vault)
+    path = _note_in_vault(note, config.require_vault())
+
+    def here(idx: Any) -> dict[str, Any]:
+        found = unlinked_mentions(idx.manifest, path, k)
+        if found is None:
+            raise _no_note(path)
+        return {"path": path, "mentions": [m.as_json() for m in found]}
+
+    answer = _ask(config, f"/v1/notes/{quote(path)}/mentions?k={k}", here)
+    if as_json:
+        click.echo(json.dumps(answer, ensure_ascii=False))
+        return
+    if not answer["mentions"]:
+        click.echo("no unlinked mentions")
+    for m in answer["mentions"]:
+        click.echo(click.style(f"{m['path']}:{m['start_line']}-{m['end_line']}", bold=True))
+        click.echo("   " + _marked(" ".join(m["text"].split())))
+
+
+@main.command()
+@click.argument("note")
+@click.option("--json", "as_json", is_flag=True, help='Print {"path": ..., "headings": [...]}.')
+@_config_option
+@_vault_option
+@_handle_errors
+def outline(note: str, as_json: bool, config_file: Path | None, vault: Path | None) -> None:
+    """NOTE's headings, indented by level, each with its section's line range, as the note is
+    on disk now: a part of it is then read by its lines (the MCP tool read_note, or
+    GET /v1/notes/PATH?text=1&start_line=A&end_line=B)."""
+    from urllib.parse import quote
+
+    from vaultd.index.browse import outline as outline_of
+
+    config = _load(config_file, vault)
+    path = _note_in_vault(note, config.require_vault())
+
+    def here(idx: Any) -> dict[str, Any]:
+        if idx.manifest.note_row(path) is None:
+            raise _no_note(path)
+        found = outline_of(idx.indexer.discovery, path, idx.indexer.max_bytes)
+        return {"path": path, "headings": [h.as_json() for h in found]}
+
+    answer = _ask(config, f"/v1/notes/{quote(path)}/outline", here)
+    if as_json:
+        click.echo(json.dumps(answer, ensure_ascii=False))
+        return
+    if not answer["headings"]:
+        click.echo("no headings")
+    for h in answer["headings"]:
+        indent = "  " * (h["level"] - 1)
+        click.echo(f"{indent}{h['text']}  ({h['start_line']}-{h['end_line']})")
+
+
+@main.command()
+@click.argument("prefix", required=False, default="")
+@click.option("--json", "as_json", is_flag=True, help='Print {"tags": [...]}.')
+@_config_option
+@_vault_option
+@_handle_errors
+def tags(prefix: str, as_json: bool, config_file: Path | None, vault: Path | None) -> None:
+    """Every tag with how many notes hold it, most used first; with PREFIX ("project"), only
+    that tag and those below it. A nested tag's notes count for its parents too."""
+    from urllib.parse import urlencode
+
+    from vaultd.index.browse import tags as tags_of
+
+    config = _load(config_file, vault)
+    target = "/v1/tags" + (f"?{urlencode({'prefix': prefix})}" if prefix else "")
+    answer = _ask(config, target, lambda idx: {"tags": tags_of(idx.manifest, prefix)})
+    if as_json:
+        click.echo(json.dumps(answer, ensure_ascii=False))
+        return
+    if not answer["tags"]:
+        click.echo("no tags")
+    for t in answer["tags"]:
+        click.echo(f"{t['notes']:>6}  #{t['tag']}")
+
+
+@main.command()
+@click.option(
+    "-k", "k", type=click.IntRange(1, 500), default=20, show_default=True, help="How many notes."
+)
+@click.option("--since", metavar="WHEN", help="Only notes changed since this date or time.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"notes": [...]}.')
+@_config_option
+@_vault_option
+@_handle_errors
+def recent(
+    k: int, since: str | None, as_json: bool, config_file: Path | None, vault: Path | None
+) -> None:
+    """The notes modified most recently, newest first."""
+    from urllib.parse import urlencode
+
+    from vaultd.index.browse import recent as recent_notes
+    from vaultd.query import parse_since
+
+    config = _load(config_file, vault)
+    since_ns = None if since is None else parse_since(since)  # exits 2 for a bad date
+    params = {"k": str(k), **({"since": since} if since else {})}
+    answer = _ask(
+        config,
+        f"/v1/recent?{urlencode(params)}",
+        lambda idx: {"notes": recent_notes(idx.manifest, k, since_ns)},
+    )
+    if as_json:
+        click.echo(json.dumps(answer, ensure_ascii=False))
+        return
+    if not answer["notes"]:
+        click.echo("no notes")
+    for n in answer["notes"]:
+        tagged = "  " + " ".join(f"#{t}" for t in n["tags"]) if n["tags"] else ""
+        click.echo(f"{n['modified']}  {n['path']}  {n['title']}{tagged}")
+
+
 def _note_in_vault(note: str, vault: Path) -> str:
     """A vault path for NOTE, given as one or as the path of a file inside the vault."""
     from vaultd.errors import QueryError
@@ -427,6 +578,11 @@ def _snippet(text: str, width: int) -> str:
     default=None,
     help="Merge neighbouring passages of one note into one hit. Default: [search] merge.",
 )
+@click.option(
+    "--snippets",
+    is_flag=True,
+    help="Show each hit as a short snippet with the query's terms marked **like this**.",
+)
 @click.option("--json", "as_json", is_flag=True, help='Print {"hits": [...]}.')
 @click.option("--explain", is_flag=True, help="Show each hit's score parts.")
 @_config_option
@@ -443,6 +599,7 @@ def search(
     since: str | None,
     per_note: int | None,
     merge: bool | None,
+    snippets: bool,
     as_json: bool,
     explain: bool,
     config_file: Path | None,
@@ -476,6 +633,7 @@ def search(
             "per_note": per_note,
             "merge": merge,
             "explain": explain,
+            "snippets": snippets,
         }
         from vaultd.records import Hit
 
@@ -494,6 +652,7 @@ def search(
                 per_note=per_note,
                 merge=merge,
                 settings=config.search,
+                snippets=snippets,
             )
     if as_json:
         out = [h.as_json(explain) for h in hits]
@@ -514,8 +673,19 @@ def search(
             from vaultd.query import explain_line
 
             click.echo(f"   {explain_line(h.parts)}")
+        if h.snippet is not None:
+            click.echo("   " + _marked(" ".join(h.snippet.split())))
+            continue
         snippet = " ".join(h.text.split())
         click.echo("   " + (snippet[:200] + "…" if len(snippet) > 200 else snippet))
+
+
+def _marked(text: str) -> str:
+    """A snippet's marks in bold on a terminal; elsewhere as they are (`**term**`)."""
+    parts = text.split("**")
+    if len(parts) % 2 == 0 or not sys.stdout.isatty():
+        return text
+    return "".join(click.style(p, bold=True) if i % 2 else p for i, p in enumerate(parts))
 
 
 @main.command()

@@ -22,12 +22,16 @@ from vaultd.vaultpath import vault_path
 INSTRUCTIONS = (
     "Tools over the user's Obsidian vault, kept indexed by the vaultd daemon. Use `search` to "
     "find passages (each hit has a note path and a 1-based line range), `read_note` to read a "
-    "whole note or just those lines, `links` to follow a note's links and backlinks, and "
-    "`related` for the notes nearest a note by meaning (linked or not)."
+    "whole note or just those lines (`outline` gives each section's lines), `links` to follow "
+    "a note's links and backlinks, `related` for the notes nearest a note by meaning (linked "
+    "or not), `unlinked_mentions` for notes naming it without a link, and `tags` and "
+    "`recent_notes` to find one's way in. Ask `search` for `snippets` to get short passages "
+    "with the matched terms marked **like this**."
 )
 
-#: What a search hit tells the assistant (the chunk id and score parts are vaultd's business).
-HIT_FIELDS = ("path", "title", "section", "start_line", "end_line", "score", "tags", "text")
+#: What a search hit tells the assistant (the chunk id and score parts are vaultd's business);
+#: "text" or, when snippets are asked for, "snippet".
+HIT_FIELDS = ("path", "title", "section", "start_line", "end_line", "score", "tags")
 
 
 def _tool_error(message: str) -> Exception:
@@ -64,11 +68,25 @@ class Bridge:
         return found
 
     def search(
-        self, query: str, k: int, mode: str, tags: list[str], path_prefix: str
+        self,
+        query: str,
+        k: int,
+        mode: str,
+        tags: list[str],
+        path_prefix: str,
+        snippets: bool = False,
     ) -> dict[str, Any]:
-        body = {"query": query, "k": k, "mode": mode, "tags": tags, "path_prefix": path_prefix}
+        body = {
+            "query": query,
+            "k": k,
+            "mode": mode,
+            "tags": tags,
+            "path_prefix": path_prefix,
+            "snippets": snippets,
+        }
         hits = self._request("POST", "/v1/search", body)["hits"]
-        return {"hits": [{key: hit[key] for key in HIT_FIELDS} for hit in hits]}
+        passage = "snippet" if snippets else "text"
+        return {"hits": [{key: hit[key] for key in (*HIT_FIELDS, passage)} for hit in hits]}
 
     def read_note(self, path: str, start_line: int | None, end_line: int | None) -> dict[str, Any]:
         # The daemon reads the file: only indexed notes, the rules as they are now, and never
@@ -91,6 +109,31 @@ class Bridge:
         params = urlencode({"k": k, **({"exclude_linked": "1"} if exclude_linked else {})})
         found = self._request("GET", f"/v1/notes/{quote(name)}/related?{params}")
         return {"path": name, "related": found["related"]}
+
+    def _view(self, path: str, view: str, **query: int) -> dict[str, Any]:
+        try:
+            name = vault_path(path)
+        except VaultPathError as exc:
+            raise _tool_error(str(exc)) from exc
+        params = f"?{urlencode(query)}" if query else ""
+        found: dict[str, Any] = self._request("GET", f"/v1/notes/{quote(name)}/{view}{params}")
+        return found
+
+    def mentions(self, path: str, k: int) -> dict[str, Any]:
+        return self._view(path, "mentions", k=k)
+
+    def outline(self, path: str) -> dict[str, Any]:
+        return self._view(path, "outline")
+
+    def tags(self, prefix: str) -> dict[str, Any]:
+        query = f"?{urlencode({'prefix': prefix})}" if prefix else ""
+        found: dict[str, Any] = self._request("GET", f"/v1/tags{query}")
+        return found
+
+    def recent(self, k: int, since: str | None) -> dict[str, Any]:
+        params = urlencode({"k": k, **({"since": since} if since else {})})
+        found: dict[str, Any] = self._request("GET", f"/v1/recent?{params}")
+        return found
 
     def links(self, path: str) -> dict[str, Any]:
         note = self.note(path)
@@ -126,9 +169,16 @@ def build_server(client: Client) -> Any:
         path_prefix: Annotated[
             str, Field(description="Only notes under this folder, or this exact note path.")
         ] = "",
+        snippets: Annotated[
+            bool,
+            Field(
+                description="Short snippets with the matched terms marked **like this**, "
+                "instead of whole passages (the line range stays the passage's)."
+            ),
+        ] = False,
     ) -> dict[str, Any]:
         """Search the vault; each hit is a passage with its note path and line range."""
-        return bridge.search(query, k, mode, list(tags or []), path_prefix)
+        return bridge.search(query, k, mode, list(tags or []), path_prefix, snippets)
 
     @server.tool()
     def read_note(
@@ -162,6 +212,45 @@ def build_server(client: Client) -> Any:
         similarity, whether the two are linked already, and the pair of passages (line ranges
         and text) that ties them."""
         return bridge.related(path, k, exclude_linked)
+
+    @server.tool()
+    def unlinked_mentions(
+        path: Annotated[str, Field(description="The note's path in the vault, e.g. 'a/b.md'.")],
+        k: Annotated[int, Field(ge=1, le=500, description="At most this many.")] = 50,
+    ) -> dict[str, Any]:
+        """Passages of other notes that name this note (its title, file name or an alias)
+        without linking to it: links waiting to be made. Each has its note path, line range
+        and the line with the name marked **like this**."""
+        return bridge.mentions(path, k)
+
+    @server.tool()
+    def outline(
+        path: Annotated[str, Field(description="The note's path in the vault, e.g. 'a/b.md'.")],
+    ) -> dict[str, Any]:
+        """A note's headings in order, each with its level and its section's line range (to
+        read one section with read_note)."""
+        return bridge.outline(path)
+
+    @server.tool()
+    def tags(
+        prefix: Annotated[
+            str, Field(description="Only this tag and those below it, e.g. 'project'.")
+        ] = "",
+    ) -> dict[str, Any]:
+        """The vault's tags with how many notes hold each, most used first (a nested tag's
+        notes count for its parents too)."""
+        return bridge.tags(prefix)
+
+    @server.tool()
+    def recent_notes(
+        k: Annotated[int, Field(ge=1, le=500, description="How many notes.")] = 20,
+        since: Annotated[
+            str | None,
+            Field(description="Only notes changed since this ISO date or time (or epoch s)."),
+        ] = None,
+    ) -> dict[str, Any]:
+        """The notes modified most recently, newest first: path, title, time and tags."""
+        return bridge.recent(k, since)
 
     return server
 

@@ -7,7 +7,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from vaultd.errors import NotReadyError
+from vaultd.index import browse
 from vaultd.index.export import export_records
+from vaultd.index.mentions import unlinked_mentions
 from vaultd.index.notes import note_view
 from vaultd.index.related import checked_how
 
@@ -50,6 +52,7 @@ class DaemonService:
         filters: Filters,
         per_note: int | None,
         merge: bool | None,
+        snippets: bool = False,
     ) -> list[Hit]:
         return self.index.searcher.search(
             query,
@@ -59,6 +62,7 @@ class DaemonService:
             per_note=per_note,
             merge=merge,
             settings=self.index.config.search,
+            snippets=snippets,
         )
 
     def note(self, path: str) -> dict[str, Any] | None:
@@ -85,6 +89,22 @@ class DaemonService:
             how=checked_how(how),
         )
         return [r.as_json() for r in found]
+
+    def mentions(self, path: str, k: int) -> list[dict[str, Any]] | None:
+        found = unlinked_mentions(self.index.manifest, path, k)
+        return None if found is None else [m.as_json() for m in found]
+
+    def outline(self, path: str) -> list[dict[str, Any]] | None:
+        if self.index.manifest.note_row(path) is None:
+            return None
+        indexer = self.index.indexer
+        return [h.as_json() for h in browse.outline(indexer.discovery, path, indexer.max_bytes)]
+
+    def tags(self, prefix: str) -> list[dict[str, Any]]:
+        return browse.tags(self.index.manifest, prefix)
+
+    def recent(self, k: int, since_ns: int | None) -> list[dict[str, Any]]:
+        return browse.recent(self.index.manifest, k, since_ns)
 
     def read_note(self, path: str) -> bytes:
         data, _ = self.index.indexer.discovery.read_note(path)

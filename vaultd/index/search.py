@@ -23,11 +23,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vaultd.config import SearchSection
 from vaultd.embedding.embedder import Embedder
+from vaultd.index import snippets
 from vaultd.query import MAX_K, Filters, Mode, ParsedQuery, check_query, has_phrase
 from vaultd.records import Hit
 from vaultd.storage.keyword import KEYWORD_WEIGHTS
@@ -92,11 +93,13 @@ class Searcher:
         per_note: int | None = None,
         merge: bool | None = None,
         settings: SearchSection | None = None,
+        snippets: bool = False,
     ) -> list[Hit]:
         """The top `k` hits for `query`.
 
         `tags` and `path_prefix` are shorthands for the same fields of `filters`; `per_note`
-        and `merge` default to the settings' values (`[search]`, or this searcher's own).
+        and `merge` default to the settings' values (`[search]`, or this searcher's own);
+        `snippets` gives each hit a short passage with the query's terms marked.
         """
         parsed = check_query(query)  # before anything else: a bad query fails the same always
         settings = settings or self.settings
@@ -112,7 +115,34 @@ class Searcher:
             return []
         depth = max(settings.candidates, k)
         ranked = self.retrieve(query, parsed, mode, depth, paths, filters, settings.rrf_k)
-        return self._page(parsed, mode, ranked, k, cap, merge, settings)
+        hits = self._page(parsed, mode, ranked, k, cap, merge, settings)
+        return self._with_snippets(hits, parsed) if snippets else hits
+
+    def _with_snippets(self, hits: list[Hit], parsed: ParsedQuery) -> list[Hit]:
+        """The hits with their snippets: the words marked where the words index matched them,
+        unspaced runs where they occur (see `vaultd.index.snippets`)."""
+        ids = {h.id: [str(i) for i in h.parts.get("merged", [h.id])] for h in hits}
+        every = [i for chunk_ids in ids.values() for i in chunk_ids]
+        marked = self.manifest.marked(parsed.word_match(), every, *snippets.marks_asked())
+        texts = self.manifest.chunks_by_id(every)
+        out: list[Hit] = []
+        for hit in hits:
+            pieces: list[str] = []
+            spans: list[snippets.Span] = []
+            at = 0
+            for chunk_id in ids[hit.id]:
+                record = texts.get(chunk_id)
+                raw = record.text if record is not None else ""
+                if chunk_id in marked and snippets.clean(raw) == raw:
+                    text, found = snippets.spans_of_marked(marked[chunk_id])
+                else:  # no word matched, or the note holds the marker characters itself
+                    text, found = snippets.clean(raw), []
+                found += snippets.unspaced_spans(text, parsed.unspaced)
+                spans += [(s + at, e + at) for s, e in found]
+                pieces.append(text)
+                at += len(text) + 2  # the "\n\n" between merged passages, as in `_hits`
+            out.append(replace(hit, snippet=snippets.snippet("\n\n".join(pieces), spans)))
+        return out
 
     def select(self, filters: Filters) -> list[str] | None:
         """The notes passing the filters, or None when nothing is filtered."""

@@ -106,3 +106,19 @@ def substring(
             scored.append((-score, path, start_line, chunk_id))
     scored.sort()
     return [(chunk_id, -neg) for neg, _, _, chunk_id in scored[:limit]]
+
+
+def marked(
+    query: Query, match: str, chunk_ids: Sequence[str], start: str, end: str
+) -> dict[str, str]:
+    """Each chunk's text with the tokens the words index matches for `match` (stemmed, and
+    phrases as phrases) between `start` and `end`; chunks it does not match are left out."""
+    if not chunk_ids or not match:
+        return {}
+    sql = (
+        "SELECT c.id, highlight(chunks_fts, 3, ?, ?) FROM chunks_fts "
+        "JOIN chunks c ON c.n = chunks_fts.rowid WHERE chunks_fts MATCH ? "
+        "AND c.id IN (SELECT value FROM json_each(?))"
+    )
+    rows = query(sql, (start, end, match, json.dumps(list(chunk_ids))))
+    return {r[0]: r[1] for r in rows}

@@ -122,6 +122,9 @@ class Manifest:
         self._lock = threading.RLock()
         self._readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self._closed = False
+        #: Write transactions so far, and the awaiting totals by model as of a count of them.
+        self._writes = 0
+        self._totals: dict[str, tuple[int, Awaiting]] = {}
 
     def close(self) -> None:
         with self._lock:
@@ -162,6 +165,8 @@ class Manifest:
                 self._db.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise StoreError(f"{self.path}: {exc}") from exc
+            finally:
+                self._writes += 1
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         try:
@@ -300,13 +305,24 @@ class Manifest:
         return [_stored(r) for r in rows]
 
     def awaiting_totals(self, model: str, paths: Iterable[str] | None = None) -> Awaiting:
-        """How much awaits vectors of `model`: chunks, their tokens and their notes."""
+        """How much awaits vectors of `model`: chunks, their tokens and their notes.
+
+        The whole index's totals are kept until the next write: status asks for them every
+        second while a first index runs, and each is a scan of every chunk.
+        """
+        writes = self._writes  # before the read: a write meanwhile makes the next call read
+        cached = self._totals.get(model)
+        if paths is None and cached is not None and cached[0] == writes:
+            return cached[1]
         where, params = _awaiting_where(model, paths, ())
         chunks, tokens, notes = self._query(
             f"SELECT COUNT(*), COALESCE(SUM(c.tokens), 0), COUNT(DISTINCT c.path) {where}",
             params,
         )[0]
-        return Awaiting(chunks, tokens, notes)
+        totals = Awaiting(chunks, tokens, notes)
+        if paths is None:
+            self._totals[model] = (writes, totals)
+        return totals
 
     def awaiting_paths(
         self, model: str, paths: Iterable[str], *, any_status: bool = False
@@ -654,6 +670,38 @@ class Manifest:
         """Chunks containing any of `terms` as a substring (see `keyword.substring`)."""
         return keyword.substring(self._query, terms, limit, paths, weights=weights)
 
+    def marked(self, match: str, chunk_ids: Sequence[str], start: str, end: str) -> dict[str, str]:
+        """Chunks' texts with the words `match` finds marked (see `keyword.marked`)."""
+        return keyword.marked(self._query, match, chunk_ids, start, end)
+
+    def tag_counts(self, prefix: str = "") -> list[tuple[str, int]]:
+        """Every tag with the number of notes holding it (a nested tag counts for its parents
+        too), most used first; with `prefix`, only that tag and those below it."""
+        sql = (
+            "SELECT t.tag, COUNT(*) FROM note_tags t JOIN notes n ON n.path = t.path "
+            f"WHERE n.status IN {_SEARCHABLE}"
+        )
+        params: list[Any] = []
+        if prefix:
+            sql += " AND (t.tag = ? OR substr(t.tag, 1, ?) = ?)"
+            params += [prefix, len(prefix) + 1, prefix + "/"]
+        sql += " GROUP BY t.tag ORDER BY COUNT(*) DESC, t.tag"
+        return [(r[0], int(r[1])) for r in self._query(sql, params)]
+
+    def recent(self, limit: int, since_ns: int | None = None) -> list[dict[str, Any]]:
+        """The most recently modified notes, newest first: path, title, mtime_ns and tags."""
+        sql = f"SELECT path, title, mtime_ns, tags FROM notes WHERE status IN {_SEARCHABLE}"
+        params: list[Any] = []
+        if since_ns is not None:
+            sql += " AND mtime_ns >= ?"
+            params.append(since_ns)
+        sql += " ORDER BY mtime_ns DESC, path LIMIT ?"
+        params.append(limit)
+        return [
+            {"path": r[0], "title": r[1] or "", "mtime_ns": r[2], "tags": json.loads(r[3] or "[]")}
+            for r in self._query(sql, params)
+        ]
+
     def paths_matching(
         self,
         tags: Sequence[str] = (),
@@ -673,7 +721,7 @@ class Manifest:
             return None
         # Failed, quarantined and left-out notes keep their last good chunks, and filters find
         # them too.
-        sql = "SELECT path FROM notes WHERE status IN ('ok', 'failed', 'quarantined', 'left_out')"
+        sql = f"SELECT path FROM notes WHERE status IN {_SEARCHABLE}"
         params: list[Any] = []
         for tag in tags:
             sql += " AND path IN (SELECT path FROM note_tags WHERE tag = ?)"
@@ -715,6 +763,11 @@ class Awaiting:
     chunks: int
     tokens: int
     notes: int
+
+
+#: The notes whose chunks search finds: failed, quarantined and left-out notes keep their last
+#: good ones.
+_SEARCHABLE = "('ok', 'failed', 'quarantined', 'left_out')"
 
 
 def _awaiting_where(

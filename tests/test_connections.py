@@ -1,0 +1,214 @@
+"""The vault's connections besides related notes (issue 22), on a real index: unlinked
+mentions, tags with counts, recent notes, outlines, and search hits as highlighted snippets;
+through the socket API's routes and the CLI without a daemon."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from click.testing import CliRunner
+
+from vaultd.api.server import Api
+from vaultd.cli.commands import main
+from vaultd.config import load_config
+from vaultd.daemon.serving import DaemonService
+from vaultd.daemon.state import State
+from vaultd.errors import ApiError
+from vaultd.index import browse
+from vaultd.index.mentions import unlinked_mentions
+from vaultd.index.open import Index, open_index
+from vaultd.index.snippets import merged, snippet, unspaced_spans
+
+DAY = 86400
+NOTES = {
+    "Animals/Sea otter.md": "---\naliases: [Lutra]\ntags: [animals/mammals]\n---\n# Sea otter\n"
+    "\nSea otters float on their backs and crack urchins with stones.\n\n## Sleep\n\nThey "
+    "hold paws while sleeping.\n\n### Rafts\n\nGroups are called rafts.\n\n## Diet\n\n"
+    "Urchins, crabs and clams.\n",
+    "Trips/Coast.md": "---\ntags: [travel]\n---\n# Coast\n\nOn the pier we watched a sea otter "
+    "crack a clam.\n\nLater a lutra swam by the boats.\n\nThe running tide runs fast here.\n",
+    "Trips/Bay.md": "# Bay\n\nThe [[Sea otter]] colony in the bay is growing; every sea otter "
+    "there is counted.\n",
+    "Trips/Plurals.md": "# Plurals\n\nOtters everywhere, and seas of them.\n",
+    "Animals/Whale.md": "---\ntags: [animals/mammals, animals]\n---\n# Whale\n\nWhales sing.\n",
+    "中文/水獭.md": "# 水獭\n\n水獭睡觉时会牵着手。\n",
+    "中文/河流.md": "# 河流\n\n河里住着一只水獭，它每天捕鱼。\n",
+}
+#: Days before now each note was last modified.
+AGE = {path: i * 10 for i, path in enumerate(NOTES)}
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
+    root = tmp_path_factory.mktemp("connections")
+    vault = root / "vault"
+    now = 1_900_000_000
+    for path, text in NOTES.items():
+        file = vault / path
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(text, encoding="utf-8")
+        os.utime(file, (now - AGE[path] * DAY, now - AGE[path] * DAY))
+    config = root / "c.toml"
+    config.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{root / "data"}"\n[log]\nlevel = "error"\n',
+        encoding="utf-8",
+    )
+    with open_index(load_config(config, env={}), env={}) as opened:
+        opened.indexer.reconcile()
+        yield opened
+
+
+def api(index: Index, target: str) -> tuple[HTTPStatus, Any]:
+    return Api(DaemonService(index, State(), lambda: None, dict)).handle("GET", target, b"")
+
+
+# -- unlinked mentions -------------------------------------------------------------------------
+
+
+def test_unlinked_mentions_name_the_note_without_linking_it(index: Index) -> None:
+    found = unlinked_mentions(index.manifest, "Animals/Sea otter.md")
+    assert found is not None
+    by_name = {(m.path, m.name): m for m in found}
+    # By its title and by its alias, in a note that does not link it; the name marked.
+    coast = by_name[("Trips/Coast.md", "Sea otter")]
+    assert coast.text == "On the pier we watched a **sea otter** crack a clam."
+    assert (coast.start_line, coast.end_line) == (6, 10)  # the passage holding it
+    assert by_name[("Trips/Coast.md", "Lutra")].text == "Later a **lutra** swam by the boats."
+    paths = {m.path for m in found}
+    # Bay links it already; Plurals says "otters" and "seas", which is no mention of the name;
+    # and the note itself is no mention.
+    assert paths == {"Trips/Coast.md"}
+
+
+def test_a_name_in_an_unspaced_script_is_found_in_running_text(index: Index) -> None:
+    found = unlinked_mentions(index.manifest, "中文/水獭.md")
+    assert found is not None and [m.path for m in found] == ["中文/河流.md"]
+    assert found[0].text == "河里住着一只**水獭**，它每天捕鱼。"
+
+
+def test_mentions_through_the_socket_and_the_cli(index: Index) -> None:
+    status, body = api(index, f"/v1/notes/{quote('Animals/Sea otter.md')}/mentions?k=1")
+    assert status == HTTPStatus.OK and len(body["mentions"]) == 1
+    assert set(body["mentions"][0]) == {"path", "title", "start_line", "end_line", "text", "name"}
+    for target, code in (
+        ("/v1/notes/Nowhere.md/mentions", HTTPStatus.NOT_FOUND),
+        ("/v1/notes/Trips/Bay.md/mentions?k=0", HTTPStatus.BAD_REQUEST),
+    ):
+        with pytest.raises(ApiError) as raised:
+            api(index, target)
+        assert raised.value.status == code, target
+
+
+# -- tags, recent notes, outlines --------------------------------------------------------------
+
+
+def test_tags_with_their_counts_nested_tags_counting_for_their_parents(index: Index) -> None:
+    counts = {t["tag"]: t["notes"] for t in browse.tags(index.manifest)}
+    assert counts == {"animals": 2, "animals/mammals": 2, "travel": 1}
+    assert browse.tags(index.manifest)[0]["notes"] == 2  # most used first
+    assert [t["tag"] for t in browse.tags(index.manifest, "#Animals/")] == [
+        "animals",
+        "animals/mammals",
+    ]
+    assert browse.tags(index.manifest, "anim") == []  # a prefix is a whole tag
+    assert api(index, "/v1/tags?prefix=travel")[1] == {"tags": [{"tag": "travel", "notes": 1}]}
+
+
+def test_recent_notes_newest_first_and_since(index: Index) -> None:
+    newest = [n["path"] for n in browse.recent(index.manifest, 3)]
+    assert newest == list(NOTES)[:3]
+    first = browse.recent(index.manifest, 1)[0]
+    assert first["title"] == "Sea otter" and first["tags"] == ["animals/mammals"]
+    assert first["modified"].endswith("Z")
+    since = (1_900_000_000 - 15 * DAY) * 1_000_000_000
+    assert len(browse.recent(index.manifest, 50, since)) == 2
+    status, body = api(index, "/v1/recent?k=2")
+    assert status == HTTPStatus.OK and [n["path"] for n in body["notes"]] == newest[:2]
+    with pytest.raises(ApiError) as raised:
+        api(index, "/v1/recent?since=yesterday-ish")
+    assert raised.value.status == HTTPStatus.BAD_REQUEST
+
+
+def test_an_outline_gives_each_section_its_line_range(index: Index) -> None:
+    status, body = api(index, f"/v1/notes/{quote('Animals/Sea otter.md')}/outline")
+    assert status == HTTPStatus.OK
+    assert [(h["level"], h["text"], h["start_line"], h["end_line"]) for h in body["headings"]] == [
+        (1, "Sea otter", 5, 19),
+        (2, "Sleep", 9, 15),
+        (3, "Rafts", 13, 15),
+        (2, "Diet", 17, 19),
+    ]
+    with pytest.raises(ApiError) as raised:
+        api(index, "/v1/notes/Nowhere.md/outline")
+    assert raised.value.status == HTTPStatus.NOT_FOUND
+
+
+# -- snippets ----------------------------------------------------------------------------------
+
+
+def test_search_snippets_mark_stemmed_words_and_phrases(index: Index) -> None:
+    hits = index.searcher.search("running tides", k=1, mode="keyword", snippets=True)
+    assert hits[0].path == "Trips/Coast.md" and hits[0].snippet is not None
+    # The words index matched "running", "runs" and "tide" by their stems: all are marked.
+    assert "The **running** **tide** **runs** fast here." in hits[0].snippet
+    assert (hits[0].start_line, hits[0].end_line) == (6, 10)  # the passage's own range
+    assert "text" not in hits[0].as_json() and hits[0].as_json()["snippet"] == hits[0].snippet
+    phrase = index.searcher.search('"crack a clam"', k=1, mode="keyword", snippets=True)
+    assert "**crack a clam**" in (phrase[0].snippet or "").replace("** **", " ")
+    # Without snippets, hits are as they were.
+    assert index.searcher.search("running tides", k=1, mode="keyword")[0].snippet is None
+
+
+def test_search_snippets_mark_chinese_runs(index: Index) -> None:
+    hits = index.searcher.search("水獭捕鱼", k=2, mode="keyword", snippets=True)
+    river = next(h for h in hits if h.path == "中文/河流.md")
+    # "水獭捕鱼" occurs in no note whole: its pairs are marked where they occur.
+    assert river.snippet is not None and "**水獭**" in river.snippet and "**捕鱼**" in river.snippet
+
+
+def test_a_long_passage_is_cut_around_its_marks() -> None:
+    text = "filler words " * 60 + "the heron stood still " + "more filler " * 60
+    at = text.index("heron")
+    cut = snippet(text, [(at, at + 5)], limit=120)
+    assert "**heron**" in cut and cut.startswith("…") and cut.endswith("…")
+    assert len(cut) < 160
+    assert merged([(5, 9), (0, 3), (2, 6)]) == [(0, 9)]
+    assert unspaced_spans("东京タワー", ["タワー"]) == [(2, 5)]
+
+
+def test_the_cli_without_a_daemon(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for path in ("Animals/Sea otter.md", "Trips/Coast.md"):
+        (vault / path).parent.mkdir(parents=True, exist_ok=True)
+        (vault / path).write_text(NOTES[path], encoding="utf-8")
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n'
+        '[log]\nlevel = "error"\n',
+        encoding="utf-8",
+    )
+    runner = CliRunner()
+    assert runner.invoke(main, ["index", "--config", str(config)]).exit_code == 0
+    shown = runner.invoke(main, ["outline", "Animals/Sea otter.md", "--config", str(config)])
+    assert shown.exit_code == 0, shown.output
+    assert "    Rafts  (13-15)" in shown.output
+    tags = runner.invoke(main, ["tags", "--json", "--config", str(config)])
+    assert json.loads(tags.output)["tags"][0] == {"tag": "animals", "notes": 1}
+    found = runner.invoke(main, ["search", "sea otter", "--snippets", "--config", str(config)])
+    assert found.exit_code == 0 and "**sea** **otter**" in found.output.lower()
+    near = runner.invoke(
+        main, ["mentions", str(vault / "Animals/Sea otter.md"), "--config", str(config)]
+    )
+    assert "**sea otter**" in near.output and "Trips/Coast.md:6-10" in near.output
+    recent = runner.invoke(main, ["recent", "-k", "1", "--config", str(config)])
+    assert recent.exit_code == 0 and len(recent.output.strip().splitlines()) == 1
+    missing = runner.invoke(main, ["mentions", "Nowhere.md", "--config", str(config)])
+    assert missing.exit_code == 2 and "not an indexed note" in missing.output

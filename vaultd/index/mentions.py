@@ -1,0 +1,119 @@
+"""Unlinked mentions: the notes that name a note in their text without linking to it.
+
+Obsidian lists them under a note's backlinks, as connections waiting to be made. A note is
+named by its title, its file name or one of its aliases, as a whole phrase (case, accents and
+punctuation aside). Candidates come from the words index (a phrase query on the text column)
+or, for a name in an unspaced script, from a substring scan; each is checked again line by
+line, so a stemmed near-miss is no mention. Notes that link to the note already (by any of
+its names) are left out, and so is the note itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from vaultd.index import snippets
+from vaultd.query import has_phrase, is_unspaced
+from vaultd.storage.manifest import Manifest
+
+#: Chunks looked at per name: far more than a page of mentions needs.
+CANDIDATES = 400
+#: A shorter name (in a spaced script) would be found in too many notes by chance.
+MIN_NAME_CHARS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    path: str
+    title: str
+    #: The passage holding the mention (its line range in the note) and the line itself,
+    #: the name marked `**like this**`.
+    start_line: int
+    end_line: int
+    text: str
+    name: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "title": self.title,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+            "text": self.text,
+            "name": self.name,
+        }
+
+
+def names_of(manifest: Manifest, path: str) -> list[str] | None:
+    """What a note is called (title, file name, aliases), or None for no indexed note."""
+    row = manifest.note_row(path)
+    if row is None:
+        return None
+    stem = path.rsplit("/", 1)[-1]
+    stem = stem[:-3] if stem.lower().endswith(".md") else stem
+    names = [str(row.get("title") or ""), stem, *(str(a) for a in row.get("aliases", []))]
+    usable = [
+        n.strip() for n in names if len(n.strip()) >= (2 if is_unspaced(n) else MIN_NAME_CHARS)
+    ]
+    return list(dict.fromkeys(usable))
+
+
+def unlinked_mentions(manifest: Manifest, path: str, k: int = 50) -> list[Mention] | None:
+    """Up to `k` mentions of the note at `path` in notes not linking to it, by path and line
+    (None: no indexed note)."""
+    names = names_of(manifest, path)
+    if names is None:
+        return None
+    row = manifest.note_row(path) or {}
+    linking = set(manifest.backlinks(path, row.get("aliases", [])))
+    # One mention per line of a passage that names the note (by whichever name first).
+    found: dict[tuple[str, int, int], Mention] = {}
+    for name in names:
+        if is_unspaced(name):
+            ids = [i for i, _ in manifest.substring([name], CANDIDATES)]
+        else:
+            words = " ".join(_words(name))
+            ids = [i for i, _ in manifest.keyword(f'text : "{words}"', CANDIDATES)]
+        for chunk in manifest.chunks_by_id(ids).values():
+            if chunk.path == path or chunk.path in linking:
+                continue
+            for at, line in enumerate(chunk.text.split("\n")):
+                if not has_phrase(line, name):
+                    continue
+                key = (chunk.path, chunk.start_line, at)
+                if key not in found:
+                    spans = _spans(line, name)
+                    found[key] = Mention(
+                        chunk.path,
+                        chunk.title,
+                        chunk.start_line,
+                        chunk.end_line,
+                        snippets.snippet(line.strip(), _shift(spans, line)),
+                        name,
+                    )
+    ordered = sorted(found.items(), key=lambda item: item[0])
+    return [mention for _, mention in ordered][:k]
+
+
+def _words(name: str) -> list[str]:
+    return [w for w in "".join(c if c.isalnum() else " " for c in name).split() if w]
+
+
+def _spans(line: str, name: str) -> list[snippets.Span]:
+    """Where `name` stands in `line`, ignoring case (its words with anything between)."""
+    lowered, needle = line.lower(), name.lower()
+    if len(lowered) != len(line):
+        return []
+    at = lowered.find(needle)
+    spans: list[snippets.Span] = []
+    while at >= 0:
+        spans.append((at, at + len(needle)))
+        at = lowered.find(needle, at + len(needle))
+    return spans
+
+
+def _shift(spans: list[snippets.Span], line: str) -> list[snippets.Span]:
+    """Spans in `line` as offsets in `line.strip()`."""
+    lead = len(line) - len(line.lstrip())
+    return [(s - lead, e - lead) for s, e in spans]

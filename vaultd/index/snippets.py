@@ -1,0 +1,160 @@
+"""Short passages with the query's terms marked: a search hit as a snippet.
+
+The words are marked where the words index matched them (FTS5's own `highlight`, so stemmed
+forms and phrases are marked exactly as they were found); runs of unspaced scripts (Chinese,
+Japanese, Thai...) are marked where the run occurs in the text, or else its pairs of
+characters, which is how the pairs index found them. The snippet is the stretch of lines
+with the most marks, cut to about `SNIPPET_CHARS` characters at word boundaries, with "…"
+where text was left out; the hit keeps the line range of its passage.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+#: How a marked term is shown: Markdown's bold, which terminals, Markdown views and language
+#: models all read as emphasis.
+OPEN = "**"
+CLOSE = "**"
+#: About how long a snippet is.
+SNIPPET_CHARS = 280
+ELLIPSIS = "…"
+#: What the index is asked to put around a match: characters no note holds in practice (and
+#: that are taken out of the text first if one does).
+_START = "\x02"
+_END = "\x03"
+_MARKERS = re.compile(f"[{_START}{_END}]")
+
+Span = tuple[int, int]
+
+
+def spans_of_marked(marked: str) -> tuple[str, list[Span]]:
+    """The text of `marked` (as `Manifest.marked` returns it) and where its marks were."""
+    text: list[str] = []
+    spans: list[Span] = []
+    at = 0
+    opened = -1
+    for part in re.split(f"([{_START}{_END}])", marked):
+        if part == _START:
+            opened = at
+        elif part == _END:
+            if opened >= 0 and at > opened:
+                spans.append((opened, at))
+            opened = -1
+        else:
+            text.append(part)
+            at += len(part)
+    return "".join(text), spans
+
+
+def marks_asked() -> tuple[str, str]:
+    """What to ask the index to mark a match with (see `spans_of_marked`)."""
+    return _START, _END
+
+
+def clean(text: str) -> str:
+    """The text without the marker characters (a note that held them)."""
+    return _MARKERS.sub("", text)
+
+
+def unspaced_spans(text: str, runs: Iterable[str]) -> list[Span]:
+    """Where each run of unspaced-script characters occurs in `text`; a run that does not
+    occur whole is looked for as its pairs of characters (as the pairs index matched it)."""
+    lowered = text.lower()
+    # Matched without case where lowering keeps every offset (it nearly always does).
+    hay = lowered if len(lowered) == len(text) else text
+    spans: list[Span] = []
+    for run in runs:
+        needle = run.lower() if hay is lowered else run
+        found = _occurrences(hay, needle)
+        if not found and len(needle) > 2:
+            pairs = (needle[i : i + 2] for i in range(len(needle) - 1))
+            found = [span for pair in pairs for span in _occurrences(hay, pair)]
+        spans += found
+    return spans
+
+
+def _occurrences(text: str, needle: str) -> list[Span]:
+    if not needle:
+        return []
+    out: list[Span] = []
+    start = text.find(needle)
+    while start >= 0:
+        out.append((start, start + len(needle)))
+        start = text.find(needle, start + len(needle))
+    return out
+
+
+def merged(spans: Iterable[Span]) -> list[Span]:
+    """Spans sorted, overlapping and touching ones joined."""
+    out: list[Span] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def snippet(text: str, spans: Sequence[Span], limit: int = SNIPPET_CHARS) -> str:
+    """The part of `text` with the most marks, about `limit` characters, marks shown."""
+    spans = merged(spans)
+    start, end = _window(text, spans, limit)
+    out: list[str] = [ELLIPSIS] if start > 0 else []
+    at = start
+    for s, e in spans:
+        s, e = max(s, start), min(e, end)
+        if s >= e:
+            continue
+        out += [text[at:s], OPEN, text[s:e], CLOSE]
+        at = e
+    out.append(text[at:end])
+    if end < len(text.rstrip()):
+        out.append(ELLIPSIS)
+    return "".join(out).strip()
+
+
+def _window(text: str, spans: Sequence[Span], limit: int) -> Span:
+    """Where the snippet starts and ends: whole lines around the line with the most marks
+    while they fit, else a cut of that line around its first mark."""
+    lines: list[Span] = []
+    at = 0
+    for line in text.split("\n"):
+        lines.append((at, at + len(line)))
+        at += len(line) + 1
+    if not spans:
+        first = next((i for i, (s, e) in enumerate(lines) if text[s:e].strip()), 0)
+        best = first
+    else:
+        counts = [sum(1 for s, e in spans if ls <= s < le + 1) for ls, le in lines]
+        best = max(range(len(lines)), key=lambda i: (counts[i], -i))
+    start, end = lines[best]
+    if end - start > limit:
+        mark = next((s for s, _ in spans if start <= s <= end), start)
+        start = _word_start(text, max(start, mark - limit // 3))
+        return start, _word_end(text, min(end, start + limit))
+    below, above = best + 1, best - 1
+    while True:
+        grew = False
+        if below < len(lines) and lines[below][1] - start <= limit:
+            end = lines[below][1]
+            below += 1
+            grew = True
+        if above >= 0 and end - lines[above][0] <= limit and spans:
+            start = lines[above][0]
+            above -= 1
+            grew = True
+        if not grew:
+            break
+    return start, end
+
+
+def _word_start(text: str, at: int) -> int:
+    space = text.rfind(" ", 0, at)
+    return at if space < 0 or at - space > 20 else space + 1
+
+
+def _word_end(text: str, at: int) -> int:
+    space = text.find(" ", at)
+    return at if space < 0 or space - at > 20 else space
