@@ -69,6 +69,13 @@ def test_the_nearest_notes_by_meaning_come_first(index: Index, how: str) -> None
     assert set(paths(found)) <= set(NOTES) and len(found) == 5
 
 
+def test_by_its_words_a_note_finds_the_notes_sharing_its_terms(index: Index) -> None:
+    found = index.related.related("Sea/Otters.md", 3, how="words")
+    # Kelp shares "urchins", "otters" and "kelp"; nothing of the bakery or the taxes does.
+    assert paths(found)[0] == "Sea/Kelp.md"
+    assert not {"Home/Bread.md", "Work/Taxes.md"} & set(paths(found))
+
+
 def test_each_result_has_the_pair_of_passages_that_ties_them(index: Index) -> None:
     [kelp] = index.related.related("Sea/Otters.md", 1)
     assert kelp.linked is True  # Otters links [[Kelp]]

@@ -3,12 +3,16 @@
 Only stored vectors are used: nothing is embedded, so an answer costs a few Chroma queries and
 is as fresh as the index (a saved note is related by its new text once its vectors are in).
 
-A note is seen two ways, and the two rankings are fused by rank (RRF), as search fuses its
-retrievers:
+A note is seen two ways by meaning, and the two rankings are fused by rank (RRF), as search
+fuses its retrievers; a third way, by its words, is there to compare (and costs too much on a
+big vault to be fused by default: docs/benchmarks.md):
 - **by its passages**: each chunk's nearest chunks of other notes; another note scores by its
   best pair. A short note and one passage of a long note both find what they are about.
 - **by its centroid**: the mean of its chunk vectors; another note scores by its chunk nearest
   that mean. A long note's overall subject, which no single passage states.
+- **by its words**: its most frequent words (not stop words) as one BM25 query of the words
+  index; another note scores by its best passage. Names and terms of art, which two notes on
+  one subject share and a small model's vectors blur.
 
 `how` picks one alone; bench/related_eval.py measures each against the link graph
 (docs/benchmarks.md). Each result carries the pair of passages that ties the two notes (the
@@ -17,6 +21,8 @@ most similar chunk pair, computed exactly from both notes' stored vectors).
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -26,19 +32,25 @@ import numpy as np
 from vaultd.errors import QueryError, VectorsPendingError
 from vaultd.index.links import LinkResolver
 from vaultd.index.search import rrf
+from vaultd.query import STOP_WORDS, is_unspaced
 from vaultd.storage.manifest import Manifest, StoredChunk
 from vaultd.storage.vectors import VectorStore
 
-How = Literal["fused", "passages", "centroid"]
-HOWS: tuple[How, ...] = ("fused", "passages", "centroid")
+How = Literal["fused", "passages", "centroid", "words"]
+HOWS: tuple[How, ...] = ("fused", "passages", "centroid", "words")
 
 #: Candidate chunks asked of Chroma per query vector: enough for tens of distinct notes.
 DEPTH = 40
 #: A long note queries with at most this many of its chunks (evenly spaced): the answer's
 #: time stays bounded, and neighbouring chunks of one note find the same notes anyway.
 MAX_QUERY_CHUNKS = 48
-#: RRF's k for fusing the two rankings (search's default).
+#: RRF's k for fusing the rankings (search's default).
 RRF_K = 60
+#: The words ranking asks with a note's most frequent words, this many, of 3 letters or more.
+QUERY_WORDS = 64
+#: Chunks the words ranking looks at.
+WORD_DEPTH = 400
+_WORDS = re.compile(r"[^\W\d_]{3,}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,10 +172,29 @@ class RelatedNotes:
             centroid = matrix.mean(axis=0)
             centroid /= np.linalg.norm(centroid) or 1.0
             ranked["centroid"] = self._best_by_note([self.store.query(centroid, DEPTH * 2)], wanted)
+        if how == "words":
+            ranked["words"] = self._by_words(mine, wanted, allowed)
         fused = rrf(ranked, RRF_K, {}) if len(ranked) > 1 else next(iter(ranked.values()))
         return [
             self._result(path, other, score, mine, matrix, linked) for other, score in fused[:k]
         ]
+
+    def _by_words(
+        self, mine: Sequence[StoredChunk], wanted: Any, allowed: Sequence[str] | None
+    ) -> list[tuple[str, float]]:
+        """Notes ranked by their best passage's BM25 for the note's most frequent words."""
+        counts = Counter(
+            w
+            for c in mine
+            for w in (m.lower() for m in _WORDS.findall(c.text))
+            if w not in STOP_WORDS and not is_unspaced(w)
+        )
+        terms = [w for w, _ in counts.most_common(QUERY_WORDS)]
+        if not terms:
+            return []
+        match = " OR ".join(f'"{t}"' for t in terms)
+        hits = self.manifest.keyword(match, WORD_DEPTH, allowed)
+        return self._best_by_note([hits], wanted)
 
     def _best_by_note(
         self, found: Sequence[Sequence[tuple[str, float]]], wanted: Any
