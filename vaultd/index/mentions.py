@@ -45,11 +45,8 @@ class Mention:
         }
 
 
-def names_of(manifest: Manifest, path: str) -> list[str] | None:
-    """What a note is called (title, file name, aliases), or None for no indexed note."""
-    row = manifest.note_row(path)
-    if row is None:
-        return None
+def names_of(path: str, row: dict[str, Any]) -> list[str]:
+    """What a note is called (title, file name, aliases), from its manifest row."""
     stem = path.rsplit("/", 1)[-1]
     stem = stem[:-3] if stem.lower().endswith(".md") else stem
     names = [str(row.get("title") or ""), stem, *(str(a) for a in row.get("aliases", []))]
@@ -62,10 +59,10 @@ def names_of(manifest: Manifest, path: str) -> list[str] | None:
 def unlinked_mentions(manifest: Manifest, path: str, k: int = 50) -> list[Mention] | None:
     """Up to `k` mentions of the note at `path` in notes not linking to it, by path and line
     (None: no indexed note)."""
-    names = names_of(manifest, path)
-    if names is None:
+    row = manifest.note_row(path)
+    if row is None:
         return None
-    row = manifest.note_row(path) or {}
+    names = names_of(path, row)
     linking = set(manifest.backlinks(path, row.get("aliases", [])))
     # One mention per line of a passage that names the note (by whichever name first).
     found: dict[tuple[str, int, int], Mention] = {}
