@@ -5,25 +5,20 @@ through the socket API's routes and the CLI without a daemon."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner
 
-from vaultd.api.server import Api
+from tests.small_vault import api, indexed
 from vaultd.cli.commands import main
-from vaultd.config import load_config
-from vaultd.daemon.serving import DaemonService
-from vaultd.daemon.state import State
 from vaultd.errors import ApiError
 from vaultd.index import browse
 from vaultd.index.mentions import unlinked_mentions
-from vaultd.index.open import Index, open_index
+from vaultd.index.open import Index
 from vaultd.index.snippets import merged, snippet, unspaced_spans
 
 DAY = 86400
@@ -47,26 +42,10 @@ AGE = {path: i * 10 for i, path in enumerate(NOTES)}
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
-    root = tmp_path_factory.mktemp("connections")
-    vault = root / "vault"
     now = 1_900_000_000
-    for path, text in NOTES.items():
-        file = vault / path
-        file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_text(text, encoding="utf-8")
-        os.utime(file, (now - AGE[path] * DAY, now - AGE[path] * DAY))
-    config = root / "c.toml"
-    config.write_text(
-        f'[vault]\npath = "{vault}"\n[store]\npath = "{root / "data"}"\n[log]\nlevel = "error"\n',
-        encoding="utf-8",
-    )
-    with open_index(load_config(config, env={}), env={}) as opened:
-        opened.indexer.reconcile()
+    mtimes = {path: now - AGE[path] * DAY for path in NOTES}
+    with indexed(tmp_path_factory.mktemp("connections"), NOTES, mtimes) as opened:
         yield opened
-
-
-def api(index: Index, target: str) -> tuple[HTTPStatus, Any]:
-    return Api(DaemonService(index, State(), lambda: None, dict)).handle("GET", target, b"")
 
 
 # -- unlinked mentions -------------------------------------------------------------------------

@@ -14,11 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from tests.daemon import running
-from vaultd.api.server import Api
+from tests.small_vault import api, indexed
 from vaultd.cli.commands import main
 from vaultd.config import load_config
-from vaultd.daemon.serving import DaemonService
-from vaultd.daemon.state import State
 from vaultd.errors import ApiError, QueryError, VectorsPendingError
 from vaultd.index.open import Index, open_index
 from vaultd.query import Filters
@@ -42,18 +40,7 @@ NOTES = {
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
-    root = tmp_path_factory.mktemp("related")
-    vault = root / "vault"
-    for path, text in NOTES.items():
-        (vault / path).parent.mkdir(parents=True, exist_ok=True)
-        (vault / path).write_text(text, encoding="utf-8")
-    config = root / "c.toml"
-    config.write_text(
-        f'[vault]\npath = "{vault}"\n[store]\npath = "{root / "data"}"\n[log]\nlevel = "error"\n',
-        encoding="utf-8",
-    )
-    with open_index(load_config(config, env={}), env={}) as opened:
-        opened.indexer.reconcile()
+    with indexed(tmp_path_factory.mktemp("related"), NOTES) as opened:
         yield opened
 
 
@@ -61,7 +48,7 @@ def paths(found: Any) -> list[str]:
     return [r.path for r in found]
 
 
-@pytest.mark.parametrize("how", ["fused", "passages", "centroid"])
+@pytest.mark.parametrize("how", ["fused", "coverage", "passages", "centroid"])
 def test_the_nearest_notes_by_meaning_come_first(index: Index, how: str) -> None:
     assert paths(index.related.related("Home/Bread.md", 1, how=how)) == ["Home/Pizza.md"]
     found = index.related.related("Sea/Otters.md", 5, how=how)
@@ -101,6 +88,37 @@ def test_linked_notes_can_be_left_out_and_the_filters_hold(index: Index) -> None
     }
 
 
+LICENCE = (
+    "\n\n## Licence\n\nThis note is shared under the Creative Commons Attribution 4.0 "
+    "International licence. You are free to copy and redistribute the material in any medium "
+    "or format, and to remix, transform and build upon it for any purpose, even commercially, "
+    "as long as you give appropriate credit, provide a link to the licence, and indicate if "
+    "changes were made. You may not apply legal terms or technological measures that legally "
+    "restrict others from doing anything the licence permits.\n"
+)
+#: One title for all and no H1 (the model sees the heading path before each passage), so the
+#: footers' vectors are the same.
+TITLED = "---\ntitle: Notes\n---\n"
+FOOTERS = {
+    "Seabirds.md": TITLED + "Gannets dive into the sea from thirty metres, wings folded, "
+    "to catch mackerel.\n\n## Colonies\n\nThousands of gannets nest on the cliffs of Bass "
+    "Rock, each pair on its own patch of guano.\n\n## Flight\n\nThey glide low over the "
+    "waves on long narrow wings." + LICENCE,
+    "Gannets.md": TITLED + "A northern gannet plunges into the water like an arrow to seize "
+    "fish.\n\n## Nesting\n\nGannet colonies crowd sea cliffs and islands every spring.\n",
+    "Spreadsheets.md": TITLED + "A pivot table sums the sales column by region and "
+    "month.\n\n## Formulas\n\nVLOOKUP finds a row by its key in another sheet." + LICENCE,
+}
+
+
+def test_coverage_is_not_fooled_by_one_shared_passage(tmp_path: Path) -> None:
+    # The licence footer is the two notes' best pair by far; the rest has nothing in common.
+    with indexed(tmp_path, FOOTERS) as opened:
+        related = opened.related.related
+        assert paths(related("Seabirds.md", 1, how="passages")) == ["Spreadsheets.md"]
+        assert paths(related("Seabirds.md", 1, how="coverage")) == ["Gannets.md"]
+
+
 def test_a_passage_of_a_note_by_its_lines(index: Index) -> None:
     # Line 7 of the pizza note is its sauce; lines 1-4 its dough, nearest the bread.
     sauce = index.related.related("Home/Pizza.md", 5, lines=(5, 7))
@@ -111,10 +129,6 @@ def test_a_passage_of_a_note_by_its_lines(index: Index) -> None:
         index.related.related("Home/Pizza.md", 3, lines=(40, 50))
     with pytest.raises(QueryError, match="not an indexed note"):
         index.related.related("Nowhere.md", 3)
-
-
-def api(index: Index, target: str) -> tuple[HTTPStatus, Any]:
-    return Api(DaemonService(index, State(), lambda: None, dict)).handle("GET", target, b"")
 
 
 def test_the_socket_route_and_its_checks(index: Index) -> None:

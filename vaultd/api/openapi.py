@@ -625,7 +625,9 @@ def schema() -> dict[str, Any]:
                             "description": "The vault-relative path, URL-encoded",
                         },
                         _query_param("k", "integer", "how many (default 10)"),
-                        _query_param("how", "string", "fused (default), passages, centroid, words"),
+                        _query_param(
+                            "how", "string", "fused (default), coverage, passages, centroid, words"
+                        ),
                         _query_param(
                             "exclude_linked", "boolean", "leave out notes linked either way"
                         ),

@@ -253,10 +253,11 @@ def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | No
 )
 @click.option(
     "--how",
-    type=click.Choice(["fused", "passages", "centroid", "words"]),
+    type=click.Choice(["fused", "coverage", "passages", "centroid", "words"]),
     default="fused",
     show_default=True,
-    help="By the note's passages, their mean, its words, or all three fused (docs/search.md).",
+    help="How much the notes cover each other, their best pair of passages, the note's mean, "
+    "its distinctive words, or coverage and words fused (docs/search.md).",
 )
 @click.option(
     "--exclude-linked", is_flag=True, help="Leave out notes it links to or that link to it."

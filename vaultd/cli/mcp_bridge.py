@@ -23,10 +23,10 @@ INSTRUCTIONS = (
     "Tools over the user's Obsidian vault, kept indexed by the vaultd daemon. Use `search` to "
     "find passages (each hit has a note path and a 1-based line range), `read_note` to read a "
     "whole note or just those lines (`outline` gives each section's lines), `links` to follow "
-    "a note's links and backlinks, `related` for the notes nearest a note by meaning (linked "
-    "or not), `unlinked_mentions` for notes naming it without a link, and `tags` and "
-    "`recent_notes` to find one's way in. Ask `search` for `snippets` to get short passages "
-    "with the matched terms marked **like this**."
+    "a note's links and backlinks, `related` for the notes most related to a note by meaning "
+    "and words (linked or not), `unlinked_mentions` for notes naming it without a link, and "
+    "`tags` and `recent_notes` to find one's way in. Ask `search` for `snippets` to get short "
+    "passages with the matched terms marked **like this**."
 )
 
 #: What a search hit tells the assistant (the chunk id and score parts are vaultd's business);
@@ -208,7 +208,8 @@ def build_server(client: Client) -> Any:
             bool, Field(description="Leave out notes it links to or that link to it.")
         ] = False,
     ) -> dict[str, Any]:
-        """The notes most related to a note by meaning, nearest first: each with its
+        """The notes most related to a note, by meaning and by its distinctive words, nearest
+        first: each with its
         similarity, whether the two are linked already, and the pair of passages (line ranges
         and text) that ties them."""
         return bridge.related(path, k, exclude_linked)

@@ -25,6 +25,16 @@ def _key(path: str) -> str:
     return key[:-3] if key.endswith(".md") else key
 
 
+def _wanted(target: str) -> str:
+    return _key(target.split("#", 1)[0].split("|", 1)[0]).lstrip("/")
+
+
+def target_name(target: str) -> str:
+    """The note name a link target asks for (lower-cased, without ".md", folders, heading or
+    alias): a resolver needs only the notes of that name (`Manifest.paths_named`)."""
+    return _wanted(target).rsplit("/", 1)[-1]
+
+
 class LinkResolver:
     """Resolves link targets against one snapshot of the vault's note paths."""
 
@@ -38,7 +48,7 @@ class LinkResolver:
 
     def resolve(self, target: str, source: str) -> str | None:
         """The vault path of the note `target` (as written in `source`) points to, or None."""
-        wanted = _key(target.split("#", 1)[0].split("|", 1)[0]).lstrip("/")
+        wanted = _wanted(target)
         if not wanted:
             return None
         exact = self._by_key.get(wanted)

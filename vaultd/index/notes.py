@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vaultd.index.links import LinkResolver
+from vaultd.index.links import LinkResolver, target_name
 from vaultd.records import chunk_json
 from vaultd.storage.manifest import Manifest
 
@@ -16,10 +16,11 @@ def note_view(manifest: Manifest, path: str) -> dict[str, Any] | None:
         return None
     chunks = manifest.chunks_of(path)
     row.pop("mtime_ns", None)
-    resolver = LinkResolver(manifest.note_paths())
+    targets = [str(link.get("target", "")) for link in row.get("links", [])]
+    resolver = LinkResolver(manifest.paths_named(target_name(t) for t in targets))
     row["links"] = [
-        {**link, "path": resolver.resolve(str(link.get("target", "")), path)}
-        for link in row.get("links", [])
+        {**link, "path": resolver.resolve(target, path)}
+        for link, target in zip(row.get("links", []), targets, strict=True)
     ]
     return {
         **row,

@@ -1,55 +1,65 @@
-"""Related notes: the notes nearest one note (or a passage of it) by meaning.
+"""Related notes: the notes nearest one note (or a passage of it), by meaning and by words.
 
-Only stored vectors are used: nothing is embedded, so an answer costs a few Chroma queries and
-is as fresh as the index (a saved note is related by its new text once its vectors are in).
+Only what is stored is used: nothing is embedded, so an answer costs one Chroma query, one BM25
+query and some arithmetic over stored vectors, and it is as fresh as the index (a saved note is
+related by its new text once its vectors are in).
 
-A note is seen two ways by meaning, and the two rankings are fused by rank (RRF), as search
-fuses its retrievers; a third way, by its words, is there to compare (and costs too much on a
-big vault to be fused by default: docs/benchmarks.md):
-- **by its passages**: each chunk's nearest chunks of other notes; another note scores by its
-  best pair. A short note and one passage of a long note both find what they are about.
-- **by its centroid**: the mean of its chunk vectors; another note scores by its chunk nearest
-  that mean. A long note's overall subject, which no single passage states.
-- **by its words**: its most frequent words (not stop words) as one BM25 query of the words
-  index; another note scores by its best passage. Names and terms of art, which two notes on
-  one subject share and a small model's vectors blur.
+Candidates come from Chroma: the nearest chunks to (at most `MAX_QUERY_CHUNKS` of) the note's
+chunks and to their mean, the `CANDIDATES` notes with the nearest. Each is then scored exactly
+from both notes' stored vectors, three ways:
+- **coverage**: how much of each note the other covers: the mean, over one note's passages, of
+  its best match in the other, taken both ways and averaged (one way, from the asked passages,
+  for a line range). Two notes on one subject cover each other; a shared footer or quote does
+  not make them related.
+- **passages**: the best pair of passages. A short note and one passage of a long note find
+  what they are about.
+- **centroid**: the other note's passage nearest the mean of this one's. A long note's overall
+  subject, which no single passage states.
 
-`how` picks one alone; bench/related_eval.py measures each against the link graph
+A fourth way is by **words**: the note's most distinctive words (tf-idf over the words index)
+as one BM25 query; another note scores by its best passage. Names and terms of art, which two
+notes on one subject share and a small model's vectors blur.
+
+`fused` (the default) fuses coverage and words by rank (RRF), as search fuses its retrievers;
+`how` picks one way alone. bench/related_eval.py measures each against the vault's own links
 (docs/benchmarks.md). Each result carries the pair of passages that ties the two notes (the
-most similar chunk pair, computed exactly from both notes' stored vectors).
+most similar pair, computed exactly).
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from vaultd.errors import QueryError, VectorsPendingError
-from vaultd.index.links import LinkResolver
+from vaultd.index.links import LinkResolver, target_name
 from vaultd.index.search import rrf
 from vaultd.query import STOP_WORDS, is_unspaced
 from vaultd.storage.manifest import Manifest, StoredChunk
 from vaultd.storage.vectors import VectorStore
 
-How = Literal["fused", "passages", "centroid", "words"]
-HOWS: tuple[How, ...] = ("fused", "passages", "centroid", "words")
+How = Literal["fused", "coverage", "passages", "centroid", "words"]
+HOWS: tuple[How, ...] = ("fused", "coverage", "passages", "centroid", "words")
 
 #: Candidate chunks asked of Chroma per query vector: enough for tens of distinct notes.
 DEPTH = 40
 #: A long note queries with at most this many of its chunks (evenly spaced): the answer's
 #: time stays bounded, and neighbouring chunks of one note find the same notes anyway.
 MAX_QUERY_CHUNKS = 48
+#: Notes scored exactly from their vectors: the nearest by their best chunk.
+CANDIDATES = 60
 #: RRF's k for fusing the rankings (search's default).
 RRF_K = 60
-#: The words ranking asks with a note's most frequent words, this many, of 3 letters or more.
-QUERY_WORDS = 64
-#: Chunks the words ranking looks at.
-WORD_DEPTH = 400
+#: The words ranking asks with this many of the note's most distinctive words...
+QUERY_WORDS = 16
+#: ...none of them in more than this share of the chunks...
+WORD_SHARE = 0.05
+#: ...and looks at this many chunks.
+WORD_DEPTH = 200
 _WORDS = re.compile(r"[^\W\d_]{3,}")
 
 
@@ -109,15 +119,38 @@ def checked_how(how: str) -> How:
 def linked_paths(manifest: Manifest, path: str) -> set[str]:
     """The notes `path` links to (resolved as Obsidian does) and those linking to it."""
     row = manifest.note_row(path) or {}
-    resolver = LinkResolver(manifest.note_paths())
-    out = {resolver.resolve(str(link.get("target", "")), path) for link in row.get("links", [])}
+    targets = [str(link.get("target", "")) for link in row.get("links", [])]
+    resolver = LinkResolver(manifest.paths_named(target_name(t) for t in targets))
+    out = {resolver.resolve(target, path) for target in targets}
     out.update(manifest.backlinks(path, row.get("aliases", [])))
     out.discard(path)
     return {p for p in out if p}
 
 
+class _Scores:
+    """Exact scores of other notes against this note's passages (`mine`, one row each)."""
+
+    def __init__(self, mine: np.ndarray, one_way: bool) -> None:
+        self.mine = mine
+        self.one_way = one_way
+        centroid = mine.mean(axis=0)
+        self.centroid = centroid / (np.linalg.norm(centroid) or 1.0)
+
+    def of(self, theirs: np.ndarray) -> dict[str, float]:
+        pairs = self.mine @ theirs.T
+        covered = float(pairs.max(axis=1).mean())
+        if not self.one_way:
+            covered = (covered + float(pairs.max(axis=0).mean())) / 2
+        return {
+            "coverage": covered,
+            "passages": float(pairs.max()),
+            "centroid": float((theirs @ self.centroid).max()),
+        }
+
+
 class RelatedNotes:
-    """Related notes over one open index (the manifest's vectors, the store's neighbours)."""
+    """Related notes over one open index (the manifest's vectors and words, the store's
+    neighbours)."""
 
     def __init__(self, manifest: Manifest, store: VectorStore, model_id: str) -> None:
         self.manifest = manifest
@@ -161,81 +194,109 @@ class RelatedNotes:
                 return False
             return keep is None or other in keep
 
+        scores = _Scores(matrix, one_way=lines is not None)
+        vectors: dict[str, tuple[list[str], np.ndarray]] = {}
         ranked: dict[str, list[tuple[str, float]]] = {}
-        if how in ("fused", "passages"):
-            count = min(len(mine), MAX_QUERY_CHUNKS)
-            rows = np.unique(np.linspace(0, len(mine) - 1, count).round().astype(int))
-            ranked["passages"] = self._best_by_note(
-                self.store.query_many(matrix[rows], DEPTH), wanted
+        if how != "words":
+            vectors = self.manifest.vectors_of(self.model_id, self._candidates(scores, wanted))
+            exact = {other: scores.of(theirs) for other, (_, theirs) in vectors.items()}
+            way = "coverage" if how == "fused" else how
+            ranked[way] = sorted(
+                ((other, s[way]) for other, s in exact.items()), key=lambda i: (-i[1], i[0])
             )
-        if how in ("fused", "centroid"):
-            centroid = matrix.mean(axis=0)
-            centroid /= np.linalg.norm(centroid) or 1.0
-            ranked["centroid"] = self._best_by_note([self.store.query(centroid, DEPTH * 2)], wanted)
-        if how == "words":
+        if how in ("fused", "words"):
             ranked["words"] = self._by_words(mine, wanted, allowed)
         fused = rrf(ranked, RRF_K, {}) if len(ranked) > 1 else next(iter(ranked.values()))
-        return [
-            self._result(path, other, score, mine, matrix, linked) for other, score in fused[:k]
-        ]
+        top = fused[:k]
+        missing = [other for other, _ in top if other not in vectors]
+        if missing:
+            vectors.update(self.manifest.vectors_of(self.model_id, missing))
+        return self._results(path, top, mine, matrix, vectors, linked)
+
+    def _candidates(self, scores: _Scores, wanted: Callable[[str], bool]) -> list[str]:
+        """The notes with the chunks nearest this note's passages and their mean, nearest
+        first, at most `CANDIDATES`."""
+        mine = scores.mine
+        count = min(len(mine), MAX_QUERY_CHUNKS)
+        rows = np.unique(np.linspace(0, len(mine) - 1, count).round().astype(int))
+        found = self.store.query_many(np.vstack([mine[rows], scores.centroid]), DEPTH)
+        return [other for other, _ in self._best_by_note(found, wanted)[:CANDIDATES]]
 
     def _by_words(
-        self, mine: Sequence[StoredChunk], wanted: Any, allowed: Sequence[str] | None
+        self,
+        mine: Sequence[StoredChunk],
+        wanted: Callable[[str], bool],
+        allowed: Sequence[str] | None,
     ) -> list[tuple[str, float]]:
-        """Notes ranked by their best passage's BM25 for the note's most frequent words."""
-        counts = Counter(
-            w
+        """Notes ranked by their best passage's BM25 for the note's most distinctive words."""
+        passages = [
+            [
+                w
+                for w in (m.lower() for m in _WORDS.findall(c.text))
+                if w not in STOP_WORDS and not is_unspaced(w)
+            ]
             for c in mine
-            for w in (m.lower() for m in _WORDS.findall(c.text))
-            if w not in STOP_WORDS and not is_unspaced(w)
-        )
-        terms = [w for w, _ in counts.most_common(QUERY_WORDS)]
+        ]
+        terms = self.manifest.distinctive_words(passages, QUERY_WORDS, WORD_SHARE)
         if not terms:
             return []
         match = " OR ".join(f'"{t}"' for t in terms)
-        hits = self.manifest.keyword(match, WORD_DEPTH, allowed)
-        return self._best_by_note([hits], wanted)
+        return self._best_by_note([self.manifest.keyword(match, WORD_DEPTH, allowed)], wanted)
 
     def _best_by_note(
-        self, found: Sequence[Sequence[tuple[str, float]]], wanted: Any
+        self, found: Sequence[Sequence[tuple[str, float]]], wanted: Callable[[str], bool]
     ) -> list[tuple[str, float]]:
-        """Notes ranked by their best chunk's similarity over every query's neighbours."""
+        """Notes ranked by their best chunk's score over every query's hits."""
         ids = {chunk_id for hits in found for chunk_id, _ in hits}
-        paths = {i: c.path for i, c in self.manifest.chunks_by_id(sorted(ids)).items()}
+        paths = self.manifest.paths_of_chunks(sorted(ids))
         best: dict[str, float] = {}
         for hits in found:
-            for chunk_id, similarity in hits:
+            for chunk_id, score in hits:
                 other = paths.get(chunk_id)
-                if other is not None and wanted(other) and similarity > best.get(other, -2.0):
-                    best[other] = similarity
+                if other is not None and wanted(other) and score > best.get(other, -2.0):
+                    best[other] = score
         return sorted(best.items(), key=lambda item: (-item[1], item[0]))
 
-    def _result(
+    def _results(
         self,
         path: str,
-        other: str,
-        score: float,
+        top: Sequence[tuple[str, float]],
         mine: list[StoredChunk],
         matrix: np.ndarray,
+        vectors: dict[str, tuple[list[str], np.ndarray]],
         linked: set[str],
-    ) -> RelatedNote:
-        theirs = self.manifest.chunks_of(other)
-        vectors = self.manifest.vectors(self.model_id, {c.hash for c in theirs})
-        theirs = [c for c in theirs if c.hash in vectors]
-        similarity, source, target = -2.0, mine[0], theirs[0] if theirs else mine[0]
-        if theirs:
-            pairs = matrix @ np.vstack([vectors[c.hash] for c in theirs]).T
-            i, j = np.unravel_index(int(np.argmax(pairs)), pairs.shape)
-            similarity, source, target = float(pairs[i, j]), mine[int(i)], theirs[int(j)]
-        return RelatedNote(
-            path=other,
-            title=target.title,
-            score=score,
-            similarity=similarity,
-            linked=other in linked,
-            source=Passage.of(source),
-            target=Passage.of(target),
-        )
+    ) -> list[RelatedNote]:
+        """The results, each with its best pair of passages."""
+        pairs: dict[str, tuple[float, StoredChunk, str]] = {}
+        for other, _ in top:
+            if other in vectors:
+                ids, theirs = vectors[other]
+                products = matrix @ theirs.T
+                i, j = np.unravel_index(int(np.argmax(products)), products.shape)
+                pairs[other] = (float(products[i, j]), mine[int(i)], ids[int(j)])
+        targets = self.manifest.chunks_by_id([target for _, _, target in pairs.values()])
+        out = []
+        for other, score in top:
+            similarity, source, target_id = pairs.get(other, (-2.0, mine[0], ""))
+            target = targets.get(target_id)
+            if target is None:
+                # No vector of it (it was being indexed) or gone since: its first passage.
+                first = self.manifest.chunks_of(other)
+                if not first:
+                    continue
+                target = first[0]
+            out.append(
+                RelatedNote(
+                    path=other,
+                    title=target.title,
+                    score=score,
+                    similarity=similarity,
+                    linked=other in linked,
+                    source=Passage.of(source),
+                    target=Passage.of(target),
+                )
+            )
+        return out
 
 
 __all__ = ["HOWS", "How", "RelatedNote", "RelatedNotes", "checked_how", "linked_paths"]

@@ -9,10 +9,13 @@ connections, its errors translated).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import math
+import sqlite3
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
-from vaultd.storage.schema import Query
+from vaultd.storage.schema import WORDS_TOKENIZER, Query
 
 KeywordIndex = Literal["words", "pairs"]
 _KEYWORD_TABLES: dict[str, str] = {"words": "chunks_fts", "pairs": "chunks_pairs"}
@@ -122,3 +125,72 @@ def marked(
     )
     rows = query(sql, (start, end, match, json.dumps(list(chunk_ids))))
     return {r[0]: r[1] for r in rows}
+
+
+def stems(words: Iterable[str]) -> dict[str, str]:
+    """Each word's term in the words index (its stem, lower-cased, accents folded), made by the
+    index's own tokenizer so that the two always agree; a word it drops is left out.
+
+    An in-memory FTS5 table of one row per word, read back through its vocabulary: SQLite
+    offers no other way to run a tokenizer.
+    """
+    distinct = list(dict.fromkeys(words))
+    if not distinct:
+        return {}
+    db = sqlite3.connect(":memory:")
+    try:
+        db.execute(f"CREATE VIRTUAL TABLE w USING fts5(word, tokenize='{WORDS_TOKENIZER}')")
+        db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(w, instance)")
+        db.executemany("INSERT INTO w(rowid, word) VALUES (?, ?)", enumerate(distinct))
+        # A word of several tokens ("e-mail") keeps its first.
+        out: dict[str, str] = {}
+        for row, term in db.execute("SELECT doc, term FROM v ORDER BY doc, offset"):
+            out.setdefault(distinct[row], term)
+        return out
+    finally:
+        db.close()
+
+
+def distinctive_words(
+    query: Query,
+    passages: Sequence[Sequence[str]],
+    limit: int,
+    max_share: float,
+    floor: int = 100,
+) -> list[str]:
+    """The `limit` words of a note that best tell it from the rest of the words index, best
+    first; `passages` are the words of each of its chunks, as they occur.
+
+    By tf-idf over the index's terms, one word for each term (its commonest form). A term no
+    other chunk holds is left out (it finds nothing but the note), and so are terms in more
+    than `max_share` of the chunks (and more than `floor`): they say little, and their long
+    lists of chunks are what makes a BM25 query slow on a big vault.
+    """
+    forms = Counter(w for words in passages for w in words)
+    stem_of = stems(forms)
+    tf: Counter[str] = Counter()
+    form: dict[str, str] = {}
+    for word, count in forms.most_common():
+        term = stem_of.get(word)
+        if term is not None:
+            tf[term] += count
+            form.setdefault(term, word)
+    if not tf:
+        return []
+    # The note's own chunks holding each term: the index counts them too.
+    own: Counter[str] = Counter(
+        term for words in passages for term in {stem_of[w] for w in words if w in stem_of}
+    )
+    terms = sorted(tf)
+    df: dict[str, int] = {}
+    for start in range(0, len(terms), 500):
+        batch = terms[start : start + 500]
+        marks = ",".join("?" * len(batch))
+        df.update(query(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", batch))
+    total = query("SELECT count(*) FROM chunks", ())[0][0]
+    most = max(max_share * total, floor)
+    scored = [
+        (tf[term] * math.log(total / n), term) for term, n in df.items() if own[term] < n <= most
+    ]
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return [form[term] for _, term in scored[:limit]]

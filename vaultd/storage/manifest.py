@@ -225,6 +225,14 @@ class Manifest:
                 out[row[0]] = _stored(row)
         return out
 
+    def paths_of_chunks(self, ids: Sequence[str]) -> dict[str, str]:
+        """Each chunk's note (for chunks still indexed)."""
+        out: dict[str, str] = {}
+        for batch in _batches(list(ids), 500):
+            marks = ",".join("?" * len(batch))
+            out.update(self._query(f"SELECT id, path FROM chunks WHERE id IN ({marks})", batch))
+        return out
+
     def tags_of(self, paths: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """The tags each of these notes carries, as written (for search hits)."""
         rows = self._query(
@@ -259,6 +267,19 @@ class Manifest:
         """Every note the index holds (a link resolves to any of them)."""
         return [r[0] for r in self._query("SELECT path FROM notes")]
 
+    def paths_named(self, names: Iterable[str]) -> list[str]:
+        """The notes whose file name (lower-cased, without ".md") is one of `names`: every
+        note a link to one of those names can resolve to."""
+        wanted = {n.lower() for n in names}
+        if not wanted:
+            return []
+        out = []
+        for path in self.note_paths():
+            name = path.rsplit("/", 1)[-1].lower()
+            if (name[:-3] if name.endswith(".md") else name) in wanted:
+                out.append(path)
+        return out
+
     def backlinks(self, path: str, aliases: Iterable[str] = ()) -> list[str]:
         """Notes linking to `path` by its name, its path or one of its aliases."""
         stem = path[:-3] if path.lower().endswith(".md") else path
@@ -283,6 +304,38 @@ class Manifest:
             for h, blob in rows:
                 out[h] = np.frombuffer(blob, dtype=np.float32)
         return out
+
+    def vectors_of(
+        self, model: str, paths: Iterable[str]
+    ) -> dict[str, tuple[list[str], np.ndarray]]:
+        """Each note's chunk ids in order and their vectors (one row each), for the chunks that
+        have one; a note with none is left out."""
+        ids: dict[str, list[str]] = {}
+        rows: dict[str, list[bytes]] = {}
+        for batch in _batches(sorted(set(paths)), 500):
+            marks = ",".join("?" * len(batch))
+            for path, chunk_id, blob in self._query(
+                "SELECT c.path, c.id, v.vector FROM chunks c "
+                "JOIN vectors v ON v.model = ? AND v.hash = c.hash "
+                f"WHERE c.path IN ({marks}) ORDER BY c.path, c.idx",
+                [model, *batch],
+            ):
+                ids.setdefault(path, []).append(chunk_id)
+                rows.setdefault(path, []).append(blob)
+        return {
+            path: (
+                ids[path],
+                np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1),
+            )
+            for path, blobs in rows.items()
+        }
+
+    def distinctive_words(
+        self, passages: Sequence[Sequence[str]], limit: int, max_share: float
+    ) -> list[str]:
+        """The words that best tell a note (the words of each of its chunks) from the rest of
+        the index (see `keyword.distinctive_words`)."""
+        return keyword.distinctive_words(self._query, passages, limit, max_share)
 
     # -- chunks awaiting vectors ---------------------------------------------------------------
 

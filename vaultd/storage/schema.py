@@ -117,6 +117,8 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path, idx);
 CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(hash);
+-- The words index's terms (stems) and the chunks holding each: a view, it stores nothing.
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, row);
 CREATE TABLE IF NOT EXISTS vectors (
     model TEXT NOT NULL,
     hash TEXT NOT NULL,
@@ -148,11 +150,13 @@ CREATE VIRTUAL TABLE IF NOT EXISTS chunks_pairs USING fts5(
     {_FTS_COLUMNS}, content='', tokenize='ascii'
 );
 """ + _fts_triggers("chunks_pairs", _has_unspaced("new"), _has_unspaced("old"), PAIRS_FUNCTION)
+#: How the words index splits and stems text (`keyword.stems` splits words the same way).
+WORDS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 _FTS_SCHEMA = (
     f"""
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
     {_FTS_COLUMNS}, content='chunks', content_rowid='n',
-    tokenize='porter unicode61 remove_diacritics 2'
+    tokenize='{WORDS_TOKENIZER}'
 );
 """
     + _fts_triggers("chunks_fts")
