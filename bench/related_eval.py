@@ -1,6 +1,7 @@
 """Related notes against the link graph: quality on a vault's own links, and latency.
 
     python bench/related_eval.py [--vault DIR] [--workdir DIR] [--min-links 3] [--sample N]
+    python bench/related_eval.py --config CONFIG [--sample N]
     python bench/related_eval.py --latency CONFIG [--requests 300]
 
 Quality: the vault is indexed (a copy, with the defaults), and for every note with at least
@@ -12,7 +13,9 @@ is related, but an unlinked one may be too. Reported per way of representing the
   frequent words of three letters or more, OR'd), notes ranked by their best passage;
 - chance: the expected figure for a random ranking of the other notes (exact, per note).
 Figures: the share of notes with at least one linked note in the top 5 ("hit@5"), and the
-mean share of a note's linked notes found in its top 10 ("recall@10").
+mean share of a note's linked notes found in its top 10 ("recall@10"); over all the notes
+measured, and over each half (`tuning_half`): the constants are tuned on one, checked on the
+other.
 
 Latency (`--latency`): a running daemon's config; `--requests` related-notes requests through
 its socket, one client, for notes drawn at random; p50 and p99.
@@ -21,6 +24,7 @@ its socket, one client, for notes drawn at random; p50 and p99.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -41,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from machine import cpu_model
 
 from vaultd.api.client import Client
+from vaultd.api.locate import socket_path
 from vaultd.config import load_config
 from vaultd.index.open import Index, open_index
 from vaultd.index.related import HOWS, linked_paths
@@ -105,15 +110,32 @@ def quality(index: Index, min_links: int, sample: int = 0, seed: int = 1) -> dic
         "notes_with_links": eligible,
         "notes_measured": len(chosen),
     }
+    tuning = [tuning_half(p) for p in chosen]
+    out["notes_tuning"] = sum(tuning)
     for name, scores in methods.items():
         out[name] = {
-            "hit@5": round(statistics.fmean(scores["hit5"]), 4),
-            "recall@10": round(statistics.fmean(scores["recall10"]), 4),
+            **_figures(scores, [True] * len(chosen)),
+            "tuning": _figures(scores, tuning),
+            "held_out": _figures(scores, [not t for t in tuning]),
         }
         if scores["ms"]:
             out[name]["in_process_ms_p50"] = round(statistics.median(scores["ms"]), 1)
     out["linked_either_way_mean"] = round(statistics.fmean(len(graph[p]) for p in chosen), 1)
     return out
+
+
+def tuning_half(path: str) -> bool:
+    """Whether a note is in the tuning half (the constants of vaultd/index/related.py are
+    chosen on it alone; the held-out half checks them)."""
+    return int(hashlib.sha256(path.encode()).hexdigest(), 16) % 2 == 0
+
+
+def _figures(scores: dict[str, list[float]], keep: list[bool]) -> dict[str, float]:
+    def mean(values: list[float]) -> float:
+        chosen = [v for v, k in zip(values, keep, strict=True) if k]
+        return round(statistics.fmean(chosen), 4) if chosen else float("nan")
+
+    return {"hit@5": mean(scores["hit5"]), "recall@10": mean(scores["recall10"])}
 
 
 def _outgoing(index: Index, path: str, notes: set[str]) -> set[str]:
@@ -132,7 +154,8 @@ def _score(scores: dict[str, list[float]], found: list[str], truth: set[str]) ->
 
 def latency(config_path: Path, requests: int, seed: int) -> dict[str, Any]:
     config = load_config(config_path, env=os.environ)
-    client = Client(config.server.socket, timeout=60)
+    socket = socket_path(config.server.socket, os.environ, config.store.path, config.vault.path)
+    client = Client(socket, timeout=60)
     status = client.request("GET", "/v1/status")
     notes = _indexed_paths(config_path)
     rng = random.Random(seed)
@@ -174,6 +197,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--vault", type=Path, default=SHARED / "corpora" / "obsidian-help" / "en")
     parser.add_argument("--workdir", type=Path, help="keep the copy and its index here, reused")
+    parser.add_argument(
+        "--config", type=Path, help="measure the index of this config instead (no copy made)"
+    )
     parser.add_argument("--min-links", type=int, default=3)
     parser.add_argument("--latency", type=Path, metavar="CONFIG", help="a running daemon's config")
     parser.add_argument("--requests", type=int, default=300)
@@ -191,19 +217,22 @@ def main() -> int:
         print(json.dumps(result, indent=2))
         return 0
     with tempfile.TemporaryDirectory(prefix="vaultd-related-") as scratch:
-        workdir = (args.workdir or Path(scratch)).resolve()
-        vault = workdir / "vault"
-        if not vault.exists():
-            shutil.copytree(args.vault, vault)
-        config = workdir / "vaultd.toml"
-        config.write_text(
-            f'[vault]\npath = "{vault}"\n[store]\npath = "{workdir / "data"}"\n'
-            '[log]\nlevel = "warning"\n',
-            encoding="utf-8",
-        )
-        with open_index(load_config(config, env=os.environ)) as index:
+        config = args.config
+        if config is None:
+            workdir = (args.workdir or Path(scratch)).resolve()
+            vault = workdir / "vault"
+            if not vault.exists():
+                shutil.copytree(args.vault, vault)
+            config = workdir / "vaultd.toml"
+            config.write_text(
+                f'[vault]\npath = "{vault}"\n[store]\npath = "{workdir / "data"}"\n'
+                '[log]\nlevel = "warning"\n',
+                encoding="utf-8",
+            )
+        settings = load_config(config, env=os.environ)
+        with open_index(settings) as index:
             index.indexer.reconcile()
-            result["vault"] = str(args.vault)
+            result["vault"] = str(args.vault if args.config is None else settings.vault.path)
             result["quality"] = quality(index, args.min_links, args.sample, args.seed)
     print(json.dumps(result, indent=2))
     return 0

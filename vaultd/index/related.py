@@ -52,12 +52,13 @@ DEPTH = 40
 MAX_QUERY_CHUNKS = 48
 #: Notes scored exactly from their vectors: the nearest by their best chunk.
 CANDIDATES = 60
-#: RRF's k for fusing the rankings (search's default).
+#: RRF's k for fusing the rankings (search's default), and each ranking's weight.
 RRF_K = 60
+FUSED_WEIGHTS = {"coverage": 1.0, "words": 1.0}
 #: The words ranking asks with this many of the note's most distinctive words...
 QUERY_WORDS = 16
 #: ...none of them in more than this share of the chunks...
-WORD_SHARE = 0.05
+WORD_SHARE = 0.2
 #: ...and looks at this many chunks.
 WORD_DEPTH = 200
 _WORDS = re.compile(r"[^\W\d_]{3,}")
@@ -206,7 +207,9 @@ class RelatedNotes:
             )
         if how in ("fused", "words"):
             ranked["words"] = self._by_words(mine, wanted, allowed)
-        fused = rrf(ranked, RRF_K, {}) if len(ranked) > 1 else next(iter(ranked.values()))
+        fused = (
+            rrf(ranked, RRF_K, FUSED_WEIGHTS) if len(ranked) > 1 else next(iter(ranked.values()))
+        )
         top = fused[:k]
         missing = [other for other, _ in top if other not in vectors]
         if missing:

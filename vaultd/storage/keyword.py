@@ -12,7 +12,7 @@ import json
 import math
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 from vaultd.storage.schema import WORDS_TOKENIZER, Query
@@ -151,15 +151,27 @@ def stems(words: Iterable[str]) -> dict[str, str]:
         db.close()
 
 
+def term_chunks(query: Query, terms: Sequence[str]) -> dict[str, int]:
+    """How many chunks hold each of these terms of the words index (terms none holds are left
+    out). A lookup walks the term's list of chunks, so a common term costs more."""
+    out: dict[str, int] = {}
+    for start in range(0, len(terms), 500):
+        batch = list(terms[start : start + 500])
+        marks = ",".join("?" * len(batch))
+        out.update(query(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", batch))
+    return out
+
+
 def distinctive_words(
-    query: Query,
     passages: Sequence[Sequence[str]],
+    chunks_with: Callable[[Sequence[str]], tuple[dict[str, int], int]],
     limit: int,
     max_share: float,
     floor: int = 100,
 ) -> list[str]:
     """The `limit` words of a note that best tell it from the rest of the words index, best
-    first; `passages` are the words of each of its chunks, as they occur.
+    first; `passages` are the words of each of its chunks, as they occur, and `chunks_with`
+    gives the chunks holding each of some terms and the chunks in all (`term_chunks`).
 
     By tf-idf over the index's terms, one word for each term (its commonest form). A term no
     other chunk holds is left out (it finds nothing but the note), and so are terms in more
@@ -181,13 +193,7 @@ def distinctive_words(
     own: Counter[str] = Counter(
         term for words in passages for term in {stem_of[w] for w in words if w in stem_of}
     )
-    terms = sorted(tf)
-    df: dict[str, int] = {}
-    for start in range(0, len(terms), 500):
-        batch = terms[start : start + 500]
-        marks = ",".join("?" * len(batch))
-        df.update(query(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", batch))
-    total = query("SELECT count(*) FROM chunks", ())[0][0]
+    df, total = chunks_with(sorted(tf))
     most = max(max_share * total, floor)
     scored = [
         (tf[term] * math.log(total / n), term) for term, n in df.items() if own[term] < n <= most

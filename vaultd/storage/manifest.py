@@ -106,6 +106,8 @@ class Manifest:
 
     #: Idle read connections kept open; more may exist for a moment under a burst of queries.
     READERS = 4
+    #: Terms whose chunk counts are kept at most (a few MB).
+    TERMS_KEPT = 100_000
 
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / MANIFEST
@@ -125,6 +127,10 @@ class Manifest:
         #: Write transactions so far, and the awaiting totals by model as of a count of them.
         self._writes = 0
         self._totals: dict[str, tuple[int, Awaiting]] = {}
+        #: As of a count of writes: the words index's chunk counts of the terms looked up and
+        #: its chunks in all, and the notes by file name.
+        self._terms: tuple[int, dict[str, int], int] = (-1, {}, 0)
+        self._names: tuple[int, dict[str, list[str]]] = (-1, {})
 
     def close(self) -> None:
         with self._lock:
@@ -269,16 +275,17 @@ class Manifest:
 
     def paths_named(self, names: Iterable[str]) -> list[str]:
         """The notes whose file name (lower-cased, without ".md") is one of `names`: every
-        note a link to one of those names can resolve to."""
-        wanted = {n.lower() for n in names}
-        if not wanted:
-            return []
-        out = []
-        for path in self.note_paths():
-            name = path.rsplit("/", 1)[-1].lower()
-            if (name[:-3] if name.endswith(".md") else name) in wanted:
-                out.append(path)
-        return out
+        note a link to one of those names can resolve to. The index of names is kept until
+        the next write."""
+        writes = self._writes  # before the read: a write meanwhile makes the next call read
+        seen, by_name = self._names
+        if seen != writes:
+            by_name = {}
+            for path in self.note_paths():
+                name = path.rsplit("/", 1)[-1].lower()
+                by_name.setdefault(name[:-3] if name.endswith(".md") else name, []).append(path)
+            self._names = (writes, by_name)
+        return [path for name in {n.lower() for n in names} for path in by_name.get(name, [])]
 
     def backlinks(self, path: str, aliases: Iterable[str] = ()) -> list[str]:
         """Notes linking to `path` by its name, its path or one of its aliases."""
@@ -315,8 +322,10 @@ class Manifest:
         for batch in _batches(sorted(set(paths)), 500):
             marks = ",".join("?" * len(batch))
             for path, chunk_id, blob in self._query(
+                # CROSS JOIN keeps the chunks outermost: the planner would otherwise walk
+                # every vector of the model (ten times slower on a big vault).
                 "SELECT c.path, c.id, v.vector FROM chunks c "
-                "JOIN vectors v ON v.model = ? AND v.hash = c.hash "
+                "CROSS JOIN vectors v ON v.model = ? AND v.hash = c.hash "
                 f"WHERE c.path IN ({marks}) ORDER BY c.path, c.idx",
                 [model, *batch],
             ):
@@ -335,7 +344,24 @@ class Manifest:
     ) -> list[str]:
         """The words that best tell a note (the words of each of its chunks) from the rest of
         the index (see `keyword.distinctive_words`)."""
-        return keyword.distinctive_words(self._query, passages, limit, max_share)
+        return keyword.distinctive_words(passages, self._chunks_with, limit, max_share)
+
+    def _chunks_with(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """The chunks holding each term of the words index, and the chunks in all.
+
+        Kept until the next write, and only terms looked up already: every related-notes
+        request asks for a note's terms, and a common one costs a walk of its list of chunks.
+        """
+        writes = self._writes  # before the reads: a write meanwhile makes the next call read
+        seen, counts, total = self._terms
+        if seen != writes or len(counts) > self.TERMS_KEPT:
+            counts, total = {}, self._query("SELECT count(*) FROM chunks")[0][0]
+        new = [t for t in terms if t not in counts]
+        if new:
+            found = keyword.term_chunks(self._query, new)
+            counts = {**counts, **{t: found.get(t, 0) for t in new}}
+        self._terms = (writes, counts, total)
+        return {t: counts[t] for t in terms if counts[t]}, total
 
     # -- chunks awaiting vectors ---------------------------------------------------------------
 
