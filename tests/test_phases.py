@@ -246,3 +246,23 @@ def test_a_stopped_first_index_resumes_without_embedding_twice(
         assert summary.chunks_embedded == 12 - first
         assert len(set(embedded_texts)) == len(embedded_texts) == 12
         converged(index, vault, tmp_path)
+
+
+def test_a_passage_two_notes_share_reaches_the_store_for_both_in_one_pass(
+    tmp_path: Path, embedded_texts: list[str]
+) -> None:
+    """Two notes of one name in two folders, alike (a README copied around): their chunks
+    share texts and vectors. Batches of one chunk put the twins in different batches; each
+    is published with the vector when it comes, not left for the next pass's repair."""
+    vault = tmp_path / "vault"
+    text = "# Readme\n\nHow to build the tool.\n\n## Licence\n\nShare it freely.\n"
+    for folder in ("one", "two"):
+        (vault / folder).mkdir(parents=True)
+        (vault / folder / "Readme.md").write_text(text, encoding="utf-8")
+    with open_for(tmp_path, vault) as index:
+        index.indexer.batch_chunks = 1
+        index.indexer.reconcile()
+        assert len(embedded_texts) == 2  # one text each for the two passages
+        assert index.store.ids() == set(index.manifest.chunk_ids())
+        assert len(index.manifest.chunk_ids()) == 4
+        assert index.indexer.sync_store() == 0

@@ -1030,6 +1030,16 @@ class Indexer:
     ) -> bool:
         """Embed one batch of awaiting chunks, publish them as their vectors come, then
         record the vectors. False when the batch changed nothing (no vector, no failure)."""
+        # Chunks of other notes with the same text come along: once its vector is recorded
+        # they no longer await one, and would reach the store only at the next repair.
+        ids = {c.id for c in chunks}
+        chunks = chunks + [
+            c
+            for c in self.manifest.awaiting(
+                self.model_id, 1 << 30, hashes=sorted({c.hash for c in chunks})
+            )
+            if c.id not in ids
+        ]
         known = self.manifest.known_subset({c.path for c in chunks}, [])
         paths = sorted(known)
         self.manifest.mark_in_flight_many(

@@ -372,10 +372,15 @@ class Manifest:
         *,
         paths: Iterable[str] | None = None,
         exclude: Iterable[str] = (),
+        hashes: Sequence[str] | None = None,
     ) -> list[StoredChunk]:
         """Chunks of indexed notes that `model` has no vector for, the most recently modified
-        notes first (at most `limit`; only of `paths` when given, none of `exclude`)."""
+        notes first (at most `limit`; only of `paths` when given, none of `exclude`; only
+        with one of these texts' `hashes` when given)."""
         where, params = _awaiting_where(model, paths, exclude)
+        if hashes is not None:
+            where += " AND c.hash IN (SELECT value FROM json_each(?))"
+            params.append(json.dumps(list(hashes)))
         rows = self._query(
             f"SELECT {', '.join('c.' + col for col in _CHUNK_COLUMNS.split(', '))} {where} "
             "ORDER BY n.mtime_ns DESC, c.path, c.idx LIMIT ?",
