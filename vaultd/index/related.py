@@ -55,6 +55,10 @@ CANDIDATES = 60
 #: RRF's k for fusing the rankings (search's default), and each ranking's weight.
 RRF_K = 60
 FUSED_WEIGHTS = {"coverage": 1.0, "words": 1.0}
+#: Each ranking is fused from its top this many only: deeper, notes halfway down both lists
+#: outrank the top of either, and where one way is weak (the vectors of a note that is a list
+#: of links) its tail is noise that outvotes the other's best (docs/benchmarks.md).
+FUSED_DEPTH = 15
 #: The words ranking asks with this many of the note's most distinctive words...
 QUERY_WORDS = 16
 #: ...none of them in more than this share of the chunks...
@@ -207,9 +211,10 @@ class RelatedNotes:
             )
         if how in ("fused", "words"):
             ranked["words"] = self._by_words(mine, wanted, allowed)
-        fused = (
-            rrf(ranked, RRF_K, FUSED_WEIGHTS) if len(ranked) > 1 else next(iter(ranked.values()))
-        )
+        if len(ranked) > 1:
+            fused = rrf({way: r[:FUSED_DEPTH] for way, r in ranked.items()}, RRF_K, FUSED_WEIGHTS)
+        else:
+            fused = next(iter(ranked.values()))
         top = fused[:k]
         missing = [other for other, _ in top if other not in vectors]
         if missing:
