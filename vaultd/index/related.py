@@ -20,7 +20,8 @@ A fourth way is by **words**: the note's most distinctive words (tf-idf over the
 as one BM25 query; another note scores by its best passage. Names and terms of art, which two
 notes on one subject share and a small model's vectors blur.
 
-`fused` (the default) fuses coverage and words by rank (RRF), as search fuses its retrievers;
+`fused` (the default) fuses coverage and words by rank (RRF, each one's top `FUSED_DEPTH`),
+as search fuses its retrievers;
 `how` picks one way alone. bench/related_eval.py measures each against the vault's own links
 (docs/benchmarks.md). Each result carries the pair of passages that ties the two notes (the
 most similar pair, computed exactly).
