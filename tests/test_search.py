@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import shared_path
+from tests.small_vault import indexed
 from vaultd.api.server import Api
 from vaultd.cli.commands import main
 from vaultd.config import SearchSection, load_config
@@ -111,27 +111,12 @@ ZH_NOTES = 15
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
-    root = tmp_path_factory.mktemp("search")
-    vault = root / "vault"
-    for rel, text in NOTES.items():
-        path = vault / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        if rel in OLD_NOTES:
-            os.utime(path, (OLD, OLD))
     zh = shared_path("corpora", "obsidian-help", "zh", ZH_FOLDER)
     smallest = sorted(zh.glob("*.md"), key=lambda f: (f.stat().st_size, f.name))[:ZH_NOTES]
-    (vault / "zh" / ZH_FOLDER).mkdir(parents=True)
-    for file in smallest:
-        shutil.copy(file, vault / "zh" / ZH_FOLDER / file.name)
-    config_file = root / "vaultd.toml"
-    config_file.write_text(
-        f'[vault]\npath = "{vault}"\n[store]\npath = "{root / "data"}"\n[log]\nlevel = "warning"\n',
-        encoding="utf-8",
-    )
-    with open_index(load_config(config_file, env={})) as idx:
-        summary = idx.indexer.reconcile()
-        assert summary.notes_failed == 0
+    notes = {**NOTES, **{f"zh/{ZH_FOLDER}/{f.name}": f.read_text("utf-8") for f in smallest}}
+    mtimes = {rel: float(OLD) for rel in OLD_NOTES}
+    with indexed(tmp_path_factory.mktemp("search"), notes, mtimes) as idx:
+        assert idx.manifest.failed() == []
         yield idx
 
 
