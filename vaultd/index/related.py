@@ -22,8 +22,8 @@ notes on one subject share and a small model's vectors blur.
 
 `fused` (the default) fuses coverage and words by rank (RRF, each one's top `FUSED_DEPTH`),
 as search fuses its retrievers; `how` picks one way alone. bench/related_eval.py measures each
-against the vault's own links (docs/benchmarks.md). Each result carries the pair of passages that ties the two notes (the
-most similar pair, computed exactly).
+against the vault's own links (docs/benchmarks.md). Each result carries the pair of passages
+that ties the two notes (the most similar pair, computed exactly).
 """
 
 from __future__ import annotations

@@ -359,7 +359,8 @@ class Manifest:
         new = [t for t in terms if t not in counts]
         if new:
             found = keyword.term_chunks(self._query, new)
-            counts = {**counts, **{t: found.get(t, 0) for t in new}}
+            # In place: only lookups and len() ever read it, so other threads may share it.
+            counts.update((t, found.get(t, 0)) for t in new)
         self._terms = (writes, counts, total)
         return {t: counts[t] for t in terms if counts[t]}, total
 
