@@ -18,14 +18,16 @@ from vaultd.daemon.state import State
 from vaultd.index.open import Index, open_index
 
 
-def write_vault(root: Path, notes: Mapping[str, str], mtimes: Mapping[str, float] = {}) -> Path:
-    """`notes` (vault path: text) under `root/vault`, with the given modification times; the
-    config file of an index of it in `root/data`."""
+def write_vault(
+    root: Path, notes: Mapping[str, str | bytes], mtimes: Mapping[str, float] = {}
+) -> Path:
+    """`notes` (vault path: text, or bytes as they are) under `root/vault`, with the given
+    modification times; the config file of an index of it in `root/data`."""
     vault = root / "vault"
     for path, text in notes.items():
         file = vault / path
         file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_text(text, encoding="utf-8")
+        file.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
         if path in mtimes:
             os.utime(file, (mtimes[path], mtimes[path]))
     config = root / "c.toml"
@@ -38,7 +40,7 @@ def write_vault(root: Path, notes: Mapping[str, str], mtimes: Mapping[str, float
 
 @contextmanager
 def indexed(
-    root: Path, notes: Mapping[str, str], mtimes: Mapping[str, float] = {}
+    root: Path, notes: Mapping[str, str | bytes], mtimes: Mapping[str, float] = {}
 ) -> Iterator[Index]:
     """The open index of `notes`, fully indexed."""
     config = write_vault(root, notes, mtimes)

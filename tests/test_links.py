@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from vaultd.index.links import LinkResolver
+from vaultd.index.links import LinkResolver, target_names
+from vaultd.storage.manifest import link_key
 
 PATHS = [
     "Home.md",
@@ -37,9 +38,17 @@ PATHS = [
         ("diagram.png", "Home.md", None),  # an attachment is not a note
         ("", "Home.md", None),
         ("../../../etc/passwd", "Home.md", None),
+        ("Plugins/", "Home.md", None),  # a folder is not a note...
+        ("Alpha/", "Projects/Todo.md", None),
+        ("Beta/Notes/.", "Projects/Todo.md", "Projects/Beta/Notes.md"),  # ...but normalizes
+        ("Sync/", "Plugins/Index.md", "Plugins/Sync.md"),
     ],
 )
 def test_targets_resolve_as_obsidian_resolves_them(
     target: str, source: str, expected: str | None
 ) -> None:
     assert LinkResolver(PATHS).resolve(target, source) == expected
+    # Only the notes of the names the target can mean are needed (`Manifest.paths_named`).
+    names = target_names(target, source)
+    named = [p for p in PATHS if link_key(p).rsplit("/", 1)[-1] in names]
+    assert LinkResolver(named).resolve(target, source) == expected

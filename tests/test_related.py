@@ -19,6 +19,7 @@ from vaultd.cli.commands import main
 from vaultd.config import load_config
 from vaultd.errors import ApiError, QueryError, VectorsPendingError
 from vaultd.index.open import Index, open_index
+from vaultd.index.related import How
 from vaultd.query import Filters
 
 NOTES = {
@@ -235,3 +236,16 @@ def test_a_saved_note_is_related_by_its_new_text_as_soon_as_it_is_searchable(
         mine = daemon.request("GET", "/v1/notes/Work/Taxes.md/related?k=1")["related"]
         assert mine[0]["path"] in ("Home/Bread.md", "Home/Pizza.md")
         assert "rye bread" in mine[0]["source"]["text"]
+
+
+def test_as_many_notes_as_asked_for(tmp_path: Path) -> None:
+    # Each ranking is fused from its top 15 by default; asking for more fuses deeper.
+    many = {
+        f"n{i:02d}.md": f"# Note {i}\n\nThe tide at harbour {i} rose past the pier at dawn.\n"
+        for i in range(35)
+    }
+    with indexed(tmp_path, many) as opened:
+        hows: tuple[How, ...] = ("fused", "coverage")
+        for how in hows:
+            found = paths(opened.related.related("n00.md", 34, how=how))
+            assert len(found) == 34 and set(found) == set(many) - {"n00.md"}, how

@@ -113,7 +113,8 @@ ZH_NOTES = 15
 def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
     zh = shared_path("corpora", "obsidian-help", "zh", ZH_FOLDER)
     smallest = sorted(zh.glob("*.md"), key=lambda f: (f.stat().st_size, f.name))[:ZH_NOTES]
-    notes = {**NOTES, **{f"zh/{ZH_FOLDER}/{f.name}": f.read_text("utf-8") for f in smallest}}
+    notes: dict[str, str | bytes] = dict(NOTES)
+    notes.update({f"zh/{ZH_FOLDER}/{f.name}": f.read_bytes() for f in smallest})
     mtimes = {rel: float(OLD) for rel in OLD_NOTES}
     with indexed(tmp_path_factory.mktemp("search"), notes, mtimes) as idx:
         assert idx.manifest.failed() == []

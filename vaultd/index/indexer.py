@@ -996,6 +996,7 @@ class Indexer:
             )
             if not chunks:
                 break
+            chunks += self._twins(chunks, suspects)
             size = sum(c.tokens for c in chunks)
 
             def share(part: float, done: int = done, size: int = size) -> None:
@@ -1021,6 +1022,15 @@ class Indexer:
             # embedded with: chunk them again now, not at the next full pass.
             self._reconcile_some(unusable, (), None)
 
+    def _twins(self, chunks: list[StoredChunk], suspects: set[str]) -> list[StoredChunk]:
+        """Chunks of other notes with the same texts as these, awaiting (crash suspects' left
+        out: each is tried alone). They come along with the batch: once its vectors are
+        recorded they no longer await one, and would reach the store only at the next repair."""
+        ids = {c.id for c in chunks}
+        hashes = sorted({c.hash for c in chunks})
+        found = self.manifest.awaiting(self.model_id, 1 << 30, exclude=suspects, hashes=hashes)
+        return [c for c in found if c.id not in ids]
+
     def _embed_batch(
         self,
         chunks: list[StoredChunk],
@@ -1030,16 +1040,6 @@ class Indexer:
     ) -> bool:
         """Embed one batch of awaiting chunks, publish them as their vectors come, then
         record the vectors. False when the batch changed nothing (no vector, no failure)."""
-        # Chunks of other notes with the same text come along: once its vector is recorded
-        # they no longer await one, and would reach the store only at the next repair.
-        ids = {c.id for c in chunks}
-        chunks = chunks + [
-            c
-            for c in self.manifest.awaiting(
-                self.model_id, 1 << 30, hashes=sorted({c.hash for c in chunks})
-            )
-            if c.id not in ids
-        ]
         known = self.manifest.known_subset({c.path for c in chunks}, [])
         paths = sorted(known)
         self.manifest.mark_in_flight_many(

@@ -19,20 +19,21 @@ import posixpath
 from collections import defaultdict
 from collections.abc import Iterable
 
-
-def _key(path: str) -> str:
-    key = path.strip().lower()
-    return key[:-3] if key.endswith(".md") else key
+from vaultd.storage.manifest import link_key
 
 
 def _wanted(target: str) -> str:
-    return _key(target.split("#", 1)[0].split("|", 1)[0]).lstrip("/")
+    return link_key(target.split("#", 1)[0].split("|", 1)[0]).lstrip("/")
 
 
-def target_name(target: str) -> str:
-    """The note name a link target asks for (lower-cased, without ".md", folders, heading or
-    alias): a resolver needs only the notes of that name (`Manifest.paths_named`)."""
-    return _wanted(target).rsplit("/", 1)[-1]
+def target_names(target: str, source: str) -> set[str]:
+    """The note names a link target (as written in `source`) can resolve to: lower-cased,
+    without ".md", folders, heading or alias, as written and as the path from `source`'s
+    folder normalizes (`[[Ideas/]]` is "ideas"). A resolver needs only the notes of those
+    names (`Manifest.paths_named`)."""
+    wanted = _wanted(target)
+    relative = posixpath.normpath(posixpath.join(posixpath.dirname(source).lower(), wanted))
+    return {wanted.rsplit("/", 1)[-1], relative.rsplit("/", 1)[-1]}
 
 
 class LinkResolver:
@@ -42,7 +43,7 @@ class LinkResolver:
         self._by_key: dict[str, str] = {}
         self._by_name: dict[str, list[str]] = defaultdict(list)
         for path in sorted(paths):
-            key = _key(path)
+            key = link_key(path)
             self._by_key.setdefault(key, path)
             self._by_name[key.rsplit("/", 1)[-1]].append(path)
 
@@ -62,7 +63,7 @@ class LinkResolver:
                 return found
         name = wanted.rsplit("/", 1)[-1]
         suffix = "/" + wanted
-        matches = [p for p in self._by_name.get(name, []) if ("/" + _key(p)).endswith(suffix)]
+        matches = [p for p in self._by_name.get(name, []) if ("/" + link_key(p)).endswith(suffix)]
         if not matches:
             return None
         return min(

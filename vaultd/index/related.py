@@ -36,7 +36,7 @@ from typing import Any, Literal
 import numpy as np
 
 from vaultd.errors import QueryError, VectorsPendingError
-from vaultd.index.links import LinkResolver, target_name
+from vaultd.index.links import LinkResolver, target_names
 from vaultd.index.search import rrf
 from vaultd.query import STOP_WORDS, is_unspaced
 from vaultd.storage.manifest import Manifest, StoredChunk
@@ -55,9 +55,10 @@ CANDIDATES = 60
 #: RRF's k for fusing the rankings (search's default), and each ranking's weight.
 RRF_K = 60
 FUSED_WEIGHTS = {"coverage": 1.0, "words": 1.0}
-#: Each ranking is fused from its top this many only: deeper, notes halfway down both lists
-#: outrank the top of either, and where one way is weak (the vectors of a note that is a list
-#: of links) its tail is noise that outvotes the other's best (docs/benchmarks.md).
+#: Each ranking is fused from its top this many only (or k, when more are asked for):
+#: deeper, notes halfway down both lists outrank the top of either, and where one way is weak
+#: (the vectors of a note that is a list of links) its tail is noise that outvotes the other's
+#: best (docs/benchmarks.md).
 FUSED_DEPTH = 15
 #: The words ranking asks with this many of the note's most distinctive words...
 QUERY_WORDS = 16
@@ -121,15 +122,26 @@ def checked_how(how: str) -> How:
     raise QueryError(f"how must be one of {', '.join(HOWS)}, not {how!r}")
 
 
-def linked_paths(manifest: Manifest, path: str) -> set[str]:
-    """The notes `path` links to (resolved as Obsidian does) and those linking to it."""
-    row = manifest.note_row(path) or {}
+def linked_paths(manifest: Manifest, path: str, row: dict[str, Any] | None = None) -> set[str]:
+    """The notes `path` links to (resolved as Obsidian does) and those linking to it; `row`
+    is its manifest row, when read already."""
+    row = (manifest.note_row(path) or {}) if row is None else row
     targets = [str(link.get("target", "")) for link in row.get("links", [])]
-    resolver = LinkResolver(manifest.paths_named(target_name(t) for t in targets))
+    resolver = LinkResolver(manifest.paths_named(n for t in targets for n in target_names(t, path)))
     out = {resolver.resolve(target, path) for target in targets}
     out.update(manifest.backlinks(path, row.get("aliases", [])))
     out.discard(path)
     return {p for p in out if p}
+
+
+def _words(text: str) -> list[str]:
+    """The words the words ranking asks with: of 3 letters or more, lower-cased, not stop
+    words nor unspaced-script runs (the pairs index's)."""
+    return [
+        w
+        for w in (m.lower() for m in _WORDS.findall(text))
+        if w not in STOP_WORDS and not is_unspaced(w)
+    ]
 
 
 class _Scores:
@@ -178,12 +190,12 @@ class RelatedNotes:
         Raises QueryError for a note that is not indexed or a range with no passage of it, and
         VectorsPendingError for a note whose vectors are not in yet.
         """
-        chunks = self.manifest.chunks_of(path)
+        note = chunks = self.manifest.chunks_of(path)
         if not chunks:
             raise QueryError(f"{path} is not an indexed note (see `vaultd status`)")
         if lines is not None:
             first, last = lines
-            chunks = [c for c in chunks if c.end_line >= first and c.start_line <= last]
+            chunks = [c for c in note if c.end_line >= first and c.start_line <= last]
             if not chunks:
                 raise QueryError(f"{path} has no indexed passage in lines {first}-{last}")
         stored = self.manifest.vectors(self.model_id, {c.hash for c in chunks})
@@ -191,7 +203,8 @@ class RelatedNotes:
         if not mine:
             raise VectorsPendingError(path)
         matrix = np.vstack([stored[c.hash] for c in mine])
-        linked = linked_paths(self.manifest, path)
+        row = self.manifest.note_row(path) or {}
+        linked = linked_paths(self.manifest, path, row)
         keep = None if allowed is None else set(allowed)
 
         def wanted(other: str) -> bool:
@@ -203,16 +216,20 @@ class RelatedNotes:
         vectors: dict[str, tuple[list[str], np.ndarray]] = {}
         ranked: dict[str, list[tuple[str, float]]] = {}
         if how != "words":
-            vectors = self.manifest.vectors_of(self.model_id, self._candidates(scores, wanted))
+            vectors = self.manifest.vectors_of(
+                self.model_id, self._candidates(scores, wanted, max(CANDIDATES, k))
+            )
             exact = {other: scores.of(theirs) for other, (_, theirs) in vectors.items()}
             way = "coverage" if how == "fused" else how
             ranked[way] = sorted(
                 ((other, s[way]) for other, s in exact.items()), key=lambda i: (-i[1], i[0])
             )
         if how in ("fused", "words"):
-            ranked["words"] = self._by_words(mine, wanted, allowed)
+            aliases = [str(a) for a in row.get("aliases", [])]
+            ranked["words"] = self._by_words(mine, note, aliases, wanted, allowed)
         if len(ranked) > 1:
-            fused = rrf({way: r[:FUSED_DEPTH] for way, r in ranked.items()}, RRF_K, FUSED_WEIGHTS)
+            depth = max(FUSED_DEPTH, k)
+            fused = rrf({way: r[:depth] for way, r in ranked.items()}, RRF_K, FUSED_WEIGHTS)
         else:
             fused = next(iter(ranked.values()))
         top = fused[:k]
@@ -221,31 +238,28 @@ class RelatedNotes:
             vectors.update(self.manifest.vectors_of(self.model_id, missing))
         return self._results(path, top, mine, matrix, vectors, linked)
 
-    def _candidates(self, scores: _Scores, wanted: Callable[[str], bool]) -> list[str]:
+    def _candidates(self, scores: _Scores, wanted: Callable[[str], bool], limit: int) -> list[str]:
         """The notes with the chunks nearest this note's passages and their mean, nearest
-        first, at most `CANDIDATES`."""
+        first, at most `limit`."""
         mine = scores.mine
         count = min(len(mine), MAX_QUERY_CHUNKS)
         rows = np.unique(np.linspace(0, len(mine) - 1, count).round().astype(int))
         found = self.store.query_many(np.vstack([mine[rows], scores.centroid]), DEPTH)
-        return [other for other, _ in self._best_by_note(found, wanted)[:CANDIDATES]]
+        return [other for other, _ in self._best_by_note(found, wanted)[:limit]]
 
     def _by_words(
         self,
         mine: Sequence[StoredChunk],
+        note: Sequence[StoredChunk],
+        aliases: Sequence[str],
         wanted: Callable[[str], bool],
         allowed: Sequence[str] | None,
     ) -> list[tuple[str, float]]:
-        """Notes ranked by their best passage's BM25 for the note's most distinctive words."""
-        passages = [
-            [
-                w
-                for w in (m.lower() for m in _WORDS.findall(c.text))
-                if w not in STOP_WORDS and not is_unspaced(w)
-            ]
-            for c in mine
-        ]
-        terms = self.manifest.distinctive_words(passages, QUERY_WORDS, WORD_SHARE)
+        """Notes ranked by their best passage's BM25 for the most distinctive words of `mine`
+        (passages of `note`, which has these `aliases`)."""
+        passages = [_words(c.text) for c in mine]
+        held = [_words(" ".join((c.title, *aliases, c.section, c.text))) for c in note]
+        terms = self.manifest.distinctive_words(passages, held, QUERY_WORDS, WORD_SHARE)
         if not terms:
             return []
         match = " OR ".join(f'"{t}"' for t in terms)

@@ -164,22 +164,25 @@ def term_chunks(query: Query, terms: Sequence[str]) -> dict[str, int]:
 
 def distinctive_words(
     passages: Sequence[Sequence[str]],
+    held: Sequence[Sequence[str]],
     chunks_with: Callable[[Sequence[str]], tuple[dict[str, int], int]],
     limit: int,
     max_share: float,
     floor: int = 100,
 ) -> list[str]:
-    """The `limit` words of a note that best tell it from the rest of the words index, best
-    first; `passages` are the words of each of its chunks, as they occur, and `chunks_with`
-    gives the chunks holding each of some terms and the chunks in all (`term_chunks`).
+    """The `limit` words of a text that best tell it from the rest of the words index, best
+    first. `passages` are the words of each of its chunks' text, as they occur; `held` the
+    words each chunk of its note holds in any column (title, aliases, heading, text), and
+    `chunks_with` gives the chunks holding each of some terms and the chunks in all
+    (`term_chunks`).
 
     By tf-idf over the index's terms, one word for each term (its commonest form). A term no
-    other chunk holds is left out (it finds nothing but the note), and so are terms in more
-    than `max_share` of the chunks (and more than `floor`): they say little, and their long
+    chunk of another note holds is left out (it finds nothing but the note), and so are terms in
+    more than `max_share` of the chunks (and more than `floor`): they say little, and their long
     lists of chunks are what makes a BM25 query slow on a big vault.
     """
     forms = Counter(w for words in passages for w in words)
-    stem_of = stems(forms)
+    stem_of = stems([*forms, *(w for words in held for w in words)])
     tf: Counter[str] = Counter()
     form: dict[str, str] = {}
     for word, count in forms.most_common():
@@ -191,7 +194,7 @@ def distinctive_words(
         return []
     # The note's own chunks holding each term: the index counts them too.
     own: Counter[str] = Counter(
-        term for words in passages for term in {stem_of[w] for w in words if w in stem_of}
+        term for words in held for term in {stem_of[w] for w in words if w in stem_of}
     )
     df, total = chunks_with(sorted(tf))
     most = max(max_share * total, floor)

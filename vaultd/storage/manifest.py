@@ -282,8 +282,8 @@ class Manifest:
         if seen != writes:
             by_name = {}
             for path in self.note_paths():
-                name = path.rsplit("/", 1)[-1].lower()
-                by_name.setdefault(name[:-3] if name.endswith(".md") else name, []).append(path)
+                # Keyed as `LinkResolver` keys them, so the two find the same notes.
+                by_name.setdefault(link_key(path).rsplit("/", 1)[-1], []).append(path)
             self._names = (writes, by_name)
         return [path for name in {n.lower() for n in names} for path in by_name.get(name, [])]
 
@@ -340,11 +340,15 @@ class Manifest:
         }
 
     def distinctive_words(
-        self, passages: Sequence[Sequence[str]], limit: int, max_share: float
+        self,
+        passages: Sequence[Sequence[str]],
+        held: Sequence[Sequence[str]],
+        limit: int,
+        max_share: float,
     ) -> list[str]:
-        """The words that best tell a note (the words of each of its chunks) from the rest of
-        the index (see `keyword.distinctive_words`)."""
-        return keyword.distinctive_words(passages, self._chunks_with, limit, max_share)
+        """The words that best tell a text from the rest of the index; `held` are the words
+        of each chunk of its note (see `keyword.distinctive_words`)."""
+        return keyword.distinctive_words(passages, held, self._chunks_with, limit, max_share)
 
     def _chunks_with(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """The chunks holding each term of the words index, and the chunks in all.
@@ -361,7 +365,8 @@ class Manifest:
             found = keyword.term_chunks(self._query, new)
             # In place: only lookups and len() ever read it, so other threads may share it.
             counts.update((t, found.get(t, 0)) for t in new)
-        self._terms = (writes, counts, total)
+        if self._terms[0] <= writes:  # a slower, older call does not undo a newer one
+            self._terms = (writes, counts, total)
         return {t: counts[t] for t in terms if counts[t]}, total
 
     # -- chunks awaiting vectors ---------------------------------------------------------------
