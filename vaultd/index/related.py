@@ -45,7 +45,7 @@ from vaultd.storage.vectors import VectorStore
 How = Literal["fused", "coverage", "passages", "centroid", "words"]
 HOWS: tuple[How, ...] = ("fused", "coverage", "passages", "centroid", "words")
 
-#: Candidate chunks asked of Chroma per query vector: enough for tens of distinct notes.
+#: Candidate chunks asked of Chroma per query vector (or k): enough for tens of distinct notes.
 DEPTH = 40
 #: A long note queries with at most this many of its chunks (evenly spaced): the answer's
 #: time stays bounded, and neighbouring chunks of one note find the same notes anyway.
@@ -216,9 +216,8 @@ class RelatedNotes:
         vectors: dict[str, tuple[list[str], np.ndarray]] = {}
         ranked: dict[str, list[tuple[str, float]]] = {}
         if how != "words":
-            vectors = self.manifest.vectors_of(
-                self.model_id, self._candidates(scores, wanted, max(CANDIDATES, k))
-            )
+            found = self._candidates(scores, wanted, max(DEPTH, k), max(CANDIDATES, k))
+            vectors = self.manifest.vectors_of(self.model_id, found)
             exact = {other: scores.of(theirs) for other, (_, theirs) in vectors.items()}
             way = "coverage" if how == "fused" else how
             ranked[way] = sorted(
@@ -238,13 +237,15 @@ class RelatedNotes:
             vectors.update(self.manifest.vectors_of(self.model_id, missing))
         return self._results(path, top, mine, matrix, vectors, linked)
 
-    def _candidates(self, scores: _Scores, wanted: Callable[[str], bool], limit: int) -> list[str]:
-        """The notes with the chunks nearest this note's passages and their mean, nearest
-        first, at most `limit`."""
+    def _candidates(
+        self, scores: _Scores, wanted: Callable[[str], bool], depth: int, limit: int
+    ) -> list[str]:
+        """The notes with the chunks nearest (`depth` for each) this note's passages and their
+        mean, nearest first, at most `limit`."""
         mine = scores.mine
         count = min(len(mine), MAX_QUERY_CHUNKS)
         rows = np.unique(np.linspace(0, len(mine) - 1, count).round().astype(int))
-        found = self.store.query_many(np.vstack([mine[rows], scores.centroid]), DEPTH)
+        found = self.store.query_many(np.vstack([mine[rows], scores.centroid]), depth)
         return [other for other, _ in self._best_by_note(found, wanted)[:limit]]
 
     def _by_words(
