@@ -1,8 +1,14 @@
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+import structlog
+from structlog.testing import capture_logs
 
 from vaultd.embedding.spec import default_spec
 from vaultd.embedding.tokens import TokenCounter
@@ -32,3 +38,17 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+@contextmanager
+def captured_logs() -> Iterator[list[MutableMapping[str, Any]]]:
+    """structlog's `capture_logs`, at every level: a test before this one in the same process
+    may have configured a level (`[log] level = "error"`) that filters out what this one looks
+    for before any processor sees it. The configuration is restored after."""
+    previous = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    try:
+        with capture_logs() as logs:
+            yield logs
+    finally:
+        structlog.configure(**previous)

