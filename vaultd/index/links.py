@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import posixpath
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from vaultd.storage.manifest import link_key
+from vaultd.storage.manifest import Manifest, link_key
 
 
 def _wanted(target: str) -> str:
@@ -70,3 +70,11 @@ class LinkResolver:
             matches,
             key=lambda p: (posixpath.dirname(p) != folder, p.count("/"), len(p), p),
         )
+
+
+def resolve_links(manifest: Manifest, path: str, targets: Sequence[str]) -> list[str | None]:
+    """Each of `path`'s link targets resolved, against only the notes of the names they can
+    mean (not a resolver over the whole vault for every note asked about)."""
+    names = (name for target in targets for name in target_names(target, path))
+    resolver = LinkResolver(manifest.paths_named(names))
+    return [resolver.resolve(target, path) for target in targets]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vaultd.index.links import LinkResolver, target_names
+from vaultd.index.links import resolve_links
 from vaultd.records import chunk_json
 from vaultd.storage.manifest import Manifest
 
@@ -17,10 +17,11 @@ def note_view(manifest: Manifest, path: str) -> dict[str, Any] | None:
     chunks = manifest.chunks_of(path)
     row.pop("mtime_ns", None)
     targets = [str(link.get("target", "")) for link in row.get("links", [])]
-    resolver = LinkResolver(manifest.paths_named(n for t in targets for n in target_names(t, path)))
     row["links"] = [
-        {**link, "path": resolver.resolve(target, path)}
-        for link, target in zip(row.get("links", []), targets, strict=True)
+        {**link, "path": resolved}
+        for link, resolved in zip(
+            row.get("links", []), resolve_links(manifest, path, targets), strict=True
+        )
     ]
     return {
         **row,

@@ -36,7 +36,7 @@ from typing import Any, Literal
 import numpy as np
 
 from vaultd.errors import QueryError, VectorsPendingError
-from vaultd.index.links import LinkResolver, target_names
+from vaultd.index.links import resolve_links
 from vaultd.index.search import rrf
 from vaultd.query import STOP_WORDS, is_unspaced
 from vaultd.storage.manifest import Manifest, StoredChunk
@@ -127,8 +127,7 @@ def linked_paths(manifest: Manifest, path: str, row: dict[str, Any] | None = Non
     is its manifest row, when read already."""
     row = (manifest.note_row(path) or {}) if row is None else row
     targets = [str(link.get("target", "")) for link in row.get("links", [])]
-    resolver = LinkResolver(manifest.paths_named(n for t in targets for n in target_names(t, path)))
-    out = {resolver.resolve(target, path) for target in targets}
+    out = set(resolve_links(manifest, path, targets))
     out.update(manifest.backlinks(path, row.get("aliases", [])))
     out.discard(path)
     return {p for p in out if p}
