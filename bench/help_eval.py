@@ -8,6 +8,7 @@ each mode. Ranks count notes, not passages: a note ranks where its best passage 
     python bench/help_eval.py [--workdir DIR] [--split all|tune|test] [--modes LIST] [--json]
     python bench/help_eval.py --lang zh --model multilingual [--split tune|test]
     python bench/help_eval.py --sweep [--beir-workdir DIR]   # choose the fusion parameters
+    python bench/help_eval.py --sweep-notes                  # choose what notes add
 
 `--split tune` takes the odd-numbered questions, `--split test` the even-numbered ones: the
 fusion parameters were chosen on the first and are reported on both (docs/search.md).
@@ -36,7 +37,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -63,6 +64,11 @@ VECTOR_WEIGHTS = (1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0)
 COLUMN_WEIGHTS = ((1.0, 1.0, 1.0, 1.0), (2.0, 2.0, 1.0, 1.0), (4.0, 4.0, 2.0, 1.0))
 #: Sweep depth: candidates retrieved once per query, cut to each grid point's `candidates`.
 DEPTH = 100
+#: `--sweep-notes`' grid: what a note adds to its passages (`[search]` lead_weight,
+#: second_weight, length_prior), the passage fusion at its defaults.
+LEAD_WEIGHTS = (0.0, 1.5, 2.0, 3.0, 4.0)
+SECOND_WEIGHTS = (0.0, 0.5, 0.75)
+LENGTH_PRIORS = (0.0, 0.1, 0.2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +269,30 @@ def sweep(
     return rows
 
 
+def sweep_notes(index: Index, questions: Sequence[Question]) -> list[dict[str, Any]]:
+    """Score every point of the note signals' grid with search itself, on both halves; the
+    objective is MRR@10 on the tuning half (the sweep of each set is run on its own index;
+    docs/search.md says how the three were weighed)."""
+    rows: list[dict[str, Any]] = []
+    for lead, second, length in itertools.product(LEAD_WEIGHTS, SECOND_WEIGHTS, LENGTH_PRIORS):
+        settings = replace(
+            SearchSection(), lead_weight=lead, second_weight=second, length_prior=length
+        )
+        row: dict[str, Any] = {"lead_weight": lead, "second_weight": second, "length_prior": length}
+        for half, rest in (("tune", 1), ("test", 0)):
+            score = Score()
+            for q in questions:
+                if q.id % 2 == rest:
+                    hits = index.searcher.search(q.text, k=K, mode="hybrid", settings=settings)
+                    score.add(q, distinct(h.path for h in hits))
+            summary = score.summary()
+            row[f"{half}_hit@5"], row[f"{half}_mrr@10"] = summary["hit@5"], summary["mrr@10"]
+        row["objective"] = row["tune_mrr@10"]
+        rows.append(row)
+    rows.sort(key=lambda r: (-r["objective"], -r["tune_hit@5"]))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument(
@@ -278,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", choices=("all", "tune", "test"), default="all")
     parser.add_argument("--modes", default="keyword,vector,hybrid", help="comma-separated")
     parser.add_argument("--sweep", action="store_true", help="score the fusion parameter grid")
+    parser.add_argument(
+        "--sweep-notes", action="store_true", help="score the grid of what notes add (hybrid)"
+    )
     parser.add_argument(
         "--beir-workdir",
         type=Path,
@@ -301,10 +334,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.vault.is_dir():
         print(f"no vault at {args.vault}", file=sys.stderr)
         return 2
-    questions = load_questions(args.questions, "all" if args.sweep else args.split)
+    swept = args.sweep or args.sweep_notes
+    questions = load_questions(args.questions, "all" if swept else args.split)
     log = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr))
 
-    report: dict[str, Any] = {"split": "all" if args.sweep else args.split}
+    report: dict[str, Any] = {"split": "all" if swept else args.split}
     report["precision"] = args.precision
     report["model"] = args.model
     report["lang"] = args.lang
@@ -326,7 +360,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"embedded, {summary.chunks_reused} reused in {seconds:.1f} s"
             )
             report["index"] = {**index.manifest.counts(), "seconds": round(seconds, 1)}
-            if args.sweep:
+            if args.sweep_notes:
+                rows = sweep_notes(index, questions)
+                chosen = SearchSection()
+                report["defaults"] = [
+                    r
+                    for r in rows
+                    if (r["lead_weight"], r["second_weight"], r["length_prior"])
+                    == (chosen.lead_weight, chosen.second_weight, chosen.length_prior)
+                ]
+                report["best"] = rows[: args.top]
+            elif args.sweep:
                 beir = None
                 if args.beir_workdir is not None:
                     beir_config = load_config(args.beir_workdir / "vaultd.toml", env=os.environ)
@@ -363,6 +407,17 @@ def render(report: dict[str, Any]) -> str:
         f"index       {index['notes']} notes, {index['chunks']} chunks",
         "",
     ]
+    if "best" in report and "lead_weight" in report["best"][0]:
+        lines.append("lead  second  length   tune hit@5/MRR   test hit@5/MRR")
+        for tag, rows in (("defaults", report["defaults"]), ("best", report["best"])):
+            lines.append(f"-- {tag}")
+            for r in rows:
+                lines.append(
+                    f"{r['lead_weight']:>4g}  {r['second_weight']:>6g}  {r['length_prior']:>6g}"
+                    f"   {r['tune_hit@5']:.3f}/{r['tune_mrr@10']:.3f}"
+                    f"      {r['test_hit@5']:.3f}/{r['test_mrr@10']:.3f}"
+                )
+        return "\n".join(lines)
     if "best" in report:
         beir = any("tune_ndcg@10" in r for r in report["best"])
         head = f"{'columns':<12} {'k':>4} {'cand':>5} {'vec':>5}   tune hit@5/MRR"

@@ -19,6 +19,7 @@ several chunks counts once, by its best-matching chunk.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -26,8 +27,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -35,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from beir import Dataset, Document, dedupe, load_dataset, ndcg_at, percentile, recall_at
 
-from vaultd.config import EmbeddingSection, load_config
+from vaultd.config import EmbeddingSection, SearchSection, load_config
 from vaultd.index.open import open_index
 from vaultd.query import MAX_K, MODES, Mode
 
@@ -136,6 +137,19 @@ def run_index(config: Path, quiet: bool) -> tuple[dict[str, Any], float]:
 # -- evaluation --------------------------------------------------------------------------------
 
 
+def search_overrides(pairs: Sequence[str]) -> dict[str, Any]:
+    """`--search KEY=VALUE` pairs as `SearchSection` fields of their own types."""
+    fields = {f.name: f for f in dataclasses.fields(SearchSection)}
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        if key not in fields or not value:
+            raise ValueError(f"--search {pair!r}: expected KEY=VALUE, KEY one of {sorted(fields)}")
+        kind = type(getattr(SearchSection(), key))
+        out[key] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+    return out
+
+
 def doc_id(path: str) -> str:
     return PurePosixPath(path).stem
 
@@ -146,21 +160,23 @@ def evaluate(
     queries: Sequence[tuple[str, str]],
     modes: Sequence[Mode],
     progress: bool,
+    overrides: Mapping[str, Any] = {},
 ) -> tuple[dict[Mode, ModeResult], dict[str, int]]:
     config = load_config(config_path, env=os.environ)
+    settings = replace(config.search, **overrides)
     results: dict[Mode, ModeResult] = {mode: ModeResult() for mode in modes}
     with open_index(config) as index:
         counts = index.manifest.counts()
         searcher = index.searcher
         if queries:  # warm up: the first call of each mode pays for caches and lazy loading
             for mode in modes:
-                searcher.search(queries[0][1], k=MAX_K, mode=mode)
+                searcher.search(queries[0][1], k=MAX_K, mode=mode, settings=settings)
         for done, (query_id, text) in enumerate(queries, 1):
             relevant = dataset.qrels[query_id]
             # Modes take turns on each query, so background load on the machine hits all alike.
             for mode in modes:
                 started = time.perf_counter()
-                hits = searcher.search(text, k=MAX_K, mode=mode)
+                hits = searcher.search(text, k=MAX_K, mode=mode, settings=settings)
                 elapsed = (time.perf_counter() - started) * 1000
                 ranking = dedupe(doc_id(hit.path) for hit in hits)
                 result = results[mode]
@@ -255,9 +271,20 @@ def main(argv: list[str] | None = None) -> int:
         default=EmbeddingSection().precision,
         help="[embedding] precision (default: vaultd's); give each its own --workdir",
     )
+    parser.add_argument(
+        "--search",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a [search] setting for this run, e.g. lead_weight=0 (repeatable)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
+    try:
+        overrides = search_overrides(args.search)
+    except ValueError as exc:
+        parser.error(str(exc))
 
     if not (args.data / "corpus.jsonl").is_file():
         print(f"no BEIR dataset (corpus.jsonl) in {args.data}", file=sys.stderr)
@@ -280,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             f"index: {summary['chunks_embedded']} chunks embedded, "
             f"{summary['chunks_reused']} reused in {index_seconds:.1f} s"
         )
-        results, counts = evaluate(config, dataset, queries, args.modes, not args.quiet)
+        results, counts = evaluate(config, dataset, queries, args.modes, not args.quiet, overrides)
 
     report: dict[str, Any] = {
         "data": str(args.data.resolve()),

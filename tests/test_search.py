@@ -31,7 +31,7 @@ from vaultd.errors import ApiError, QueryError
 from vaultd.index import search as search_module
 from vaultd.index.notes import note_view
 from vaultd.index.open import Index, open_index
-from vaultd.query import Filters, parse_since, parse_where, parse_where_flag
+from vaultd.query import Filters, explain_line, parse_since, parse_where, parse_where_flag
 from vaultd.records import Hit
 from vaultd.storage.manifest import Manifest
 from vaultd.storage.schema import SCHEMA_VERSION
@@ -323,8 +323,45 @@ def test_explain_shows_every_score_part(index: Index) -> None:
     assert fusion["keyword"] == pytest.approx(
         settings.keyword_weight / (settings.rrf_k + parts["keyword"]["rank"]), abs=1e-6
     )
-    assert fusion["total"] == pytest.approx(hit.score, abs=1e-5)
+    note = parts["note"]
+    assert note["lead"]["rank"] >= 1 and note["lead"]["score"] == pytest.approx(
+        settings.lead_weight / (search_module.LEAD_RRF_K + note["lead"]["rank"]), abs=1e-6
+    )
+    assert note["length"]["factor"] == pytest.approx(
+        note["length"]["passages"] ** -settings.length_prior, abs=1e-6
+    )
+    added = note.get("second", 0.0) + note["lead"]["score"]
+    assert (fusion["total"] + added) * note["length"]["factor"] == pytest.approx(
+        hit.score, abs=1e-5
+    )
     assert parts["phrase"] == {"phrases": ["battery warranty"], "exact": True, "tier": 1}
+    line = explain_line(parts)
+    assert f"first passage #{note['lead']['rank']}" in line and "passages)" in line
+
+
+def test_without_the_note_signals_a_passage_scores_its_fusion_alone(index: Index) -> None:
+    off = SearchSection(lead_weight=0.0, second_weight=0.0, length_prior=0.0)
+    hits = found(index, "kettle descaling", "hybrid", k=5, settings=off)
+    assert hits and all("note" not in h.parts for h in hits)
+    assert all(h.score == pytest.approx(h.parts["fusion"]["total"], abs=1e-5) for h in hits)
+
+
+def test_a_note_found_only_by_its_first_passage_is_shown_by_it(index: Index) -> None:
+    # One passage from each retriever, so the other notes on the page come from the notes
+    # ranked by their first passage.
+    narrow = SearchSection(candidates=1)
+    hits = found(index, "growing vegetables in the garden", "hybrid", k=6, settings=narrow)
+    only_lead = [h for h in hits if "keyword" not in h.parts and "vector" not in h.parts]
+    assert only_lead, [h.parts for h in hits]
+    for hit in only_lead:
+        assert index.manifest.chunks_by_id([hit.id])[hit.id].index == 0
+        note = hit.parts["note"]
+        assert hit.score == pytest.approx(
+            (note.get("second", 0.0) + note["lead"]["score"]) * note["length"]["factor"],
+            abs=1e-5,
+        )
+    ranks = [h.parts["note"]["lead"]["rank"] for h in only_lead]
+    assert ranks == sorted(ranks)
 
 
 def test_cli_flags_and_explain(tmp_path: Path) -> None:

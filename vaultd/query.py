@@ -470,6 +470,17 @@ def explain_line(parts: Mapping[str, Any]) -> str:
         f = parts["fusion"]
         pieces = " + ".join(f"{f[n]:.4f} {n}" for n in ("keyword", "vector") if n in f)
         out.append(f"fusion {pieces} = {f['total']:.4f} (k {f['k']})")
+    if "note" in parts:
+        n = parts["note"]
+        notes: list[str] = []
+        if "lead" in n:
+            lead = n["lead"]
+            notes.append(f"+ {lead['score']:.4f} first passage #{lead['rank']}")
+        if "second" in n:
+            notes.append(f"+ {n['second']:.4f} second passage")
+        if "length" in n:
+            notes.append(f"x {n['length']['factor']:.3f} ({n['length']['passages']} passages)")
+        out.append("note " + " ".join(notes))
     if "phrase" in parts:
         exact = parts["phrase"]["exact"]
         out.append("exact phrase: first tier" if exact else "phrase not exact: second tier")

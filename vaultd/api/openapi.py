@@ -181,12 +181,16 @@ _HIT = {
         "explain": {
             "type": "object",
             "description": "Score parts: keyword (rank, BM25 score), vector (rank, cosine "
-            "similarity), fusion (each retriever's RRF contribution, k, total), phrase (exact "
-            "match and its tier), merged (the chunk ids of a merged hit).",
+            "similarity), fusion (each retriever's RRF contribution, k, total), note (what the "
+            "note adds in hybrid search: lead, its rank by its first passage and that term; "
+            "second, a share of its second-best passage; length, its passages and the factor "
+            "the score is multiplied by), phrase (exact match and its tier), merged (the chunk "
+            "ids of a merged hit).",
             "properties": {
                 "keyword": {"type": "object"},
                 "vector": {"type": "object"},
                 "fusion": {"type": "object"},
+                "note": {"type": "object"},
                 "phrase": {"type": "object"},
                 "merged": {"type": "array", "items": {"type": "string"}},
             },

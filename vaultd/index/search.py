@@ -26,6 +26,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from vaultd.config import SearchSection
 from vaultd.embedding.embedder import Embedder
 from vaultd.index import snippets
@@ -35,6 +37,8 @@ from vaultd.storage.keyword import KEYWORD_WEIGHTS
 from vaultd.storage.manifest import Manifest, StoredChunk
 from vaultd.storage.vectors import VectorStore
 
+#: The RRF constant of the notes ranked by their first passage (see `Searcher._with_notes`).
+LEAD_RRF_K = 10
 #: Up to this many selected notes, Chroma is asked for them by path (`$in`); a larger selection
 #: is queried more deeply and filtered here.
 PATH_IN_LIMIT = 1000
@@ -114,7 +118,10 @@ class Searcher:
         if paths is not None and not paths:
             return []
         depth = max(settings.candidates, k)
-        ranked = self.retrieve(query, parsed, mode, depth, paths, filters, settings.rrf_k)
+        leads = settings.lead_weight > 0
+        ranked = self.retrieve(
+            query, parsed, mode, depth, paths, filters, settings.rrf_k, leads=leads
+        )
         hits = self._page(parsed, mode, ranked, k, cap, merge, settings)
         return self._with_snippets(hits, parsed) if snippets else hits
 
@@ -165,22 +172,29 @@ class Searcher:
         paths: Sequence[str] | None = None,
         filters: Filters | None = None,
         rrf_k: int | None = None,
+        *,
+        leads: bool = False,
     ) -> dict[str, Ranked]:
-        """Each retriever's ranked candidates ("keyword", "vector"), at most about `depth`.
+        """Each retriever's ranked candidates ("keyword", "vector"), at most about `depth`;
+        with `leads` in hybrid mode also "lead", the notes' first passages by similarity.
 
         In hybrid mode the keyword side runs on a thread of its own while the query is embedded
         and Chroma searched: SQLite, ONNX Runtime and Chroma all release the GIL.
         """
         rrf_k = self.settings.rrf_k if rrf_k is None else rrf_k
+        filters = filters or Filters()
         ranked: dict[str, Ranked] = {}
         if mode == "hybrid":
             keyword = _Background(lambda: self.keyword(parsed, depth, paths, rrf_k))
-            ranked["vector"] = self.vector(query, depth, paths, filters or Filters())
+            vector = self.embedder.embed_query(query)
+            ranked["vector"] = self.nearest(vector, depth, paths, filters)
+            if leads:
+                ranked["lead"] = self.nearest(vector, depth, paths, filters, first_only=True)
             ranked["keyword"] = keyword.result()
         elif mode == "keyword":
             ranked["keyword"] = self.keyword(parsed, depth, paths, rrf_k)
         else:
-            ranked["vector"] = self.vector(query, depth, paths, filters or Filters())
+            ranked["vector"] = self.vector(query, depth, paths, filters)
         return ranked
 
     def keyword(
@@ -226,16 +240,29 @@ class Searcher:
         self, query: str, depth: int, paths: Sequence[str] | None, filters: Filters
     ) -> Ranked:
         """Cosine similarity from Chroma, restricted to `paths` when they are given."""
-        vector = self.embedder.embed_query(query)
+        return self.nearest(self.embedder.embed_query(query), depth, paths, filters)
+
+    def nearest(
+        self,
+        vector: np.ndarray,
+        depth: int,
+        paths: Sequence[str] | None,
+        filters: Filters,
+        *,
+        first_only: bool = False,
+    ) -> Ranked:
+        """The passages nearest `vector`, in `paths` when they are given; with `first_only`,
+        only each note's first passage."""
+        first: dict[str, Any] | None = {"index": 0} if first_only else None
         if paths is None:
-            return self.store.query(vector, depth)
+            return self.store.query(vector, depth, first)
         if len(paths) <= PATH_IN_LIMIT:
             where = {"path": {"$in": list(paths)}} if len(paths) > 1 else {"path": paths[0]}
-            return self.store.query(vector, depth, where)
+            return self.store.query(vector, depth, _all_of(where, first))
         # Too many notes to list: let Chroma pre-filter what its metadata can express (tags,
         # folder), then ask for more and keep the selected notes until there are enough.
         allowed = set(paths)
-        where_meta = _chroma_where(filters)
+        where_meta = _all_of(_chroma_where(filters), first)
         total = self.store.count()
         n = depth * 4
         while True:
@@ -259,8 +286,15 @@ class Searcher:
         settings: SearchSection,
     ) -> list[Hit]:
         weights = {"keyword": settings.keyword_weight, "vector": settings.vector_weight}
-        pool = rrf(ranked, settings.rrf_k, weights) if mode == "hybrid" else list(ranked[mode])
-        records = self.manifest.chunks_by_id([i for i, _ in pool])
+        leads = ranked.get("lead", [])
+        if mode == "hybrid":
+            pool = rrf({n: ranked[n] for n in weights if n in ranked}, settings.rrf_k, weights)
+        else:
+            pool = list(ranked[mode])
+        records = self.manifest.chunks_by_id([i for i, _ in pool] + [i for i, _ in leads])
+        notes: dict[str, dict[str, Any]] = {}
+        if mode == "hybrid":
+            pool, notes = self._with_notes(pool, leads, records, settings)
         positions = {
             name: {chunk_id: (rank, score) for rank, (chunk_id, score) in enumerate(hits, 1)}
             for name, hits in ranked.items()
@@ -295,10 +329,76 @@ class Searcher:
             parts = _explain(
                 record.id, mode, positions, weights, settings.rrf_k, phrases, phrase_tier
             )
+            if record.path in notes:
+                parts["note"] = notes[record.path]
             group = _Group(best=record, score=score, parts=parts, chunks=[record])
             mine.append(group)
             groups.append(group)
         return self._hits(groups)
+
+    def _with_notes(
+        self,
+        pool: Ranked,
+        leads: Ranked,
+        records: Mapping[str, StoredChunk],
+        settings: SearchSection,
+    ) -> tuple[Ranked, dict[str, dict[str, Any]]]:
+        """The fused passages rescored with what their notes add, and each note's part of it.
+
+        A passage scores (its own + second_weight x its note's second-best passage + the
+        note's lead term) x (passages in the note) ** -length_prior, so a note ranks by its
+        best passage so scored. The lead term is lead_weight / (LEAD_RRF_K + rank), the rank
+        being the note's among the notes by the similarity of the query to their first
+        passage: what a note is about is said at its top, which the best passage alone often
+        misses (a short question against a long note). A note found only that way is
+        represented by its first passage. Chosen on the tuning halves (docs/search.md).
+        """
+        own: dict[str, list[float]] = {}
+        for chunk_id, score in pool:
+            record = records.get(chunk_id)
+            if record is not None:
+                own.setdefault(record.path, []).append(score)
+        lead: dict[str, tuple[int, float, str]] = {}
+        for rank, (chunk_id, similarity) in enumerate(leads, 1):
+            record = records.get(chunk_id)
+            if record is not None:
+                lead.setdefault(record.path, (rank, similarity, chunk_id))
+        if not (settings.second_weight or settings.length_prior or lead):
+            return pool, {}
+        paths = sorted(own.keys() | lead.keys())
+        counts = self.manifest.chunk_counts(paths) if settings.length_prior else {}
+        notes: dict[str, dict[str, Any]] = {}
+        added: dict[str, float] = {}
+        factor: dict[str, float] = {}
+        for path in paths:
+            scores = own.get(path, [])
+            second = settings.second_weight * scores[1] if len(scores) > 1 else 0.0
+            part: dict[str, Any] = {}
+            lead_term = 0.0
+            if path in lead:
+                rank, similarity, _ = lead[path]
+                lead_term = settings.lead_weight / (LEAD_RRF_K + rank)
+                part["lead"] = {
+                    "rank": rank,
+                    "similarity": round(similarity, 6),
+                    "score": round(lead_term, 6),
+                }
+            if second:
+                part["second"] = round(second, 6)
+            added[path] = second + lead_term
+            factor[path] = max(1, counts.get(path, 1)) ** -settings.length_prior
+            if settings.length_prior:
+                part["length"] = {"passages": counts.get(path, 1), "factor": round(factor[path], 6)}
+            notes[path] = part
+        rescored: dict[str, float] = {}
+        for chunk_id, score in pool:
+            record = records.get(chunk_id)
+            if record is not None:
+                rescored[chunk_id] = (score + added[record.path]) * factor[record.path]
+        for path, (_, _, chunk_id) in lead.items():
+            if path not in own:
+                rescored[chunk_id] = added[path] * factor[path]
+        return sorted(rescored.items(), key=lambda item: (-item[1], item[0])), notes
 
     def _hits(self, groups: list[_Group]) -> list[Hit]:
         paths = sorted({g.best.path for g in groups})
@@ -377,6 +477,13 @@ def _union(first: Ranked, second: Ranked) -> Ranked:
     for chunk_id, score in second:
         scores.setdefault(chunk_id, score)
     return sorted(scores.items(), key=lambda item: -item[1])
+
+
+def _all_of(*clauses: dict[str, Any] | None) -> dict[str, Any] | None:
+    given = [c for c in clauses if c]
+    if not given:
+        return None
+    return given[0] if len(given) == 1 else {"$and": given}
 
 
 def _chroma_where(filters: Filters) -> dict[str, Any] | None:

@@ -231,6 +231,19 @@ class Manifest:
                 out[row[0]] = _stored(row)
         return out
 
+    def chunk_counts(self, paths: Sequence[str]) -> dict[str, int]:
+        """How many passages each note has (notes without any are left out)."""
+        out: dict[str, int] = {}
+        for batch in _batches(list(paths), 500):
+            marks = ",".join("?" * len(batch))
+            out.update(
+                self._query(
+                    f"SELECT path, COUNT(*) FROM chunks WHERE path IN ({marks}) GROUP BY path",
+                    batch,
+                )
+            )
+        return out
+
     def paths_of_chunks(self, ids: Sequence[str]) -> dict[str, str]:
         """Each chunk's note (for chunks still indexed)."""
         out: dict[str, str] = {}
