@@ -496,9 +496,7 @@ def _chroma_where(filters: Filters) -> dict[str, Any] | None:
     if filters.path_prefix:
         prefix = filters.path_prefix
         clauses.append({"$or": [{"folders": {"$contains": prefix}}, {"path": prefix}]})
-    if not clauses:
-        return None
-    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+    return _all_of(*clauses)
 
 
 #: Worker threads for the keyword side of hybrid searches, shared by every searcher in the
