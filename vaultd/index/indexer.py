@@ -42,7 +42,7 @@ import numpy as np
 import structlog
 
 from vaultd.config import QUARANTINE_AFTER
-from vaultd.embedding.embedder import Embedder
+from vaultd.embedding.embedder import TextEmbedder
 from vaultd.embedding.tokens import TokenCounter
 from vaultd.errors import EmbedError, LeftOutError, NoteError, NoteUnavailableError, StoreError
 from vaultd.faults import Faults
@@ -221,7 +221,7 @@ class Indexer:
         discovery: Discovery,
         manifest: Manifest,
         store: VectorStore,
-        embedder: Embedder,
+        embedder: TextEmbedder,
         counter: TokenCounter,
         max_tokens: int,
         max_bytes: int,
@@ -242,7 +242,7 @@ class Indexer:
         self.max_bytes = max_bytes
         self.batch_chunks = batch_chunks
         #: Writes records to the store while the model embeds; closed with the indexer.
-        self.writer = Writer(store)
+        self.writer = Writer(store, embedder.passage_metadata)
         #: Note files read since start (to hash or to parse); status and benchmarks report it.
         self.reads = 0
         #: Notes the last full walk found (None before one); status reports it.
@@ -1152,7 +1152,8 @@ class Indexer:
             row = dict(notes[c.path] or {})
             if mtimes and c.path in mtimes:
                 row["mtime_ns"] = mtimes[c.path]
-            metadatas.append(_stored_metadata(c, row, self.model_id))
+            metadata = _stored_metadata(c, row, self.model_id)
+            metadatas.append({**metadata, **self.embedder.passage_metadata(vectors[c.hash])})
         if ready:
             self.store.upsert(
                 [c.id for c in ready],

@@ -68,8 +68,10 @@ def vault_languages(config: Config) -> Languages:
 def choose(recorded: str | None, languages: Callable[[], Languages]) -> str:
     """What `"auto"` runs: the named model `recorded` (the id of an index's vectors, None for
     an index that holds none yet) is of, else the choice for what `languages` measures."""
-    if recorded is not None and source_of(recorded) in _NAMED:
-        return _NAMED[source_of(recorded)]
+    # A pair's vectors (vaultd.embedding.paired) are named for their first model.
+    source = None if recorded is None else source_of(recorded.split("+")[0])
+    if source in _NAMED:
+        return _NAMED[source]
     measured = languages()
     if measured.mostly_english():
         log.info("model chosen: the default (English)", languages=measured.describe())

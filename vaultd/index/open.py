@@ -37,7 +37,8 @@ from packaging.version import InvalidVersion, Version
 
 from vaultd.config import Config
 from vaultd.embedding.derive import cache_dir, derived_spec
-from vaultd.embedding.embedder import Embedder
+from vaultd.embedding.embedder import Embedder, TextEmbedder
+from vaultd.embedding.paired import PairedEmbedder, paired_id
 from vaultd.embedding.spec import ModelSpec, load_spec
 from vaultd.embedding.tokens import TokenCounter, chunk_budget
 from vaultd.errors import NotIndexedError, StoreError, StoreMismatchError
@@ -49,7 +50,7 @@ from vaultd.index.related import RelatedNotes
 from vaultd.index.search import Searcher
 from vaultd.layout import CHROMA, MANIFEST, tighten
 from vaultd.pipeline.discover import Discovery, IgnoreRules
-from vaultd.pipeline.languages import Languages, measure
+from vaultd.pipeline.languages import Languages, latin_query, measure, reads_english
 from vaultd.storage.lock import DataDirLock, unusable
 from vaultd.storage.manifest import Manifest
 from vaultd.storage.probe import check_store, mark_closed, mark_open
@@ -76,7 +77,7 @@ class Index:
     data_dir: Path
     manifest: Manifest
     store: VectorStore
-    embedder: Embedder
+    embedder: TextEmbedder
     indexer: Indexer
     searcher: Searcher
     related: RelatedNotes
@@ -94,31 +95,31 @@ def _check_owner(manifest: Manifest, vault: Path) -> None:
         )
 
 
-def _check_model(manifest: Manifest, spec: ModelSpec) -> None:
+def _check_model(manifest: Manifest, model_id: str, width: int) -> None:
     """Record the model; refuse one whose dimension changed under the same id."""
     recorded = manifest.get_meta(MODEL_META)
     dimensions = manifest.get_meta(DIMENSIONS_META)
-    if recorded == spec.id and dimensions not in (None, str(spec.dimensions)):
+    if recorded == model_id and dimensions not in (None, str(width)):
         raise StoreMismatchError(
-            f"the model {spec.id!r} now has {spec.dimensions} dimensions, but the index in "
+            f"the model {model_id!r} now has {width} dimensions, but the index in "
             f"{manifest.path.parent} was built with {dimensions}; vectors of two shapes cannot "
             "share an id. Give the model directory a new id in its vaultd-model.json: a new "
             "id gets a collection of its own, filled by the next full pass"
         )
-    if recorded not in (None, spec.id):
+    if recorded not in (None, model_id):
         log.warning(
             "the embedding model changed: the next full pass indexes the vault into a new "
             "collection; the old one is dropped once it completes",
             previous=recorded,
-            model=spec.id,
+            model=model_id,
         )
         # Its tokenizer cuts other chunks: every note is chunked again (and stays searchable
         # by its words meanwhile); a switch back finds its vectors by the same texts.
         manifest.rechunk()
-    if recorded != spec.id:
-        manifest.set_meta(MODEL_META, spec.id)
-    if dimensions != str(spec.dimensions):
-        manifest.set_meta(DIMENSIONS_META, str(spec.dimensions))
+    if recorded != model_id:
+        manifest.set_meta(MODEL_META, model_id)
+    if dimensions != str(width):
+        manifest.set_meta(DIMENSIONS_META, str(width))
 
 
 def _measured(manifest: Manifest, discovery: Discovery) -> Languages:
@@ -245,18 +246,26 @@ def open_index(
                 manifest.get_meta(MODEL_META) if manifest.counts()["chunks"] else None,
                 lambda: _measured(manifest, discovery),
             )
-        spec = derived_spec(load_spec(model), config.embedding.precision, cache_dir(env))
+        precision, cache = config.embedding.precision, cache_dir(env)
+        spec = derived_spec(load_spec(model), precision, cache)
+        english = derived_spec(load_spec(spec.english), precision, cache) if spec.english else None
+        model_id = spec.id if english is None else paired_id(spec.id, english.id)
+        width = spec.dimensions + (english.dimensions if english else 0)
+
+        def load(spec: ModelSpec) -> Embedder:
+            return Embedder(
+                spec,
+                threads=config.embedding.threads,
+                batch_size=config.embedding.batch_size,
+                max_batch_tokens=run_tokens,
+            )
+
         # The model loads (mostly outside the GIL) while chromadb is imported and opened:
         # a third of a second off every start.
         loader = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="vaultd-model"))
-        loading = loader.submit(
-            Embedder,
-            spec,
-            threads=config.embedding.threads,
-            batch_size=config.embedding.batch_size,
-            max_batch_tokens=run_tokens,
-        )
-        _check_model(manifest, spec)
+        loading = loader.submit(load, spec)
+        loading_english = loader.submit(load, english) if english else None
+        _check_model(manifest, model_id, width)
         if embedded:
             _check_chromadb(manifest, data_dir / CHROMA, chromadb_version)
             check_store(data_dir, data_dir / CHROMA)
@@ -264,15 +273,23 @@ def open_index(
             mark_open(data_dir)
             stack.callback(mark_closed, data_dir, data_dir / CHROMA)
         store = VectorStore(
-            collection=config.store.collection or collection_name(vault, spec.id),
+            collection=config.store.collection or collection_name(vault, model_id),
             vault_id=str(vault),
-            model_id=spec.id,
+            model_id=model_id,
+            space="cosine" if english is None else "ip",
             path=None if config.store.url else data_dir / CHROMA,
             url=config.store.url,
             token=env.get(config.store.token_env, ""),
         )
         stack.callback(store.close)
-        embedder = loading.result()
+        embedder: TextEmbedder = loading.result()
+        if loading_english is not None:
+            embedder = PairedEmbedder(
+                loading.result(),
+                loading_english.result(),
+                reads_english=reads_english,
+                latin_query=latin_query,
+            )
         if embedded:
             _record_chromadb(manifest, chromadb_version)
         # Everything in it is the vault's text in one form or another. The CLI runs with umask
@@ -293,7 +310,7 @@ def open_index(
             quarantine_after=config.vault.quarantine_after,
             batch_chunks=batch_chunks,
             # Only a complete full pass proves the current collection holds the whole vault.
-            after_full_pass=lambda: _upkeep(manifest, store, spec.id),
+            after_full_pass=lambda: _upkeep(manifest, store, model_id),
             # The process's own environment, whatever `env` the caller passes: test hooks.
             faults=Faults.from_env(),
             parsers=lambda: ParserPool(spec, max_bytes=max_bytes, max_tokens=max_tokens),
@@ -309,5 +326,5 @@ def open_index(
             embedder=embedder,
             indexer=indexer,
             searcher=Searcher(manifest, store, embedder, config.search),
-            related=RelatedNotes(manifest, store, spec.id),
+            related=RelatedNotes(manifest, store, model_id),
         )

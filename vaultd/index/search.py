@@ -21,6 +21,7 @@ they were chosen). The two retrievers run concurrently.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from vaultd.config import SearchSection
-from vaultd.embedding.embedder import Embedder
+from vaultd.embedding.embedder import Route, TextEmbedder
 from vaultd.index import snippets
 from vaultd.query import MAX_K, Filters, Mode, ParsedQuery, check_query, has_phrase
 from vaultd.records import Hit
@@ -42,6 +43,8 @@ LEAD_RRF_K = 10
 #: Up to this many selected notes, Chroma is asked for them by path (`$in`); a larger selection
 #: is queried more deeply and filtered here.
 PATH_IN_LIMIT = 1000
+#: How long a count of the passages on each route (a pair of models) serves.
+ROUTE_COUNTS_SECONDS = 60.0
 
 
 # -- ranking -----------------------------------------------------------------------------------
@@ -77,13 +80,16 @@ class Searcher:
         self,
         manifest: Manifest,
         store: VectorStore,
-        embedder: Embedder,
+        embedder: TextEmbedder,
         settings: SearchSection | None = None,
     ) -> None:
         self.manifest = manifest
         self.store = store
         self.embedder = embedder
         self.settings = settings or SearchSection()
+        self._counting = threading.Lock()
+        #: (when, passages by their `english` metadata), for `_shares`.
+        self._route_counts: tuple[float, dict[bool, int]] | None = None
 
     def search(
         self,
@@ -186,10 +192,10 @@ class Searcher:
         ranked: dict[str, Ranked] = {}
         if mode == "hybrid":
             keyword = _Background(lambda: self.keyword(parsed, depth, paths, rrf_k))
-            vector = self.embedder.embed_query(query)
-            ranked["vector"] = self.nearest(vector, depth, paths, filters)
+            routes = self.embedder.query_routes(query)
+            ranked["vector"] = self.nearest(routes, depth, paths, filters)
             if leads:
-                ranked["lead"] = self.nearest(vector, depth, paths, filters, first_only=True)
+                ranked["lead"] = self.nearest(routes, depth, paths, filters, first_only=True)
             ranked["keyword"] = keyword.result()
         elif mode == "keyword":
             ranked["keyword"] = self.keyword(parsed, depth, paths, rrf_k)
@@ -239,21 +245,62 @@ class Searcher:
     def vector(
         self, query: str, depth: int, paths: Sequence[str] | None, filters: Filters
     ) -> Ranked:
-        """Cosine similarity from Chroma, restricted to `paths` when they are given."""
-        return self.nearest(self.embedder.embed_query(query), depth, paths, filters)
+        """Similarity from Chroma, restricted to `paths` when they are given."""
+        return self.nearest(self.embedder.query_routes(query), depth, paths, filters)
 
     def nearest(
         self,
-        vector: np.ndarray,
+        routes: Sequence[Route],
         depth: int,
         paths: Sequence[str] | None,
         filters: Filters,
         *,
         first_only: bool = False,
     ) -> Ranked:
-        """The passages nearest `vector`, in `paths` when they are given; with `first_only`,
-        only each note's first passage."""
+        """The passages nearest the query's routes, in `paths` when they are given; with
+        `first_only`, only each note's first passage.
+
+        Two routes (a pair of models: vaultd.embedding.paired) rank disjoint passages by two
+        models' similarities, which do not compare: their rankings are fused by rank (RRF),
+        each weighted by its share of the passages, so that over a vault nearly all in English
+        the other route's best passages come in far down, and over one half in each the two
+        alternate. A fused passage's score is then its RRF score, not a similarity.
+        """
         first: dict[str, Any] | None = {"index": 0} if first_only else None
+        rankings = []
+        for route in routes:
+            only = None if route.english is None else {"english": route.english}
+            rankings.append(
+                self._nearest(route.vector, depth, paths, filters, _all_of(first, only))
+            )
+        if len(rankings) == 1:
+            return rankings[0]
+        shares = self._shares(routes)
+        named = {str(i): ranking for i, ranking in enumerate(rankings)}
+        weights = {str(i): share for i, share in enumerate(shares)}
+        return rrf(named, self.settings.rrf_k, weights)[:depth]
+
+    def _shares(self, routes: Sequence[Route]) -> list[float]:
+        """Each route's share of the passages it may rank (counted at most every
+        ROUTE_COUNTS_SECONDS: a count lists ids)."""
+        now = time.monotonic()
+        with self._counting:
+            if self._route_counts is None or now - self._route_counts[0] > ROUTE_COUNTS_SECONDS:
+                counts = {flag: self.store.count_where({"english": flag}) for flag in (True, False)}
+                self._route_counts = (now, counts)
+            counts = self._route_counts[1]
+        found = [counts.get(bool(route.english), 0) for route in routes]
+        total = sum(found)
+        return [n / total if total else 1.0 for n in found]
+
+    def _nearest(
+        self,
+        vector: np.ndarray,
+        depth: int,
+        paths: Sequence[str] | None,
+        filters: Filters,
+        first: dict[str, Any] | None,
+    ) -> Ranked:
         if paths is None:
             return self.store.query(vector, depth, first)
         if len(paths) <= PATH_IN_LIMIT:

@@ -14,8 +14,10 @@ for every thread that writes, so a thread per batch would leave one open per bat
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -37,14 +39,23 @@ class Record:
 class Writer:
     """Upserts records in slices, in order, on one thread; `finish` waits for them all."""
 
-    def __init__(self, store: VectorStore) -> None:
+    def __init__(
+        self,
+        store: VectorStore,
+        describe: Callable[[np.ndarray], Mapping[str, Any]] = lambda vector: {},
+    ) -> None:
         self.store = store
+        #: What a record's vector adds to its metadata (`TextEmbedder.passage_metadata`).
+        self.describe = describe
         self._thread: ThreadPoolExecutor | None = None
         self._records: list[Record] = []
         self._vectors: list[np.ndarray] = []
         self._writes: list[Future[None]] = []
 
     def add(self, record: Record, vector: np.ndarray) -> None:
+        extra = self.describe(vector)
+        if extra:
+            record = Record(record.id, record.path, record.document, {**record.metadata, **extra})
         self._records.append(record)
         self._vectors.append(vector)
         if len(self._records) >= SLICE:

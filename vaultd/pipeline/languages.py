@@ -128,3 +128,19 @@ def measure(texts: Iterable[str]) -> Languages:
         (name, n / total) for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if n
     )
     return Languages(total, shares, words > 0 and english / words >= ENGLISH_RATE)
+
+
+def reads_english(text: str) -> bool:
+    """Whether one passage is English: mostly Latin-script prose, enough of it function words.
+
+    A passage with no letters (a table of figures) is not: the multilingual model serves it.
+    """
+    measured = measure([text])
+    return measured.letters > 0 and measured.english >= 0.5
+
+
+def latin_query(text: str) -> bool:
+    """Whether a query is mostly in Latin script (a query is too short to tell English from
+    French by its function words: its script decides)."""
+    measured = measure([text])
+    return dict(measured.shares).get("Latin", 0.0) >= 0.5

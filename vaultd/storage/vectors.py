@@ -266,8 +266,12 @@ class VectorStore:
         path: Path | None = None,
         url: str = "",
         token: str = "",
+        space: str = "cosine",
     ) -> None:
         self.location = url or str(path)
+        #: How a new collection compares vectors ("cosine", or "ip" for a pair's, whose two
+        #: halves are each of unit length); an existing collection keeps its own.
+        self.space = space
         self.remote = bool(url)
         self.name = collection
         self._vault_id = vault_id
@@ -317,7 +321,7 @@ class VectorStore:
         collection = self._client.get_or_create_collection(
             self.name,
             metadata={
-                "hnsw:space": "cosine",
+                "hnsw:space": self.space,
                 "vaultd:vault": self._vault_id,
                 "vaultd:model": self._model_id,
             },
@@ -507,10 +511,19 @@ class VectorStore:
     def count(self) -> int:
         return int(self._call("count the records", lambda c: c.count()))
 
+    def count_where(self, where: Mapping[str, Any]) -> int:
+        """The records whose metadata matches `where` (Chroma counts only all of them: this
+        lists the matching ids)."""
+
+        def matching(collection: Any) -> int:
+            return len(collection.get(where=dict(where), include=[])["ids"])
+
+        return int(self._call("count the records", matching))
+
     def query(
         self, vector: np.ndarray, k: int, where: Mapping[str, Any] | None = None
     ) -> list[tuple[str, float]]:
-        """(chunk id, cosine similarity) of the `k` nearest chunks."""
+        """(chunk id, similarity) of the `k` nearest chunks: cosine, or a pair's dot product."""
         if k <= 0:
             return []
         got = self._call(
