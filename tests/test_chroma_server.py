@@ -436,5 +436,15 @@ def test_a_batch_bigger_than_the_servers_request_limit_is_sent_in_slices(tmp_pat
             store.upsert(ids, vectors, documents, metadatas)  # about 25 MB of JSON
             assert server.count() == count
             assert store.ids() == set(ids)
+            # The server's collection searches as widely as an embedded one (SEARCH_EF).
+            queries = rng.standard_normal((20, 384)).astype(np.float32)
+            found = sum(
+                len(
+                    {ids[i] for i in np.argsort(-(vectors @ q))[:100]}
+                    & dict(store.query(q, 100)).keys()
+                )
+                for q in queries
+            )
+            assert found / (100 * len(queries)) >= 0.995
         finally:
             store.close()

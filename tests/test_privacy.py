@@ -126,3 +126,19 @@ def test_doctor_fails_on_a_loosened_index_and_the_next_open_tightens_it(tmp_path
     assert _open_to_others(data, tmp_path / "vaultd.log") == []
     assert "made the data directory owner-only" in (tmp_path / "vaultd.log").read_text()
     assert _doctor(config)[1]["privacy"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o022])
+def test_the_store_markers_are_born_owner_only(tmp_path: Path, umask: int) -> None:
+    # In-process callers of the index (a script, a benchmark) keep their own umask.
+    from vaultd.storage.probe import mark_closed, mark_open
+
+    (tmp_path / "chroma").mkdir()
+    old = os.umask(umask)
+    try:
+        mark_open(tmp_path)
+        assert _open_to_others(tmp_path / "vaultd.dirty") == []
+        mark_closed(tmp_path)
+    finally:
+        os.umask(old)
+    assert _open_to_others(tmp_path / "vaultd.clean") == []

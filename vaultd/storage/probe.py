@@ -140,7 +140,8 @@ def closed_uncleanly(data_dir: Path) -> bool:
 
 
 def mark_open(data_dir: Path) -> None:
-    (data_dir / DIRTY).touch()
+    # Owner-only from the start, as everything in the data directory (whatever the umask).
+    (data_dir / DIRTY).touch(mode=0o600)
     # From now on only the dirty marker speaks for the store's state.
     (data_dir / CLEAN).unlink(missing_ok=True)
 
@@ -160,7 +161,8 @@ def mark_closed(data_dir: Path, chroma_dir: Path | None = None) -> None:
 def _write_atomically(path: Path, text: str) -> None:
     temporary = path.with_name(path.name + ".tmp")
     try:
-        with temporary.open("w", encoding="utf-8") as handle:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
