@@ -31,7 +31,14 @@ from vaultd.errors import ApiError, QueryError
 from vaultd.index import search as search_module
 from vaultd.index.notes import note_view
 from vaultd.index.open import Index, open_index
-from vaultd.query import Filters, explain_line, parse_since, parse_where, parse_where_flag
+from vaultd.query import (
+    Filters,
+    check_query,
+    explain_line,
+    parse_since,
+    parse_where,
+    parse_where_flag,
+)
 from vaultd.records import Hit
 from vaultd.storage.manifest import Manifest
 from vaultd.storage.schema import SCHEMA_VERSION
@@ -344,6 +351,22 @@ def test_without_the_note_signals_a_passage_scores_its_fusion_alone(index: Index
     hits = found(index, "kettle descaling", "hybrid", k=5, settings=off)
     assert hits and all("note" not in h.parts for h in hits)
     assert all(h.score == pytest.approx(h.parts["fusion"]["total"], abs=1e-5) for h in hits)
+
+
+def test_a_notes_first_passage_ranks_by_both_retrievers(index: Index) -> None:
+    # With the vector side weighted 0, the notes' first passages rank as the keyword side
+    # ranks them: the lead is not a second vote of the vectors alone.
+    query = "kettle descaling"
+    keyword_only = SearchSection(vector_weight=0.0)
+    chunks = index.manifest.chunks_by_id
+    words = index.searcher.keyword(check_query(query), keyword_only.candidates, None)
+    firsts = [chunks([i])[i].path for i, _ in words if chunks([i])[i].index == 0]
+    hits = found(index, query, "hybrid", k=10, settings=keyword_only)
+    ranks = {h.path: h.parts["note"]["lead"]["rank"] for h in hits if "lead" in h.parts["note"]}
+    assert firsts and {p: ranks[p] for p in firsts if p in ranks} == {
+        p: rank for rank, p in enumerate(firsts, 1) if p in ranks
+    }
+    assert firsts[0] in ranks
 
 
 def test_a_note_found_only_by_its_first_passage_is_shown_by_it(index: Index) -> None:

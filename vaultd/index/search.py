@@ -182,7 +182,8 @@ class Searcher:
         leads: bool = False,
     ) -> dict[str, Ranked]:
         """Each retriever's ranked candidates ("keyword", "vector"), at most about `depth`;
-        with `leads` in hybrid mode also "lead", the notes' first passages by similarity.
+        with `leads` in hybrid mode also "lead", the notes' first passages by similarity (ranked
+        with the keyword side's first passages in `_page`).
 
         In hybrid mode the keyword side runs on a thread of its own while the query is embedded
         and Chroma searched: SQLite, ONNX Runtime and Chroma all release the GIL.
@@ -341,6 +342,8 @@ class Searcher:
         records = self.manifest.chunks_by_id([i for i, _ in pool] + [i for i, _ in leads])
         notes: dict[str, dict[str, Any]] = {}
         if mode == "hybrid":
+            if leads:
+                leads = _lead_ranking(leads, ranked.get("keyword", []), records, weights)
             pool, notes = self._with_notes(pool, leads, records, settings)
         positions = {
             name: {chunk_id: (rank, score) for rank, (chunk_id, score) in enumerate(hits, 1)}
@@ -395,21 +398,21 @@ class Searcher:
         A passage scores (its own + second_weight x its note's second-best passage + the
         note's lead term) x (passages in the note) ** -length_prior, so a note ranks by its
         best passage so scored. The lead term is lead_weight / (LEAD_RRF_K + rank), the rank
-        being the note's among the notes by the similarity of the query to their first
-        passage: what a note is about is said at its top, which the best passage alone often
-        misses (a short question against a long note). A note found only that way is
-        represented by its first passage. Chosen on the tuning halves (docs/search.md).
+        being the note's in `leads`, the notes' first passages (`_lead_ranking`): what a note
+        is about is said at its top, which the best passage alone often misses (a short
+        question against a long note). A note found only that way is represented by its first
+        passage. Chosen on the tuning halves (docs/search.md).
         """
         own: dict[str, list[float]] = {}
         for chunk_id, score in pool:
             record = records.get(chunk_id)
             if record is not None:
                 own.setdefault(record.path, []).append(score)
-        lead: dict[str, tuple[int, float, str]] = {}
-        for rank, (chunk_id, similarity) in enumerate(leads, 1):
+        lead: dict[str, tuple[int, str]] = {}
+        for rank, (chunk_id, _) in enumerate(leads, 1):
             record = records.get(chunk_id)
             if record is not None:
-                lead.setdefault(record.path, (rank, similarity, chunk_id))
+                lead.setdefault(record.path, (rank, chunk_id))
         if not (settings.second_weight or settings.length_prior or lead):
             return pool, {}
         paths = sorted(own.keys() | lead.keys())
@@ -423,13 +426,9 @@ class Searcher:
             part: dict[str, Any] = {}
             lead_term = 0.0
             if path in lead:
-                rank, similarity, _ = lead[path]
+                rank = lead[path][0]
                 lead_term = settings.lead_weight / (LEAD_RRF_K + rank)
-                part["lead"] = {
-                    "rank": rank,
-                    "similarity": round(similarity, 6),
-                    "score": round(lead_term, 6),
-                }
+                part["lead"] = {"rank": rank, "score": round(lead_term, 6)}
             if second:
                 part["second"] = round(second, 6)
             added[path] = second + lead_term
@@ -442,7 +441,7 @@ class Searcher:
             record = records.get(chunk_id)
             if record is not None:
                 rescored[chunk_id] = (score + added[record.path]) * factor[record.path]
-        for path, (_, _, chunk_id) in lead.items():
+        for path, (_, chunk_id) in lead.items():
             if path not in own:
                 rescored[chunk_id] = added[path] * factor[path]
         return sorted(rescored.items(), key=lambda item: (-item[1], item[0])), notes
@@ -524,6 +523,24 @@ def _union(first: Ranked, second: Ranked) -> Ranked:
     for chunk_id, score in second:
         scores.setdefault(chunk_id, score)
     return sorted(scores.items(), key=lambda item: -item[1])
+
+
+def _lead_ranking(
+    by_vector: Ranked,
+    keyword: Ranked,
+    records: Mapping[str, StoredChunk],
+    weights: Mapping[str, float],
+) -> Ranked:
+    """The notes' first passages ranked as the passages are: by the query's similarity to
+    them (`by_vector`, Chroma's nearest first passages) fused by rank with the first passages
+    among the keyword candidates, weighted as the passage fusion is.
+
+    The vectors alone would add to every note a second vote of the vector side, which on
+    claims that share their words with the answer (SciFact) outvotes the keyword side; with
+    both, the lead says only what the note's top says. Measured: docs/search.md.
+    """
+    by_words = [(i, s) for i, s in keyword if (r := records.get(i)) is not None and r.index == 0]
+    return rrf({"vector": by_vector, "keyword": by_words}, LEAD_RRF_K, weights)
 
 
 def _all_of(*clauses: dict[str, Any] | None) -> dict[str, Any] | None:
