@@ -8,7 +8,6 @@ each mode. Ranks count notes, not passages: a note ranks where its best passage 
     python bench/help_eval.py [--workdir DIR] [--split all|tune|test] [--modes LIST] [--json]
     python bench/help_eval.py --lang zh --model multilingual [--split tune|test]
     python bench/help_eval.py --sweep [--beir-workdir DIR]   # choose the fusion parameters
-    python bench/help_eval.py --sweep-notes                  # choose what notes add
 
 `--split tune` takes the odd-numbered questions, `--split test` the even-numbered ones: the
 fusion parameters were chosen on the first and are reported on both (docs/search.md).
@@ -37,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -64,11 +63,6 @@ VECTOR_WEIGHTS = (1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0)
 COLUMN_WEIGHTS = ((1.0, 1.0, 1.0, 1.0), (2.0, 2.0, 1.0, 1.0), (4.0, 4.0, 2.0, 1.0))
 #: Sweep depth: candidates retrieved once per query, cut to each grid point's `candidates`.
 DEPTH = 100
-#: `--sweep-notes`' grid: what a note adds to its passages (`[search]` lead_weight,
-#: second_weight, length_prior), the passage fusion at its defaults.
-LEAD_WEIGHTS = (0.0, 1.5, 2.0, 3.0, 4.0)
-SECOND_WEIGHTS = (0.0, 0.5, 0.75)
-LENGTH_PRIORS = (0.0, 0.1, 0.2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,30 +263,6 @@ def sweep(
     return rows
 
 
-def sweep_notes(index: Index, questions: Sequence[Question]) -> list[dict[str, Any]]:
-    """Score every point of the note signals' grid with search itself, on both halves; the
-    objective is MRR@10 on the tuning half (the sweep of each set is run on its own index;
-    docs/search.md says how the three were weighed)."""
-    rows: list[dict[str, Any]] = []
-    for lead, second, length in itertools.product(LEAD_WEIGHTS, SECOND_WEIGHTS, LENGTH_PRIORS):
-        settings = replace(
-            SearchSection(), lead_weight=lead, second_weight=second, length_prior=length
-        )
-        row: dict[str, Any] = {"lead_weight": lead, "second_weight": second, "length_prior": length}
-        for half, rest in (("tune", 1), ("test", 0)):
-            score = Score()
-            for q in questions:
-                if q.id % 2 == rest:
-                    hits = index.searcher.search(q.text, k=K, mode="hybrid", settings=settings)
-                    score.add(q, distinct(h.path for h in hits))
-            summary = score.summary()
-            row[f"{half}_hit@5"], row[f"{half}_mrr@10"] = summary["hit@5"], summary["mrr@10"]
-        row["objective"] = row["tune_mrr@10"]
-        rows.append(row)
-    rows.sort(key=lambda r: (-r["objective"], -r["tune_hit@5"]))
-    return rows
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument(
@@ -308,9 +278,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", choices=("all", "tune", "test"), default="all")
     parser.add_argument("--modes", default="keyword,vector,hybrid", help="comma-separated")
     parser.add_argument("--sweep", action="store_true", help="score the fusion parameter grid")
-    parser.add_argument(
-        "--sweep-notes", action="store_true", help="score the grid of what notes add (hybrid)"
-    )
     parser.add_argument(
         "--beir-workdir",
         type=Path,
@@ -334,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.vault.is_dir():
         print(f"no vault at {args.vault}", file=sys.stderr)
         return 2
-    swept = args.sweep or args.sweep_notes
+    swept = args.sweep
     questions = load_questions(args.questions, "all" if swept else args.split)
     log = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr))
 
@@ -360,17 +327,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"embedded, {summary.chunks_reused} reused in {seconds:.1f} s"
             )
             report["index"] = {**index.manifest.counts(), "seconds": round(seconds, 1)}
-            if args.sweep_notes:
-                rows = sweep_notes(index, questions)
-                chosen = SearchSection()
-                report["defaults"] = [
-                    r
-                    for r in rows
-                    if (r["lead_weight"], r["second_weight"], r["length_prior"])
-                    == (chosen.lead_weight, chosen.second_weight, chosen.length_prior)
-                ]
-                report["best"] = rows[: args.top]
-            elif args.sweep:
+            if args.sweep:
                 beir = None
                 if args.beir_workdir is not None:
                     beir_config = load_config(args.beir_workdir / "vaultd.toml", env=os.environ)
