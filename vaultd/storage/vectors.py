@@ -751,10 +751,10 @@ def _hnsw_configuration(space: str) -> dict[str, Any]:
 def _widen_search(collection: Any) -> None:
     """Raise an older collection's HNSW search breadth to SEARCH_EF. It must run before the
     collection's first query: a segment already loaded keeps the breadth it was loaded with."""
-    hnsw = (collection.configuration or {}).get("hnsw") or {}
-    if hnsw.get("ef_search", SEARCH_EF) >= SEARCH_EF:
-        return
     try:
+        hnsw = (collection.configuration or {}).get("hnsw") or {}
+        if hnsw.get("ef_search", SEARCH_EF) >= SEARCH_EF:
+            return
         collection.modify(configuration={"hnsw": {"ef_search": SEARCH_EF}})
     except Exception as exc:  # search still works, at the breadth the collection has
         log.warning("could not widen the vector search", collection=collection.name, error=str(exc))
