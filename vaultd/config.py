@@ -315,9 +315,9 @@ class SearchSection:
     keyword_weight: float = field(default=1.0, metadata={"parse": _nonnegative_number})
     vector_weight: float = field(default=1.5, metadata={"parse": _nonnegative_number})
     #: What a passage's note adds to it in hybrid search (docs/search.md, "Notes"): the note's
-    #: rank among notes by the similarity of the query to their first passage, as RRF with
-    #: constant LEAD_RRF_K (0: off); a share of the note's second-best fused passage; and a
-    #: length prior, the score times (passages in the note) ** -length_prior.
+    #: rank among notes by their first passage (both retrievers' ranks of it, fused), as RRF
+    #: with constant LEAD_RRF_K (0: off); a share of the note's second-best fused passage (0:
+    #: off); and a length prior, the score times (passages in the note) ** -length_prior.
     lead_weight: float = field(default=2.0, metadata={"parse": _nonnegative_number})
     second_weight: float = field(default=0.0, metadata={"parse": _nonnegative_number})
     length_prior: float = field(default=0.1, metadata={"parse": _nonnegative_number})
