@@ -370,9 +370,9 @@ def test_a_notes_first_passage_ranks_by_both_retrievers(index: Index) -> None:
 
 
 def test_a_note_found_only_by_its_first_passage_is_shown_by_it(index: Index) -> None:
-    # One passage from each retriever, so the other notes on the page come from the notes
-    # ranked by their first passage.
-    narrow = SearchSection(candidates=1)
+    # Few passages from each retriever and the lead weighed up, so that notes ranked only by
+    # their first passage reach the page.
+    narrow = SearchSection(candidates=1, lead_weight=3.0)
     hits = found(index, "growing vegetables in the garden", "hybrid", k=6, settings=narrow)
     only_lead = [h for h in hits if "keyword" not in h.parts and "vector" not in h.parts]
     assert only_lead, [h.parts for h in hits]

@@ -318,8 +318,8 @@ class SearchSection:
     #: rank among notes by their first passage (both retrievers' ranks of it, fused), as RRF
     #: with constant LEAD_RRF_K (0: off); a share of the note's second-best fused passage (0:
     #: off); and a length prior, the score times (passages in the note) ** -length_prior.
-    lead_weight: float = field(default=2.0, metadata={"parse": _nonnegative_number})
-    second_weight: float = field(default=0.0, metadata={"parse": _nonnegative_number})
+    lead_weight: float = field(default=1.5, metadata={"parse": _nonnegative_number})
+    second_weight: float = field(default=0.25, metadata={"parse": _nonnegative_number})
     length_prior: float = field(default=0.1, metadata={"parse": _nonnegative_number})
     #: At most this many hits from one note; 0 means no cap.
     per_note: int = field(default=3, metadata={"parse": _integer(0, 100)})

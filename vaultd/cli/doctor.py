@@ -331,8 +331,8 @@ def check_languages(config: Config, model_id: str | None) -> Check:
             "languages",
             "warn",
             f"the vault is {measured}: the multilingual model embeds every passage and the "
-            "default model its English ones again; the default alone ranks English the same "
-            "and indexes it about three times as fast",
+            "default model its English ones again; the default alone ranks English about as "
+            "well and indexes it about three times as fast",
             'set [embedding] model = "default" (or "auto")',
         )
     serves = f"; {model_id} serves it" if model_id else ""
