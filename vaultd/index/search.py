@@ -284,9 +284,7 @@ class Searcher:
         return rrf(named, self.settings.rrf_k, weights)[:depth]
 
     def _first_passages(self, ranked: Ranked) -> Ranked:
-        """The notes' first passages among `ranked`, in its order."""
-        records = self.manifest.chunks_by_id([i for i, _ in ranked])
-        return [(i, s) for i, s in ranked if (r := records.get(i)) is not None and r.index == 0]
+        return _firsts(ranked, self.manifest.chunks_by_id([i for i, _ in ranked]))
 
     def _shares(self, routes: Sequence[Route]) -> list[float]:
         """Each route's share of the passages it may rank (counted at most every
@@ -546,8 +544,12 @@ def _lead_ranking(
     claims that share their words with the answer (SciFact) outvotes the keyword side; with
     both, the lead says only what the note's top says. Measured: docs/search.md.
     """
-    by_words = [(i, s) for i, s in keyword if (r := records.get(i)) is not None and r.index == 0]
-    return rrf({"vector": by_vector, "keyword": by_words}, LEAD_RRF_K, weights)
+    return rrf({"vector": by_vector, "keyword": _firsts(keyword, records)}, LEAD_RRF_K, weights)
+
+
+def _firsts(ranked: Ranked, records: Mapping[str, StoredChunk]) -> Ranked:
+    """The notes' first passages among `ranked`, in its order."""
+    return [(i, s) for i, s in ranked if (r := records.get(i)) is not None and r.index == 0]
 
 
 def _all_of(*clauses: dict[str, Any] | None) -> dict[str, Any] | None:
