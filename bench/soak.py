@@ -2,12 +2,19 @@
 
 One vault and one data directory live for the whole run, as on a user's machine. Each round
 starts `vaultd run`, applies a burst of random file operations while a client thread queries
-the socket, then ends the daemon one of three ways: SIGKILL at a random moment (often in the
-middle of indexing), SIGTERM, or a SIGHUP reload followed by SIGTERM. After every restart the
-daemon is left to settle, stopped, and its export compared exhaustively (ids, documents,
-metadata, vectors within 1e-5) with a fresh index of the vault as it is on disk.
+the socket, then ends the daemon one of four ways: SIGKILL at a random moment (often in the
+middle of indexing), SIGTERM, a SIGHUP reload followed by SIGTERM, or SIGSTOP (edits made
+while it is frozen, then SIGCONT and SIGTERM, or SIGKILL while still frozen). After every
+restart the daemon is left to settle, stopped, and its export compared exhaustively (ids,
+documents, metadata, vectors within 1e-5) with a fresh index of the vault as it is on disk.
+
+Every round also makes stealthy edits, the kind a size-and-mtime check cannot see: a word
+swapped for another of the same length with the old mtime put back (`touch -r`), and two
+same-size saves within one second stamped with whole seconds (what a filesystem with 1-second
+timestamps records).
 
     python bench/soak.py --minutes 30 --json
+    python bench/soak.py --minutes 12 --corpus ../shared/corpora/obsidian-help/en --json
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sys
@@ -64,6 +72,50 @@ def seed(vault: Path, notes: int) -> None:
         (folder / f"n{i}.md").write_text(random_text(rng, f"Note {i}") * 2, encoding="utf-8")
 
 
+_WORD = re.compile(rb"[A-Za-z]{5,}")
+
+
+def stealth_edit(path: Path, rng: random.Random) -> bool:
+    """One word written backwards in place, then the old mtime put back: the size, the mtime
+    and the inode are as they were; only the ctime and the content say it changed."""
+    try:
+        before = path.stat()
+        data = path.read_bytes()
+    except OSError:
+        return False
+    words = [m for m in _WORD.finditer(data) if m.group()[::-1] != m.group()]
+    if not words:
+        return False
+    word = rng.choice(words)
+    with path.open("r+b") as handle:
+        handle.seek(word.start())
+        handle.write(word.group()[::-1])
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    return True
+
+
+def coarse_saves(path: Path, rng: random.Random) -> bool:
+    """Two same-size saves within one second, each stamped with the whole second, as a
+    filesystem with 1-second timestamps (FAT, ext4 with small inodes, many network ones)
+    records them."""
+    second = time.time_ns() // 1_000_000_000 * 1_000_000_000
+    done = False
+    for _ in range(2):
+        if stealth_edit(path, rng):
+            os.utime(path, ns=(second, second))
+            done = True
+    return done
+
+
+def stealthy_operations(vault: Path, rng: random.Random, count: int) -> int:
+    notes = sorted(p for p in vault.rglob("*.md") if ".trash" not in p.parts)
+    made = 0
+    for _ in range(min(count, len(notes))):
+        target = rng.choice(notes)
+        made += stealth_edit(target, rng) if rng.random() < 0.6 else coarse_saves(target, rng)
+    return made
+
+
 def run_round(
     args: argparse.Namespace,
     rng: random.Random,
@@ -86,8 +138,30 @@ def run_round(
     parked = outside / f"round{round_no}"
     parked.mkdir()
     random_operations(vault, parked, random.Random(args.seed * 100_000 + round_no), count)
-    ending = rng.choices(["kill", "term", "reload"], weights=[6, 3, 1])[0]
-    if ending == "kill":
+    totals["stealthy_edits"] += stealthy_operations(vault, rng, rng.randint(1, 6))
+    ending = rng.choices(["kill", "term", "reload", "stop"], weights=[5, 2, 1, 2])[0]
+    if ending == "stop":
+        # Frozen mid-work: edits pile up unseen by a process that cannot run, then it is
+        # thawed and stopped, or killed without ever running again.
+        time.sleep(rng.uniform(0.0, 2.0))
+        # The client thread stops first: a frozen daemon would hold its request open.
+        queries.stop_event.set()
+        queries.join()
+        daemon.process.send_signal(signal.SIGSTOP)
+        totals["sigstops"] += 1
+        totals["stealthy_edits"] += stealthy_operations(vault, rng, rng.randint(1, 4))
+        random_operations(vault, parked, random.Random(args.seed * 200_000 + round_no), 10)
+        time.sleep(rng.uniform(0.0, 2.0))
+        if rng.random() < 0.5:
+            daemon.stop(signal.SIGKILL)
+            totals["kills"] += 1
+        else:
+            daemon.process.send_signal(signal.SIGCONT)
+            daemon.wait_idle(timeout=300)
+            if daemon.stop() != 0:
+                totals["failures"].append(f"round {round_no}: exit not 0 after SIGCONT, SIGTERM")
+            totals["graceful_stops"] += 1
+    elif ending == "kill":
         time.sleep(rng.uniform(0.0, 3.0))
         queries.stop_event.set()
         queries.join()
@@ -110,6 +184,9 @@ def run_round(
     totals["failures"] += [f"round {round_no}: query {e}" for e in queries.errors[:3]]
 
     # The restart: let it settle, stop it, and compare with a fresh index of the disk.
+    if rng.random() < 0.5:
+        # Stealthy edits while nothing runs: the start-up pass must find them itself.
+        totals["stealthy_edits"] += stealthy_operations(vault, rng, rng.randint(1, 4))
     daemon = start(config, socket, root / "vaultd.log")
     daemon.wait_idle(timeout=300)
     if daemon.stop() != 0:
@@ -125,6 +202,19 @@ def run_round(
         totals["failures"].append(f"round {round_no}: DIVERGED {exc}")
         verdict = f"DIVERGED: {exc}"
     return verdict, count, ending, queries.ok
+
+
+def seed_from(vault: Path, corpus: Path) -> int:
+    """The corpus's notes copied as bytes, folders kept (never anything else it holds)."""
+    copied = 0
+    for source in sorted(corpus.rglob("*.md")):
+        if any(part.startswith(".") for part in source.relative_to(corpus).parts):
+            continue
+        target = vault / source.relative_to(corpus)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(source.read_bytes())
+        copied += 1
+    return copied
 
 
 def top_up(vault: Path, notes: int, round_no: int) -> None:
@@ -156,6 +246,12 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=80, help="most file operations per round")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--keep", type=Path, help="work here and keep it (default: a temp dir)")
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        help="start from this folder's notes (e.g. ../shared/corpora/obsidian-help/en) "
+        "instead of --notes generated ones",
+    )
     args = parser.parse_args()
 
     rng = random.Random(args.seed)
@@ -163,7 +259,10 @@ def main() -> None:
     root.mkdir(parents=True, exist_ok=True)
     vault, outside, data = root / "vault", root / "outside", root / "data"
     outside.mkdir(exist_ok=True)
-    seed(vault, args.notes)
+    if args.corpus:
+        args.notes = seed_from(vault, args.corpus)
+    else:
+        seed(vault, args.notes)
     socket = short_socket_dir() / "vaultd.sock"
     config = write_config(root / "vaultd.toml", vault, data, socket, debounce="150ms")
 
@@ -175,6 +274,8 @@ def main() -> None:
         "kills": 0,
         "graceful_stops": 0,
         "reloads": 0,
+        "sigstops": 0,
+        "stealthy_edits": 0,
         "checks": 0,
         "divergences": 0,
         "failures": [],
@@ -203,7 +304,7 @@ def main() -> None:
         )
 
     totals["minutes"] = round((time.monotonic() - started) / 60, 1)
-    totals["minutes"] = round((time.monotonic() - started) / 60, 1)
+    totals["corpus"] = str(args.corpus) if args.corpus else None
     totals["restarts"] = totals["kills"] + totals["graceful_stops"]
     totals["machine"] = cpu_model()
     totals["notes_at_end"] = sum(1 for p in vault.rglob("*.md") if ".trash" not in p.parts)
