@@ -179,9 +179,13 @@ class Daemon:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def run(self) -> int:
-        from vaultd.api.server import check_socket_path
+        from vaultd.api.client import check_socket
+        from vaultd.api.server import check_socket_path, daemon_socket_path
 
-        # Refuse an unusable socket path before the slow part of start-up.
+        # Refuse an unusable socket path before the slow part of start-up; first one another
+        # user could swap on the way to it (a symlink or directory above the socket's own),
+        # before anything there is created.
+        check_socket(daemon_socket_path(self.config, self.env))
         check_socket_path(self.config, self.env)
         with self._signals(), ExitStack() as stack:
             opened_at = time.time()
