@@ -91,8 +91,9 @@ def distrust(path: Path, *, me: int | None = None, tighten: bool = False) -> Dis
     """The first reason `path` cannot be trusted, walking it from the root; None if it can.
 
     Components that do not exist yet (or cannot be looked at) are not judged: whoever creates
-    them owns them, and the caller checks what it created. The path's last component must be the user's own; with
-    `tighten` it may be open to others' writes, for a caller that makes it private next.
+    them owns them, and the caller checks what it created. The path's last component must be
+    the user's own; with `tighten` it may be open to others' writes, for a caller that makes
+    it private next.
     """
     me = os.getuid() if me is None else me
     pending = list(Path(os.path.abspath(path)).parts[1:])
