@@ -160,9 +160,9 @@ def check_path(path: Path, what: str, advice: str, *, tighten: bool = False) -> 
         raise TrustError(_message(path, what, found, advice))
 
 
-def check_tree(root: Path, what: str, advice: str) -> None:
+def check_tree(root: Path, what: str, advice: str, *, tighten: bool = False) -> None:
     """`check_path` for `root`, then refuse anything in it that another user owns."""
-    check_path(root, what, advice)
+    check_path(root, what, advice, tighten=tighten)
     planted = foreign(root)
     if planted:
         names = ", ".join(p.describe() for p in planted[:5])

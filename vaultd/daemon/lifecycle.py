@@ -181,10 +181,12 @@ class Daemon:
     def run(self) -> int:
         from vaultd.api.client import check_socket
         from vaultd.api.server import check_socket_path, daemon_socket_path
+        from vaultd.storage.lock import check_data_dir_files
 
-        # Refuse an unusable socket path before the slow part of start-up; first one another
-        # user could swap on the way to it (a symlink or directory above the socket's own),
-        # before anything there is created.
+        # Before anything is created: a data directory (the socket's home, without a runtime
+        # directory) another user owns or has put files in, and a socket path another user
+        # could swap on the way to it (a symlink or directory above the socket's own).
+        check_data_dir_files(self.config.require_store())
         check_socket(daemon_socket_path(self.config, self.env))
         check_socket_path(self.config, self.env)
         with self._signals(), ExitStack() as stack:
