@@ -96,7 +96,8 @@ def distrust(path: Path, *, me: int | None = None, tighten: bool = False) -> Dis
     it private next.
     """
     me = os.getuid() if me is None else me
-    pending = list(Path(os.path.abspath(path)).parts[1:])
+    # Not normalised: "link/.." is where the link leads, then up, as the kernel takes it.
+    pending = list((path if path.is_absolute() else Path.cwd() / path).parts[1:])
     current = Path("/")
     found = _problem(current, os.lstat(current), me, own=False)
     if found is not None:
