@@ -164,6 +164,7 @@ def serve_forged(forgers: list[Forger], sock: Path, vault: Path) -> Forger:
 def vaultd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*VAULTD, *args],
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
@@ -392,7 +393,7 @@ def test_a_server_run_by_another_user_gets_no_byte(
     os.rename(forger.socket, sock)  # the inode, and the attacker's listener, go with it
     os.lchown(sock, 0, 0)
     config = config_file(tmp_path, tmp_path / "data", sock, vault=vault)
-    for command in (["search", "secrets"], ["status"]):
+    for command in (["search", "secrets"], ["status"], ["mcp"]):
         done = vaultd(*command, "--config", str(config))
         assert_refused(done, f"run by uid {NOBODY} (nobody)", "nothing was sent to it")
     assert forger.received() == b""

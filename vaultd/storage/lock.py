@@ -133,9 +133,10 @@ def check_data_dir(data_dir: Path, *, tighten: bool = False) -> None:
 
 def check_data_dir_files(data_dir: Path) -> None:
     """`check_data_dir`, then refuse the directory if another user's files are in it."""
-    check_data_dir(data_dir, tighten=True)
     if data_dir.is_dir():
         check_tree(data_dir, "the data directory", _DATA_DIR_ADVICE, tighten=True)
+    else:
+        check_data_dir(data_dir, tighten=True)
 
 
 class DataDirLock:
