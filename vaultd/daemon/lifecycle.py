@@ -186,8 +186,11 @@ class Daemon:
         # Before anything is created: a data directory (the socket's home, without a runtime
         # directory) another user owns or has put files in, and a socket path another user
         # could swap on the way to it (a symlink or directory above the socket's own).
-        check_data_dir_files(self.config.require_store())
-        check_socket(daemon_socket_path(self.config, self.env))
+        data_dir = self.config.require_store()
+        check_data_dir_files(data_dir)
+        path = daemon_socket_path(self.config, self.env)
+        if path.parent != data_dir:  # the data directory's own check covers it, above
+            check_socket(path)
         check_socket_path(self.config, self.env)
         with self._signals(), ExitStack() as stack:
             opened_at = time.time()
