@@ -28,9 +28,10 @@ VAULT_HEADER = "Vaultd-Vault"
 VAULT_PATH_HEADER = "Vaultd-Vault-Path"
 
 
-#: macOS's and the BSDs' getsockopt level and option for the peer's `struct xucred`.
-_SOL_LOCAL = 0
-_LOCAL_PEERCRED = 1
+#: macOS's and the BSDs' getsockopt level and option for the peer's `struct xucred` (<sys/un.h>;
+#: not every Python names them).
+_SOL_LOCAL = getattr(socket, "SOL_LOCAL", 0)
+_LOCAL_PEERCRED = getattr(socket, "LOCAL_PEERCRED", 1)
 #: struct xucred: cr_version, cr_uid, cr_ngroups, cr_groups[16] (FreeBSD adds a pid after).
 _XUCRED = "=IIh2x16I"
 
