@@ -27,6 +27,7 @@ LAYERS: list[set[str]] = [
         "vaultd.faults",
         "vaultd.progress",
         "vaultd.logs",
+        "vaultd.trust",
     },
     {"vaultd.embedding", "vaultd.pipeline", "vaultd.storage"},
     {"vaultd.index"},

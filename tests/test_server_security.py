@@ -48,7 +48,7 @@ from vaultd.api.server import (
     _clear_stale,
     _safe_directory,
 )
-from vaultd.errors import StartupError
+from vaultd.errors import StartupError, TrustError
 
 NOBODY = 65534
 #: Slack for scheduling and the test's own polling on top of the server's timeouts.
@@ -113,6 +113,8 @@ def test_socket_is_0600_in_a_0700_directory_under_umask_000(guarded: Guarded) ->
 class Refusal:
     socket: Path
     message: str
+    #: TrustError's for a directory another user owns or may write; StartupError's otherwise.
+    code: int = StartupError.exit_code
     result: subprocess.CompletedProcess[str] | None = None
 
 
@@ -120,12 +122,18 @@ def _refusal_cases(base: Path) -> dict[str, Refusal]:
     world = base / "world"
     world.mkdir()
     world.chmod(0o777)
-    cases = {"world_writable": Refusal(world / "vaultd.sock", "is writable by others")}
+    cases = {
+        "world_writable": Refusal(
+            world / "vaultd.sock", "is writable by every user", TrustError.exit_code
+        )
+    }
     if os.getuid() == 0:
         foreign = base / "foreign"
         foreign.mkdir(mode=0o700)
         os.chown(foreign, NOBODY, NOBODY)
-        cases["foreign_owner"] = Refusal(foreign / "vaultd.sock", f"belongs to uid {NOBODY}")
+        cases["foreign_owner"] = Refusal(
+            foreign / "vaultd.sock", f"belongs to uid {NOBODY}", TrustError.exit_code
+        )
     long_dir = base / ("d" * (MAX_SOCKET_PATH - len(str(base))))
     cases["too_long"] = Refusal(long_dir / "vaultd.sock", f"fewer than {MAX_SOCKET_PATH}")
     return cases
@@ -170,7 +178,7 @@ def test_vaultd_run_refuses_an_unsafe_socket_path(refusals: dict[str, Refusal], 
     refusal = refusals[case]
     result = refusal.result
     assert result is not None
-    assert result.returncode == StartupError.exit_code, result.stdout
+    assert result.returncode == refusal.code, result.stdout
     assert refusal.message in result.stdout, result.stdout
     assert "vaultd: " in result.stdout
     assert not refusal.socket.exists()

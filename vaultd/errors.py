@@ -7,21 +7,81 @@ stage calls them, so callers above a stage only ever see this tree.
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Literal, get_args
+
+
+@dataclass(frozen=True, slots=True)
+class ExitStatus:
+    """One exit status of `vaultd`: what it means, and whether starting again may help."""
+
+    code: int
+    meaning: str
+    #: False: the cause stays until someone changes the setup, so the unit files list the code
+    #: in RestartPreventExitStatus (a restart would only fill the journal).
+    retry: bool
+
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_SOFTWARE = 70
+EXIT_TEMPFAIL = 75
+EXIT_NOPERM = 77
+EXIT_CONFIG = 78
+
+#: Every status vaultd exits with (sysexits.h numbers). The README's table, the unit files'
+#: RestartPreventExitStatus and their comments follow this one (tests/test_unitfiles.py).
+EXIT_STATUSES: tuple[ExitStatus, ...] = (
+    ExitStatus(EXIT_OK, "clean stop", retry=False),
+    ExitStatus(
+        EXIT_FAILURE, "runtime failure (a bug, or an error with no code of its own)", retry=True
+    ),
+    ExitStatus(
+        EXIT_USAGE,
+        "usage error: an unknown option or argument, a query or vault path that cannot be taken",
+        retry=False,
+    ),
+    ExitStatus(EXIT_SOFTWARE, "the embedding model is missing or damaged", retry=False),
+    ExitStatus(
+        EXIT_TEMPFAIL,
+        "another vaultd process owns the data directory (or is stopped with SIGSTOP)",
+        retry=False,
+    ),
+    ExitStatus(
+        EXIT_NOPERM,
+        "another user owns, or can write, the data directory, a file in it, the socket's "
+        "directory or one above it, `daemon.json`, or the server on the socket",
+        retry=False,
+    ),
+    ExitStatus(
+        EXIT_CONFIG,
+        "invalid configuration (every problem is listed), an unusable socket path, a "
+        "`[server] socket` served by another vault's daemon, an unusable data directory "
+        "(unwritable, read-only disk), a `vaultd.db` that is damaged or cannot be written, or "
+        "a data directory written for another vault or model",
+        retry=False,
+    ),
+)
+
+
+def no_retry_codes() -> set[int]:
+    """The codes the unit files' RestartPreventExitStatus lists (0 is never restarted)."""
+    return {s.code for s in EXIT_STATUSES if not s.retry and s.code != EXIT_OK}
 
 
 class VaultdError(Exception):
     """Raised for any failure vaultd knows how to describe to a user."""
 
-    #: Process exit code when this error ends a command.
-    exit_code = 1
+    #: Process exit code when this error ends a command (one of EXIT_STATUSES).
+    exit_code = EXIT_FAILURE
 
 
 class ConfigError(VaultdError):
     """Raised when the configuration is invalid; carries every problem found, not just the first."""
 
-    exit_code = 78  # EX_CONFIG: service files stop restarting on it
+    exit_code = EXIT_CONFIG
 
     def __init__(self, problems: list[str], source: str = "") -> None:
         self.problems = list(problems)
@@ -34,13 +94,34 @@ class ConfigError(VaultdError):
 class LockedError(VaultdError):
     """Raised when another process already owns the data directory."""
 
-    exit_code = 75  # EX_TEMPFAIL
+    exit_code = EXIT_TEMPFAIL
+
+
+class DaemonStoppedError(LockedError):
+    """Raised when the vaultd process that owns the data directory is stopped (SIGSTOP, Ctrl-Z
+    or a debugger): it answers nothing until it is resumed."""
+
+    def __init__(self, pid: int, *, daemon: bool, traced: bool = False) -> None:
+        self.pid = pid
+        who = "the vaultd daemon" if daemon else "the vaultd process that holds this index"
+        how = "in a debugger" if traced else "(SIGSTOP)"
+        resume = "detach the debugger" if traced else f"resume it with `kill -CONT {pid}`"
+        super().__init__(f"{who} (pid {pid}) is stopped {how} and answers nothing; {resume}")
+
+
+class TrustError(VaultdError):
+    """Raised when what vaultd would read or serve from (the data directory and its files, the
+    socket's directory and those above it, `daemon.json`, the process on a socket) belongs to
+    another user or is open to their writes: it may be planted or swapped. Only the user can
+    fix that, so the service manager must not retry."""
+
+    exit_code = EXIT_NOPERM
 
 
 class ModelError(VaultdError):
     """Raised when the embedding model or its tokenizer is missing, corrupt or unusable."""
 
-    exit_code = 70
+    exit_code = EXIT_SOFTWARE
 
 
 class ModelFormatError(ModelError):
@@ -100,14 +181,14 @@ class StoreFullError(StoreError):
 class StoreMismatchError(StoreError):
     """Raised when a store was written for another vault or model than the one configured."""
 
-    exit_code = 78
+    exit_code = EXIT_CONFIG
 
 
 class DataDirError(StoreError):
     """Raised when the data directory cannot be created or written (permissions, a read-only
     mount, a file in the way); restarting cannot fix that, so the service manager must not."""
 
-    exit_code = 78  # EX_CONFIG: in the units' RestartPreventExitStatus
+    exit_code = EXIT_CONFIG
 
     def __init__(self, message: str, path: str, *, read_only: bool = False) -> None:
         super().__init__(message)
@@ -119,7 +200,7 @@ class VaultPathError(VaultdError):
     """Raised when a path given as a note or folder of the vault is not one (absolute, `..`,
     NUL, ...); the rule is `vaultd.vaultpath`."""
 
-    exit_code = 2  # a usage error, like a malformed query
+    exit_code = EXIT_USAGE
 
     def __init__(self, value: str, why: str) -> None:
         super().__init__(f"not a path inside the vault: {value!r}: {why}")
@@ -130,13 +211,13 @@ class VaultPathError(VaultdError):
 class VaultMismatchError(VaultdError):
     """Raised when the daemon on a socket serves another vault than the one asked about."""
 
-    exit_code = 78  # the configuration points at another vault's socket: retrying cannot help
+    exit_code = EXIT_CONFIG  # the configuration points at another vault's socket
 
 
 class StartupError(VaultdError):
     """Raised when the daemon's socket cannot be set up safely."""
 
-    exit_code = 78
+    exit_code = EXIT_CONFIG
 
 
 class NoteUnavailableError(NoteError):
@@ -154,7 +235,7 @@ class NoteUnavailableError(NoteError):
 class QueryError(VaultdError):
     """Raised when a search's query or filters cannot be taken; the message names the part."""
 
-    exit_code = 2  # a usage error: the same input fails the same way every time
+    exit_code = EXIT_USAGE  # the same input fails the same way every time
 
 
 class DaemonError(VaultdError):
@@ -188,7 +269,7 @@ class ApiError(VaultdError):
 class NotReadyError(VaultdError):
     """Raised when the daemon is asked for what it cannot do until it has started."""
 
-    exit_code = 75  # EX_TEMPFAIL: the same request succeeds a moment later
+    exit_code = EXIT_TEMPFAIL  # the same request succeeds a moment later
 
 
 class VectorsPendingError(NotReadyError):

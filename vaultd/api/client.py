@@ -1,21 +1,76 @@
-"""A small client for the daemon's Unix-socket API (the CLI uses it; so can scripts)."""
+"""A small client for the daemon's Unix-socket API (the CLI uses it; so can scripts).
+
+Nothing is sent to a server that is not the user's: before a request the socket's path is
+walked (vaultd.trust: no directory on the way another user owns or may write) and, once
+connected, the kernel says who listens (SO_PEERCRED; LOCAL_PEERCRED on macOS and the BSDs);
+a process of another user, which could answer forged hits, is refused before a byte goes out.
+"""
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
+import struct
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from vaultd.errors import DaemonError, VaultdError, VaultMismatchError
+from vaultd.errors import DaemonError, TrustError, VaultdError, VaultMismatchError
+from vaultd.trust import check_path, user_name
 
 #: Every answer names the vault its daemon serves (its id, see vaultd.layout.vault_id).
 VAULT_HEADER = "Vaultd-Vault"
 #: And its path, percent-encoded (headers are Latin-1; paths are not), for error messages.
 VAULT_PATH_HEADER = "Vaultd-Vault-Path"
+
+
+#: macOS's and the BSDs' getsockopt level and option for the peer's `struct xucred` (<sys/un.h>;
+#: not every Python names them).
+_SOL_LOCAL = getattr(socket, "SOL_LOCAL", 0)
+_LOCAL_PEERCRED = getattr(socket, "LOCAL_PEERCRED", 1)
+#: struct xucred: cr_version, cr_uid, cr_ngroups, cr_groups[16] (FreeBSD adds a pid after).
+_XUCRED = "=IIh2x16I"
+
+
+def server_uid(sock: socket.socket) -> int | None:
+    """The uid of the process listening at the other end of a connected Unix socket, as the
+    kernel recorded it at listen(); None where the platform cannot tell."""
+    if hasattr(socket, "SO_PEERCRED"):  # Linux
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return int(struct.unpack("3i", creds)[1])
+    if sys.platform == "darwin" or "bsd" in sys.platform:
+        raw = sock.getsockopt(_SOL_LOCAL, _LOCAL_PEERCRED, struct.calcsize(_XUCRED))
+        return int(struct.unpack_from("=II", raw)[1])
+    return None
+
+
+def trusted_uid(uid: int) -> bool:
+    """The user's own processes, or root's (a system service)."""
+    return uid in (os.getuid(), 0)
+
+
+_SOCKET_ADVICE = (
+    "Set [server] socket to a path in a directory of your own (or unset it: the default is "
+    "in your private runtime directory), and check $XDG_RUNTIME_DIR"
+)
+
+
+def check_socket(path: Path) -> None:
+    """Refuse a socket in a directory (or below one) that another user owns or may write."""
+    check_path(path.parent, "the socket's directory", _SOCKET_ADVICE)
+    try:
+        owner = path.lstat().st_uid
+    except OSError:
+        return  # nothing there: the connect says so
+    if not trusted_uid(owner):
+        raise TrustError(
+            f"refusing the socket {path}: it belongs to {user_name(owner)}, not to you. "
+            f"{_SOCKET_ADVICE}"
+        )
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -24,13 +79,22 @@ class _UnixConnection(http.client.HTTPConnection):
         self._path = path
 
     def connect(self) -> None:
+        check_socket(self._path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(self.timeout)
             sock.connect(str(self._path))
+            uid = server_uid(sock)
         except BaseException:
             sock.close()  # a refused connect (a stale socket) must not leak the descriptor
             raise
+        if uid is not None and not trusted_uid(uid):
+            sock.close()
+            raise TrustError(
+                f"refusing the server on {self._path}: it is run by {user_name(uid)}, not by "
+                "you, and could answer anything; nothing was sent to it. Stop using that "
+                f"socket and find out who put it there. {_SOCKET_ADVICE}"
+            )
         self.sock = sock
 
 
@@ -55,13 +119,14 @@ class Client:
     def health(self, timeout: float = 5.0) -> dict[str, Any] | None:
         """The daemon's `/v1/health`, or None when nothing answers on the socket.
 
-        Raises VaultMismatchError when it serves another vault than `vault_id`.
+        Raises VaultMismatchError when it serves another vault than `vault_id`, TrustError
+        when the socket or its server is not the user's.
         """
         if not self.path.exists():
             return None
         try:
             found = self.request("GET", "/v1/health", timeout=timeout)
-        except VaultMismatchError:
+        except (VaultMismatchError, TrustError):
             raise
         except VaultdError:
             return None

@@ -13,6 +13,12 @@ writes `daemon.json` into its data directory, which every client computes from t
 alone: the socket it listens on, its pid and its vault. A client tries the configured socket
 if there is one, else the recorded socket, else the default one.
 
+Only what the user owns is trusted: `daemon.json` is read only from a data directory of the
+user's (vaultd.trust), and only when the user's own process wrote it, and a client connects only
+through directories no one else may change and to a server the user (or root) runs
+(vaultd.api.client). A recorded daemon that is alive but stopped (SIGSTOP) is named at once,
+not after a request times out.
+
 Every answer from a daemon carries its vault's id (`Vaultd-Vault` header, and `vault`,
 `vault_id` in `/v1/health`). A client made by `find_daemon` checks it on every answer: the
 daemon of another vault is never used, and a configured socket that belongs to another vault
@@ -31,8 +37,16 @@ from pathlib import Path
 from typing import Any
 
 from vaultd.api.client import Client
-from vaultd.errors import StartupError, VaultdError, VaultMismatchError
+from vaultd.errors import (
+    DaemonStoppedError,
+    StartupError,
+    TrustError,
+    VaultdError,
+    VaultMismatchError,
+)
 from vaultd.layout import DAEMON_RECORD, SOCKET, vault_id, vault_slug
+from vaultd.storage.lock import check_data_dir, holder_pid, stopped
+from vaultd.trust import check_path
 
 #: macOS's sun_path holds 104 bytes; Linux's 108. Stay portable.
 MAX_SOCKET_PATH = 104
@@ -113,15 +127,28 @@ def write_record(data_dir: Path, socket: Path, vault: Path) -> None:
 
 def remove_record(data_dir: Path) -> None:
     """Remove the record, if it is still this process's (a newer daemon's is left alone)."""
-    record = read_record(data_dir)
-    if record is not None and record.get("pid") == os.getpid():
-        with contextlib.suppress(OSError):
-            (data_dir / DAEMON_RECORD).unlink()
+    with contextlib.suppress(TrustError):
+        record = read_record(data_dir)
+        if record is not None and record.get("pid") == os.getpid():
+            with contextlib.suppress(OSError):
+                (data_dir / DAEMON_RECORD).unlink()
 
 
 def read_record(data_dir: Path) -> dict[str, Any] | None:
+    """The record in `data_dir`, or None when there is none (or it cannot be read).
+
+    Raises TrustError when the data directory, or the record, is another user's or open to
+    their writes: a record planted there would send every client to their server.
+    """
+    path = data_dir / DAEMON_RECORD
+    check_data_dir(data_dir)
+    check_path(
+        path,
+        "the daemon's record",
+        f"Remove it (rm {path}); a running daemon writes it again when it next starts",
+    )
     try:
-        data = json.loads((data_dir / DAEMON_RECORD).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -160,8 +187,13 @@ def find_daemon(
     """A client for the daemon serving `vault`, or None when none answers.
 
     Raises VaultMismatchError when the configured socket is served by another vault's daemon
-    (a discovered one is passed over instead: it is only a guess).
+    (a discovered one is passed over instead: it is only a guess); TrustError when a socket,
+    its directory or the record is not the user's; DaemonStoppedError when the daemon that
+    owns the data directory is stopped (a request would only wait for the timeout).
     """
+    halted = stopped_daemon(data_dir)
+    if halted is not None:
+        raise halted
     for candidate in candidates(setting, vault, data_dir, env):
         client = Client(candidate.path, timeout=timeout, vault_id=vault_id(vault))
         try:
@@ -170,6 +202,8 @@ def find_daemon(
             if candidate.source == "configured":
                 raise
             continue
+        except TrustError:
+            raise
         except VaultdError:
             continue
         if health is not None:
@@ -177,9 +211,23 @@ def find_daemon(
     return None
 
 
+def stopped_daemon(data_dir: Path) -> DaemonStoppedError | None:
+    """The error for a recorded daemon that is alive but stopped, else None.
+
+    Only when the record's pid is also the lock's holder: a record left by a daemon that died
+    is stale, and its pid may be another process's by now.
+    """
+    with contextlib.suppress(TrustError):
+        record = read_record(data_dir)
+        pid = record.get("pid") if record is not None else None
+        if isinstance(pid, int) and pid == holder_pid(data_dir):
+            return stopped(pid, daemon=True)
+    return None
+
+
 def looked_at(setting: str, vault: Path, data_dir: Path, env: Mapping[str, str]) -> list[str]:
     """The sockets `find_daemon` tries, for messages that say where nothing answered."""
     try:
         return [str(c.path) for c in candidates(setting, vault, data_dir, env)]
-    except StartupError as exc:
+    except VaultdError as exc:
         return [str(exc)]

@@ -480,6 +480,9 @@ def check_privacy(data_dir: Path, log_file: str) -> Check:
     index; doctor only reports."""
     from vaultd.layout import loose
 
+    untrusted = _untrusted_data_dir(data_dir)
+    if untrusted is not None:
+        return untrusted
     roots = [data_dir] + ([Path(os.path.expanduser(log_file))] if log_file else [])
     found = loose(*roots)
     if not found:
@@ -506,6 +509,30 @@ def check_privacy(data_dir: Path, log_file: str) -> Check:
         "fail",
         f"other users can read or write the index of your notes: {named}{more}",
         f"chmod -R go-rwx {' '.join(fixes)} (vaultd also does this when it next opens the index)",
+    )
+
+
+def _untrusted_data_dir(data_dir: Path) -> Check | None:
+    """vaultd's own refusal (vaultd.trust): a data directory another user owns or may write,
+    or one holding their files. chmod cannot fix what is theirs, so doctor never suggests it."""
+    from vaultd.trust import distrust, foreign
+
+    problem = distrust(data_dir, tighten=True)
+    planted = foreign(data_dir) if problem is None and data_dir.is_dir() else []
+    if problem is None and not planted:
+        return None
+    if problem is not None:
+        found = f"{problem.describe()}: another user could read the index or plant files in it"
+    else:
+        names = ", ".join(p.describe() for p in planted[:SHOW])
+        more = f" and {len(planted) - SHOW} more" if len(planted) > SHOW else ""
+        found = f"the data directory holds another user's files: {names}{more}"
+    return Check(
+        "privacy",
+        "fail",
+        f"{found}; vaultd refuses it (exit 77)",
+        "set [store] path to a directory of your own (vaultd creates it private); chmod cannot "
+        "change what another user owns: ask them (or root) to remove it",
     )
 
 
@@ -598,12 +625,24 @@ def _dir_problem(directory: Path, data_dir: Path) -> tuple[Status, str, str] | N
     warning for a socket directory open beyond 0700. The data directory, the socket's home
     when there is no $XDG_RUNTIME_DIR, is created with the user's umask and is not warned
     about: the socket in it is 0600 and checks its peers' uid."""
+    from vaultd.trust import distrust
+
     try:
         info = directory.lstat()
     except FileNotFoundError:
-        return None
+        info = None
     except OSError as exc:
         return "fail", f"cannot inspect the socket directory {directory}: {exc}", ""
+    problem = distrust(directory)
+    if problem is not None and not (problem.path == directory and problem.kind == "writable"):
+        return (
+            "fail",
+            f"{problem.describe()}, on the way to the socket: another user could swap it; the "
+            "daemon refuses to start and clients refuse to connect (exit 77)",
+            "choose another [server] socket, in a directory of your own",
+        )
+    if info is None:
+        return None
     mode = stat.S_IMODE(info.st_mode)
     if not stat.S_ISDIR(info.st_mode):
         return "fail", f"{directory} is not a directory", "choose another [server] socket"
@@ -1108,19 +1147,30 @@ def _index_checks(
 
     Returns the daemon's watch status when a daemon of this vault answered.
     """
-    from vaultd.api.locate import candidates
+    from vaultd.api.locate import candidates, stopped_daemon
+    from vaultd.errors import TrustError
 
     sock: Path | None = None
+    halted = stopped_daemon(data_dir)
     try:
         tried = candidates(config.server.socket, vault, data_dir, env)
+    except TrustError as exc:
+        found["socket"] = Check("socket", "fail", str(exc), "")
+        answer = Answer("absent")
     except VaultdError as exc:
         found["socket"] = Check("socket", "fail", str(exc), "set [server] socket to a shorter path")
         answer = Answer("absent")
     else:
+        answer = Answer("absent")
+        if halted is not None:
+            # Asking would only wait for the timeout: a stopped process answers nothing.
+            found["socket"] = Check("socket", "fail", str(halted), f"kill -CONT {halted.pid}")
+            answer = Answer("absent")
+            tried = []
         # The socket a client would use: the first that answers; else where the daemon will
         # listen (the configured or default one, not a stale record).
-        sock = next((c.path for c in tried if c.source != "recorded"), tried[0].path)
-        answer = Answer("absent")
+        sock = next((c.path for c in tried if c.source != "recorded"), None)
+        sock = sock or (tried[0].path if tried else None)
         for candidate in tried:
             heard = ask_daemon(candidate.path)
             if heard.kind == "daemon":
@@ -1128,7 +1178,8 @@ def _index_checks(
                 break
             if candidate.path == sock:
                 answer = heard
-        found["socket"] = check_socket(sock, answer, vault, data_dir)
+        if sock is not None and halted is None:
+            found["socket"] = check_socket(sock, answer, vault, data_dir)
     if sock is not None and answer.kind == "daemon" and answer.status.get("vault") == str(vault):
         found["lock"], found["manifest"], found["chroma"] = daemon_checks(
             answer, holder_pid(data_dir), sock
@@ -1148,7 +1199,7 @@ def _offline_checks(
     sock: Path | None,
     found: dict[str, Check],
 ) -> None:
-    from vaultd.errors import StoreError
+    from vaultd.errors import DaemonStoppedError, StoreError, TrustError
     from vaultd.storage.lock import DataDirLock
 
     if not data_dir.is_dir():
@@ -1160,6 +1211,16 @@ def _offline_checks(
     try:
         # Fails at once when held: doctor never waits for the lock and never breaks it.
         lock.acquire()
+    except TrustError as exc:
+        found["lock"] = Check("lock", "fail", str(exc), "")
+        found["manifest"] = _not_checked("manifest", "another user could have written it", "lock")
+        found["chroma"] = _not_checked("chroma", "another user could have written it", "lock")
+        return
+    except DaemonStoppedError as exc:
+        found["lock"] = Check("lock", "fail", str(exc), f"kill -CONT {exc.pid}")
+        found["manifest"], _ = check_manifest(data_dir, vault, model_id)
+        found["chroma"] = _not_checked("chroma", f"pid {exc.pid} is using the store", "lock")
+        return
     except (LockedError, StoreError) as exc:
         found["manifest"], _ = check_manifest(data_dir, vault, model_id)
         if isinstance(exc, LockedError):

@@ -179,9 +179,18 @@ class Daemon:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def run(self) -> int:
-        from vaultd.api.server import check_socket_path
+        from vaultd.api.client import check_socket
+        from vaultd.api.server import check_socket_path, daemon_socket_path
+        from vaultd.storage.lock import check_data_dir_files
 
-        # Refuse an unusable socket path before the slow part of start-up.
+        # Before anything is created: a data directory (the socket's home, without a runtime
+        # directory) another user owns or has put files in, and a socket path another user
+        # could swap on the way to it (a symlink or directory above the socket's own).
+        data_dir = self.config.require_store()
+        check_data_dir_files(data_dir)
+        path = daemon_socket_path(self.config, self.env)
+        if path.parent != data_dir:  # the data directory's own check covers it, above
+            check_socket(path)
         check_socket_path(self.config, self.env)
         with self._signals(), ExitStack() as stack:
             opened_at = time.time()

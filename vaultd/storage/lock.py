@@ -1,7 +1,10 @@
 """One process owns a data directory: an advisory `flock` on a file inside it.
 
 The kernel drops the lock when the process dies, however it dies, so a crash never leaves a
-stale lock behind.
+stale lock behind. A holder that is alive but stopped (SIGSTOP) keeps it: that is said as such.
+
+Taking the lock is also where a data directory is claimed: one that another user owns or can
+write, or that holds their files, is refused before anything in it is opened (vaultd.trust).
 """
 
 from __future__ import annotations
@@ -9,11 +12,14 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import subprocess
+import sys
 from pathlib import Path
 from types import TracebackType
 
-from vaultd.errors import DataDirError, LockedError, StoreError
+from vaultd.errors import DaemonStoppedError, DataDirError, LockedError, StoreError
 from vaultd.layout import LOCK, private_dir
+from vaultd.trust import check_path, check_tree
 
 #: Failures that stay until someone changes the setup: the directory cannot be used as it is.
 #: Others (EIO, ENOSPC, EMFILE, ...) may pass, and a restart is worth trying.
@@ -71,6 +77,68 @@ def holder_pid(data_dir: Path) -> int | None:
         return None
 
 
+def process_state(pid: int) -> str | None:
+    """The state letter of process `pid` as ps(1) shows it ("R", "S", "T" stopped, "t" traced
+    ...), or None when there is no such process (or it cannot be seen)."""
+    if pid <= 0:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            # The command name, in parentheses, may itself hold ") ": the state follows the last.
+            return handle.read().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        if os.path.isdir("/proc/self"):
+            return None
+    except (OSError, IndexError):
+        return None
+    if sys.platform == "win32":  # pragma: no cover
+        return None
+    try:  # no /proc (macOS, the BSDs): ps says the same
+        done = subprocess.run(
+            ["ps", "-o", "state=", "-p", str(pid)],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = done.stdout.strip()
+    return found[:1] or None
+
+
+def stopped(pid: int, *, daemon: bool = False) -> DaemonStoppedError | None:
+    """The error for a holder `pid` that is stopped (it keeps its lock and answers nothing),
+    or None when it runs or is gone. `daemon`: it is known to be the daemon."""
+    state = process_state(pid)
+    if state in ("T", "t"):
+        return DaemonStoppedError(pid, daemon=daemon, traced=state == "t")
+    return None
+
+
+_DATA_DIR_ADVICE = (
+    "Set [store] path to a directory of your own (vaultd creates it private), or have "
+    "the other user's files removed"
+)
+
+
+def check_data_dir(data_dir: Path, *, tighten: bool = False) -> None:
+    """Refuse a data directory (or a directory above it) that another user owns or may write.
+
+    With `tighten`, the directory itself may still be open to others if it is the user's own:
+    the caller makes it private (and then checks what is in it).
+    """
+    check_path(data_dir, "the data directory", _DATA_DIR_ADVICE, tighten=tighten)
+
+
+def check_data_dir_files(data_dir: Path) -> None:
+    """`check_data_dir`, then refuse the directory if another user's files are in it."""
+    if data_dir.is_dir():
+        check_tree(data_dir, "the data directory", _DATA_DIR_ADVICE, tighten=True)
+    else:
+        check_data_dir(data_dir, tighten=True)
+
+
 class DataDirLock:
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / LOCK
@@ -79,7 +147,10 @@ class DataDirLock:
     def acquire(self) -> None:
         data_dir = self.path.parent
         try:
+            # Before anything is created: never make a directory inside another user's.
+            check_data_dir(data_dir, tighten=True)
             private_dir(data_dir)
+            check_tree(data_dir, "the data directory", _DATA_DIR_ADVICE)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             if exc.errno in _UNUSABLE:
@@ -91,6 +162,9 @@ class DataDirLock:
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
             os.close(fd)
+            halted = stopped(int(holder)) if holder.isdigit() else None
+            if halted is not None:
+                raise halted from None
             who = f" (pid {holder})" if holder else ""
             raise LockedError(
                 f"another vaultd process{who} is using {self.path.parent}; stop it, or query it "

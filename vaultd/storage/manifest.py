@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import queue
+import shlex
 import sqlite3
 import threading
 import time
@@ -32,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from vaultd.errors import StoreError
+from vaultd.errors import DataDirError, StoreError
 from vaultd.layout import MANIFEST
 from vaultd.query import Condition
 from vaultd.records import Chunk, KnownNote, Note
@@ -96,6 +97,36 @@ def tag_ancestors(tags: Iterable[str]) -> set[str]:
     return out
 
 
+#: SQLite's primary result codes for a file that is not (or no longer) a database.
+_DAMAGED = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
+#: ... and for one this process may not write (mode, `chattr +i`, a read-only mount).
+_UNWRITABLE = frozenset({3, 8, 14})  # SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN
+
+
+def _open_error(path: Path, exc: sqlite3.Error) -> StoreError:
+    """The error for a manifest that cannot be opened: one a restart cannot fix is a
+    DataDirError (the service manager stops retrying); anything else may pass (EIO, a full
+    disk) and stays a StoreError."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    data_dir = path.parent
+    if code in _DAMAGED:
+        aside = f"{data_dir}.damaged"
+        return DataDirError(
+            f"{path} is damaged ({exc}); it is the index's own record and cannot be repaired "
+            f"in place. Move the data directory aside and index again (every note is read and "
+            f"embedded anew): mv {shlex.quote(str(data_dir))} {shlex.quote(aside)}",
+            str(data_dir),
+        )
+    if code in _UNWRITABLE:
+        return DataDirError(
+            f"{path} cannot be opened for writing ({exc}); make it writable by you again "
+            f"(chmod u+rw {shlex.quote(str(path))}; on Linux also `lsattr` it and "
+            f"`chattr -i` an immutable file), or set [store] path to a writable directory",
+            str(data_dir),
+        )
+    return StoreError(f"cannot open {path}: {exc}")
+
+
 class Manifest:
     """The SQLite manifest.
 
@@ -120,7 +151,7 @@ class Manifest:
             self._db.execute("PRAGMA busy_timeout=10000")
             create_or_migrate(self._db, self.path)
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open {self.path}: {exc}") from exc
+            raise _open_error(self.path, exc) from exc
         self._lock = threading.RLock()
         self._readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self._closed = False
