@@ -7,7 +7,6 @@ wait out HEADER_TIMEOUT or IDLE_TIMEOUT run their slow clients side by side to s
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
@@ -596,8 +595,9 @@ def test_an_endless_header_stream_sent_fast_is_stopped_by_size(guarded: Guarded)
 
 
 def test_hundreds_of_idle_connections(guarded: Guarded) -> None:
-    """The 65th and later are turned away at once; the rest are closed after IDLE_TIMEOUT,
-    health answers all along, and a note written meanwhile gets indexed."""
+    """Each connection past MAX_CONNECTIONS displaces the one idle longest, closed at once;
+    the rest are closed after IDLE_TIMEOUT. Health answers all along, a fresh connection
+    included, and a note written meanwhile gets indexed."""
     total = 300
     opened: list[tuple[socket.socket, float]] = []
     refused = 0
@@ -614,19 +614,15 @@ def test_hundreds_of_idle_connections(guarded: Guarded) -> None:
         rel = "Flood/Written During.md"
         (guarded.vault / "Flood").mkdir(exist_ok=True)
         (guarded.vault / rel).write_text("# Written During\n\nAn ocelot hums sonatas.\n", "utf-8")
-        # A fresh connection gets an answer at once, even when every slot is taken.
+        # A fresh connection is answered at once, though every slot was taken.
         started = time.monotonic()
         fresh = connect(guarded.sock, patience=2)
         assert fresh is not None, "a fresh connection was not accepted"
         with fresh:
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # turned away
-                fresh.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            fresh.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             busy_health = parse(read_all(fresh))
         assert time.monotonic() - started < 3
-        if busy_health.status == 200:
-            assert busy_health.body["status"] == "ok"
-        else:
-            assert_error(busy_health, 503, "busy")
+        assert busy_health.status == 200 and busy_health.body["status"] == "ok"
 
         selector = selectors.DefaultSelector()
         for conn, at in opened:
@@ -651,16 +647,14 @@ def test_hundreds_of_idle_connections(guarded: Guarded) -> None:
         selector.close()
         assert len(closed_after) == len(opened), "some connections were never closed"
 
-        busy = [c for c, data in answers.items() if data]
-        idle = [c for c, data in answers.items() if not data]
-        for conn in busy:
-            assert_error(parse(answers[conn]), 503, "busy")
-        assert len(busy) + refused >= total - MAX_CONNECTIONS
-        assert 0 < len(idle) <= MAX_CONNECTIONS
-        for conn in idle:
-            assert IDLE_TIMEOUT - 1 <= closed_after[conn] <= IDLE_TIMEOUT + MARGIN
-        for conn in busy:
-            assert closed_after[conn] <= 5
+        # Idle, they sent nothing: closed without a word, to make room or at the idle timeout.
+        assert not any(answers.values())
+        kept = [c for c, after in closed_after.items() if after >= IDLE_TIMEOUT - 1]
+        displaced = len(opened) - len(kept)
+        assert displaced + refused >= total - MAX_CONNECTIONS
+        assert 0 < len(kept) <= MAX_CONNECTIONS
+        for conn in kept:
+            assert closed_after[conn] <= IDLE_TIMEOUT + MARGIN
     finally:
         for conn, _ in opened:
             conn.close()
