@@ -574,6 +574,36 @@ def test_slow_and_endless_senders_are_cut_off(guarded: Guarded) -> None:
     assert guarded.health().body["status"] == "ok"
 
 
+def test_a_request_trickled_head_then_body_is_cut_at_one_deadline(guarded: Guarded) -> None:
+    """The head and the body share one deadline from the request's first byte: a head sent
+    slowly does not buy the body a deadline of its own."""
+    head = b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
+    pieces = [head[i : i + 5] for i in range(0, len(head), 5)] + [b" "] * 100
+    interval = HEADER_TIMEOUT * 0.6 / len(pieces[:-100])  # the head takes 60% of the deadline
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(str(guarded.sock))
+        started = time.monotonic()
+        cut_after = None
+        for piece in pieces:
+            try:
+                conn.sendall(piece)
+            except (BrokenPipeError, ConnectionResetError):
+                cut_after = time.monotonic() - started
+                break
+            conn.settimeout(interval)
+            try:
+                data = conn.recv(65536)
+            except TimeoutError:
+                continue
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                cut_after = time.monotonic() - started
+                break
+    assert cut_after is not None, "a request trickled for its whole length was never cut"
+    assert cut_after <= HEADER_TIMEOUT + MARGIN, f"cut only after {cut_after:.1f} s"
+
+
 def test_an_endless_header_stream_sent_fast_is_stopped_by_size(guarded: Guarded) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(10)
