@@ -279,7 +279,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         headers: dict[str, str] = {}
         try:
-            with self.server.busy(self.slot, urlsplit(self.path).path):
+            with self.server.busy(urlsplit(self.path).path):
                 status, payload = self.server.api.handle(method, self.path, body)
         except ApiError as exc:
             status, payload = exc.status, _error_body(exc.code, exc.message)
@@ -514,7 +514,7 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             return slot.serving
 
     @contextlib.contextmanager
-    def busy(self, slot: _Slot, path: str) -> Iterator[None]:
+    def busy(self, path: str) -> Iterator[None]:
         """Hold one of MAX_BUSY for a request to `path` (none for health and status)."""
         if path in ALWAYS_ANSWERED:
             yield
