@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import unicodedata
@@ -172,6 +173,61 @@ def test_inspect_missing_file_is_a_usage_error(tmp_path: Path, env: dict[str, st
     result = invoke(["inspect", str(tmp_path / "nope.md")], env)
     assert result.exit_code == 2
     assert "does not exist" in result.output
+
+
+def run_inspect(args: list[str], env: dict[str, str | None]) -> subprocess.CompletedProcess[str]:
+    """`python -m vaultd inspect ARGS` in a child whose memory is capped (4 GiB of address
+    space): a file read without limit fails it fast instead of taking the machine's memory,
+    and one that blocks fails on the timeout instead of hanging the suite."""
+    child_env = {k: v for k, v in os.environ.items() if k != "VAULTD_CONFIG"}
+    child_env.update({k: v for k, v in env.items() if v is not None})
+
+    def cap_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    return subprocess.run(
+        [sys.executable, "-m", "vaultd", "inspect", *args],
+        env=child_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        preexec_fn=cap_memory,
+    )
+
+
+def test_inspect_refuses_a_fifo_without_waiting_on_it(
+    tmp_path: Path, env: dict[str, str | None]
+) -> None:
+    fifo = tmp_path / "pipe.md"
+    os.mkfifo(fifo)  # no writer ever opens it: a blocking read would wait forever
+    done = run_inspect([str(fifo)], env)
+    assert done.returncode == 2, done.stderr
+    assert f"{fifo} is a FIFO (named pipe), not a regular file" in done.stderr
+    assert done.stdout == ""
+
+
+def test_inspect_refuses_a_link_to_an_endless_device(
+    tmp_path: Path, env: dict[str, str | None]
+) -> None:
+    link = tmp_path / "zero.md"
+    link.symlink_to("/dev/zero")
+    done = run_inspect([str(link)], env)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"{link} (a link to /dev/zero) is a character device" in done.stderr
+
+
+def test_inspect_never_reads_a_file_over_the_size_limit(
+    tmp_path: Path, env: dict[str, str | None]
+) -> None:
+    huge = tmp_path / "huge.md"
+    with huge.open("wb") as handle:
+        handle.truncate(64 << 30)  # sparse: 64 GiB that take no disk, more than the memory cap
+    done = run_inspect(["--json", str(huge)], env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report["skipped"] is True and report["chunks"] == []
+    assert "65536.0 MiB is over the 8 MiB limit ([vault] max_file_mb)" in report["errors"][0]
 
 
 @pytest.mark.corpus

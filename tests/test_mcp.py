@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import selectors
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,7 +15,9 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from tests.daemon import RunningDaemon, running, short_socket_dir
+from tests.daemon import PATIENCE, RunningDaemon, running, short_socket_dir
+from vaultd.api.limits import MAX_BODY
+from vaultd.query import MAX_QUERY_CHARS
 
 pytestmark = pytest.mark.slow
 
@@ -220,3 +224,115 @@ def test_without_a_daemon_the_bridge_says_so(tmp_path: Path) -> None:
     assert "no vaultd daemon answers on" in done.stderr and "vaultd run" in done.stderr
     assert done.stdout == ""  # stdout belongs to the protocol
     sockets.rmdir()
+
+
+#: What an MCP client passes its servers (the SDK's default environment and more): nothing of
+#: the test's own, so the bridge finds its daemon from the config alone.
+CLIENT_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+
+
+class RawBridge:
+    """`vaultd mcp` driven line by line, for what the SDK's client never sends."""
+
+    def __init__(self, config: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "vaultd", "mcp", "--config", str(config)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={k: os.environ[k] for k in CLIENT_ENV if k in os.environ},
+        )
+        assert self.process.stdout is not None
+        self.lines = selectors.DefaultSelector()
+        self.lines.register(self.process.stdout, selectors.EVENT_READ)
+
+    def send(self, line: bytes) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + b"\n")
+        self.process.stdin.flush()
+
+    def receive(self, patience: float = PATIENCE) -> Any:
+        """The next message the bridge writes, or AssertionError when none comes in time."""
+        assert self.process.stdout is not None
+        if not self.lines.select(patience):
+            self.process.kill()
+            assert self.process.stderr is not None
+            raise AssertionError(
+                f"the bridge wrote nothing in {patience} s: {self.process.stderr.read()[-3000:]!r}"
+            )
+        line = self.process.stdout.readline()
+        assert line, self.process.stderr.read() if self.process.stderr else "closed"
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(PATIENCE)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+            self.lines.close()
+            for stream in (self.process.stdout, self.process.stderr):
+                if stream is not None:
+                    stream.close()
+
+
+def test_a_line_that_is_no_json_rpc_message_gets_a_json_rpc_error(daemon: RunningDaemon) -> None:
+    bridge = RawBridge(daemon.config)
+    try:
+        hello = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        }
+        bridge.send(json.dumps(hello).encode())
+        assert bridge.receive()["id"] == 1
+        bridge.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        # Not JSON at all, cut short, and JSON that is no JSON-RPC message: each is answered,
+        # with id null (the spec's rule when the id cannot be read).
+        for line, code in (
+            (b"this is not json", -32700),
+            (b'{"jsonrpc": "2.0", "id": 2, "method": "tools/li', -32700),
+            (b'{"hello": "world"}', -32600),
+        ):
+            bridge.send(line)
+            answer = bridge.receive()
+            assert answer["jsonrpc"] == "2.0" and answer["id"] is None, answer
+            assert answer["error"]["code"] == code, (line, answer)
+        # And the session goes on.
+        bridge.send(b'{"jsonrpc": "2.0", "id": 3, "method": "tools/list"}')
+        tools = bridge.receive()
+        assert tools["id"] == 3 and any(t["name"] == "search" for t in tools["result"]["tools"])
+    finally:
+        bridge.close()
+
+
+def test_an_oversized_query_is_refused_for_its_size_not_blamed_on_the_daemon(
+    daemon: RunningDaemon,
+) -> None:
+    huge = "otter " * (10 * 1024 * 1024 // 6)  # 10 MB, as the probe sent
+
+    async def steps(session: ClientSession) -> Any:
+        refused = await session.call_tool("search", {"query": huge})
+        tagged = await session.call_tool(
+            "search", {"query": "otter", "tags": ["t" * 1000] * 2000}
+        )  # a body of 2 MB with a short query
+        after = await session.call_tool("search", {"query": "otters hold hands", "k": 1})
+        return refused, tagged, after
+
+    refused, tagged, after = call(daemon, steps)
+    for result in (refused, tagged):
+        assert result.is_error
+        text = result.content[0].text
+        assert "not running" not in text, text
+    assert f"at most {MAX_QUERY_CHARS}" in refused.content[0].text, refused.content[0].text
+    assert f"at most {MAX_BODY} bytes" in tagged.content[0].text, tagged.content[0].text
+    assert payload(after)["hits"][0]["path"] == "Animals/Otter.md"
+    assert daemon.process.poll() is None

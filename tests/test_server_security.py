@@ -7,7 +7,6 @@ wait out HEADER_TIMEOUT or IDLE_TIMEOUT run their slow clients side by side to s
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
@@ -583,6 +582,36 @@ def test_slow_and_endless_senders_are_cut_off(guarded: Guarded) -> None:
     assert guarded.health().body["status"] == "ok"
 
 
+def test_a_request_trickled_head_then_body_is_cut_at_one_deadline(guarded: Guarded) -> None:
+    """The head and the body share one deadline from the request's first byte: a head sent
+    slowly does not buy the body a deadline of its own."""
+    head = b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
+    pieces = [head[i : i + 5] for i in range(0, len(head), 5)] + [b" "] * 100
+    interval = HEADER_TIMEOUT * 0.6 / len(pieces[:-100])  # the head takes 60% of the deadline
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(str(guarded.sock))
+        started = time.monotonic()
+        cut_after = None
+        for piece in pieces:
+            try:
+                conn.sendall(piece)
+            except (BrokenPipeError, ConnectionResetError):
+                cut_after = time.monotonic() - started
+                break
+            conn.settimeout(interval)
+            try:
+                data = conn.recv(65536)
+            except TimeoutError:
+                continue
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                cut_after = time.monotonic() - started
+                break
+    assert cut_after is not None, "a request trickled for its whole length was never cut"
+    assert cut_after <= HEADER_TIMEOUT + MARGIN, f"cut only after {cut_after:.1f} s"
+
+
 def test_an_endless_header_stream_sent_fast_is_stopped_by_size(guarded: Guarded) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(10)
@@ -604,8 +633,9 @@ def test_an_endless_header_stream_sent_fast_is_stopped_by_size(guarded: Guarded)
 
 
 def test_hundreds_of_idle_connections(guarded: Guarded) -> None:
-    """The 65th and later are turned away at once; the rest are closed after IDLE_TIMEOUT,
-    health answers all along, and a note written meanwhile gets indexed."""
+    """Each connection past MAX_CONNECTIONS displaces the one idle longest, closed at once;
+    the rest are closed after IDLE_TIMEOUT. Health answers all along, a fresh connection
+    included, and a note written meanwhile gets indexed."""
     total = 300
     opened: list[tuple[socket.socket, float]] = []
     refused = 0
@@ -622,19 +652,15 @@ def test_hundreds_of_idle_connections(guarded: Guarded) -> None:
         rel = "Flood/Written During.md"
         (guarded.vault / "Flood").mkdir(exist_ok=True)
         (guarded.vault / rel).write_text("# Written During\n\nAn ocelot hums sonatas.\n", "utf-8")
-        # A fresh connection gets an answer at once, even when every slot is taken.
+        # A fresh connection is answered at once, though every slot was taken.
         started = time.monotonic()
         fresh = connect(guarded.sock, patience=2)
         assert fresh is not None, "a fresh connection was not accepted"
         with fresh:
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # turned away
-                fresh.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            fresh.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             busy_health = parse(read_all(fresh))
         assert time.monotonic() - started < 3
-        if busy_health.status == 200:
-            assert busy_health.body["status"] == "ok"
-        else:
-            assert_error(busy_health, 503, "busy")
+        assert busy_health.status == 200 and busy_health.body["status"] == "ok"
 
         selector = selectors.DefaultSelector()
         for conn, at in opened:
@@ -659,16 +685,14 @@ def test_hundreds_of_idle_connections(guarded: Guarded) -> None:
         selector.close()
         assert len(closed_after) == len(opened), "some connections were never closed"
 
-        busy = [c for c, data in answers.items() if data]
-        idle = [c for c, data in answers.items() if not data]
-        for conn in busy:
-            assert_error(parse(answers[conn]), 503, "busy")
-        assert len(busy) + refused >= total - MAX_CONNECTIONS
-        assert 0 < len(idle) <= MAX_CONNECTIONS
-        for conn in idle:
-            assert IDLE_TIMEOUT - 1 <= closed_after[conn] <= IDLE_TIMEOUT + MARGIN
-        for conn in busy:
-            assert closed_after[conn] <= 5
+        # Idle, they sent nothing: closed without a word, to make room or at the idle timeout.
+        assert not any(answers.values())
+        kept = [c for c, after in closed_after.items() if after >= IDLE_TIMEOUT - 1]
+        displaced = len(opened) - len(kept)
+        assert displaced + refused >= total - MAX_CONNECTIONS
+        assert 0 < len(kept) <= MAX_CONNECTIONS
+        for conn in kept:
+            assert closed_after[conn] <= IDLE_TIMEOUT + MARGIN
     finally:
         for conn, _ in opened:
             conn.close()

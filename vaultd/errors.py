@@ -149,6 +149,19 @@ class LeftOutError(NoteError):
         self.kind: LeftOutKind = kind
 
 
+class NotAFileError(NoteError):
+    """Raised when a file named to be read as a note is no regular file (a FIFO, a device, a
+    socket): reading one could block forever or never end."""
+
+    exit_code = 2  # a usage error: the same path names the same kind of file every time
+
+    def __init__(self, path: str, kind: str) -> None:
+        super().__init__(f"{path} is {kind}, not a regular file; only regular files are notes")
+        self.path = path
+        #: What the file is instead ("a FIFO (named pipe)", "a character device", ...).
+        self.kind = kind
+
+
 class NotIndexedError(VaultdError):
     """Raised when a command that only reads the index finds that the vault was never indexed."""
 

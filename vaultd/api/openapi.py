@@ -502,7 +502,7 @@ _ERROR_NAMES = {
     413: f"Body over {MAX_BODY} bytes",
     414: "Request line too long",
     431: "Header lines too long, or too many of them",
-    503: "Not ready (starting), timed out (wait_for), a store error, or too many connections",
+    503: "Not ready (starting), timed out (wait_for), a store error, or busy (too many requests)",
 }
 
 

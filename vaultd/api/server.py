@@ -4,6 +4,12 @@ The standard library's HTTP server is enough for a local, low-concurrency API, a
 every limit under our control: peer credentials are checked before a byte is read, a request
 must arrive whole within a deadline (a client trickling a byte every few seconds is cut off),
 bodies are capped, and so are open connections. The server only calls into the daemon.
+
+No one kind of request can lock out the rest. Open connections are capped, and when the cap
+is reached the one that has waited longest for its request (an idle keep-alive, a slow
+sender) is cut to make room. Requests in hand are capped below the connection cap, health and
+status outside it, so a new connection always finds room for them. A search that waits
+(`wait_for`) leaves both caps while it waits, for a cap of its own.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -54,11 +60,23 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-#: A request line and headers must arrive within this many seconds.
+#: A request (line, headers and body) must arrive whole within this many seconds of its first
+#: byte, however the bytes are spread.
 HEADER_TIMEOUT = 10.0
-#: An idle keep-alive connection is closed after this many seconds.
+#: A connection waits this long for the first byte of a request, then is closed.
 IDLE_TIMEOUT = 10.0
-MAX_CONNECTIONS = 64
+#: Open connections, long-polls aside; at the cap, the one waiting longest for its request is
+#: cut. Room for a hundred slow senders without cutting one for each newcomer (clients that
+#: reconnect as fast as they are cut would otherwise churn threads), and with MAX_WAITING well
+#: under the usual limit of 1,024 open files.
+MAX_CONNECTIONS = 128
+#: Requests in hand at once, health, status and long-polls aside. Below MAX_CONNECTIONS, so a
+#: full server still has connections waiting for requests, which a new one may displace.
+MAX_BUSY = 64
+#: Searches waiting for `wait_for` at once: a thread each, blocked, outside the caps above.
+MAX_WAITING = 512
+#: Routes answered whatever the load: they are quick and take no slot.
+ALWAYS_ANSWERED = frozenset({"/v1/health", "/v1/status"})
 #: The longest request line read (as the standard library's handler reads it).
 MAX_REQUEST_LINE = 65536
 #: A method is an RFC 9110 token; anything else is not a request.
@@ -142,13 +160,20 @@ class _DeadlineReader(io.RawIOBase):
     """The socket's reading side, failing once the request's deadline has passed.
 
     The deadline is enforced on every `recv`, below the buffered reader: a client trickling a
-    byte every few seconds never lets one `readline` run past it.
+    byte every few seconds never lets one `readline` run past it. Waiting for a request, the
+    deadline is the idle one; its first byte sets the deadline for the whole request.
     """
 
     def __init__(self, sock: socket.socket) -> None:
         super().__init__()
         self._sock = sock
         self.deadline = time.monotonic() + IDLE_TIMEOUT
+        #: Whether a byte of the request being read has arrived.
+        self.started = False
+
+    def expect_request(self) -> None:
+        self.deadline = time.monotonic() + IDLE_TIMEOUT
+        self.started = False
 
     def readable(self) -> bool:
         return True
@@ -158,7 +183,11 @@ class _DeadlineReader(io.RawIOBase):
         if left <= 0:
             raise TimeoutError("request deadline passed")
         self._sock.settimeout(left)
-        return self._sock.recv_into(buffer)
+        count = self._sock.recv_into(buffer)
+        if count and not self.started:
+            self.started = True
+            self.deadline = min(self.deadline, time.monotonic() + HEADER_TIMEOUT)
+        return count
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -174,15 +203,18 @@ class Handler(BaseHTTPRequestHandler):
         self.rfile.close()  # the socket's own file; ours enforces the deadline on every recv
         self.reader = _DeadlineReader(self.connection)
         self.rfile = io.BufferedReader(self.reader)
+        self.slot = self.server.slot_of(self.request)
+        self.slot.reader = self.reader
+        self.server.current.handler = self
 
     def handle_one_request(self) -> None:
         # The standard library's own, but every method goes to the router, which knows each
         # route's methods (405 with an Allow header, or 404): the stdlib answers 501 to any
         # method it finds no do_* for, HEAD and OPTIONS included.
-        reader = self.reader
         # Waiting for the next request on a kept-alive connection: the idle timeout; once it
-        # starts, the whole head must arrive within HEADER_TIMEOUT.
-        reader.deadline = time.monotonic() + IDLE_TIMEOUT
+        # starts, the whole request must arrive within HEADER_TIMEOUT.
+        self.reader.expect_request()
+        self.server.waiting_for_request(self.slot)
         try:
             self.raw_requestline = self.rfile.readline(MAX_REQUEST_LINE + 1)
             if len(self.raw_requestline) > MAX_REQUEST_LINE:
@@ -198,10 +230,12 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except (TimeoutError, ConnectionError):
             self.close_connection = True
+        except OSError:
+            if not self.slot.cut:
+                raise
+            self.close_connection = True  # cut to make room: its socket was shut down
 
     def parse_request(self) -> bool:
-        reader = self.reader
-        reader.deadline = min(reader.deadline, time.monotonic() + HEADER_TIMEOUT)
         if not super().parse_request():
             return False
         if not _METHOD.fullmatch(self.command):
@@ -240,9 +274,13 @@ class Handler(BaseHTTPRequestHandler):
         except ApiError as exc:
             self._send(exc.status, _error_body(exc.code, exc.message))
             return
+        if not self.server.serving(self.slot):
+            self.close_connection = True  # cut to make room while its request arrived
+            return
         headers: dict[str, str] = {}
         try:
-            status, payload = self.server.api.handle(method, self.path, body)
+            with self.server.busy(urlsplit(self.path).path):
+                status, payload = self.server.api.handle(method, self.path, body)
         except ApiError as exc:
             status, payload = exc.status, _error_body(exc.code, exc.message)
             if exc.allow:
@@ -299,7 +337,6 @@ class Handler(BaseHTTPRequestHandler):
                 "too_large",
                 f"request bodies are limited to {MAX_BODY} bytes",
             )
-        self.reader.deadline = time.monotonic() + HEADER_TIMEOUT
         data = self.rfile.read(length)
         if len(data) < length:
             self.close_connection = True
@@ -370,19 +407,50 @@ def _error_body(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
 
 
+@dataclass(eq=False)
+class _Slot:
+    """One connection's place under MAX_CONNECTIONS."""
+
+    sock: socket.socket
+    #: When it began waiting for its current request (the oldest waiting is cut first).
+    since: float = field(default_factory=time.monotonic)
+    #: Whether a request of it is in hand (not to be cut) rather than awaited.
+    serving: bool = False
+    #: Cut to make room for another connection.
+    cut: bool = False
+    reader: _DeadlineReader | None = None
+
+
+def _busy_reply(message: str) -> bytes:
+    body = json.dumps(_error_body("busy", message)).encode()
+    return (
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+        + body
+    )
+
+
 class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     allow_reuse_address = False
-    request_queue_size = 128
+    # Room for bursts of hundreds of clients: a full queue fails a Unix socket's connect at once
+    # (EAGAIN), which a client reads as no daemon at all. The kernel caps it at somaxconn.
+    request_queue_size = 1024
 
     def __init__(self, path: Path, api: Api, vault: Path) -> None:
         self.path = path
         self.api = api
+        api.waiting = self.long_poll
         self.vault_id = vault_id(vault)
         self.vault_path = quote(str(vault), safe="/")
         #: The data directory holding this server's record (see vaultd.api.locate), once written.
         self.record_dir: Path | None = None
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._lock = threading.Lock()
+        self._open: dict[socket.socket, _Slot] = {}
+        self._busy = threading.BoundedSemaphore(MAX_BUSY)
+        self._waiting = threading.BoundedSemaphore(MAX_WAITING)
+        #: The connection this thread serves (a thread per connection) and the slots it holds.
+        self.current = threading.local()
         self._uid = os.getuid()
         old_umask = os.umask(0o177)  # the socket is born 0600 whatever the caller's umask
         try:
@@ -396,22 +464,116 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         if uid is not None and uid != self._uid:
             log.warning("refused a connection from another user", uid=uid)
             return False
-        if not self._slots.acquire(blocking=False):
+        with self._lock:
+            victim = None
+            if len(self._open) >= MAX_CONNECTIONS:
+                waiting = (slot for slot in self._open.values() if not slot.serving)
+                victim = min(waiting, key=lambda slot: slot.since, default=None)
+                if victim is not None:
+                    # Its place passes to the newcomer now; its thread ends once cut.
+                    victim.cut = True
+                    del self._open[victim.sock]
+            if victim is not None or len(self._open) < MAX_CONNECTIONS:
+                self._open[request] = _Slot(request)
+                admitted = True
+            else:
+                admitted = False
+        if victim is not None:
+            self._cut(victim)
+        if not admitted:
+            # Only when MAX_CONNECTIONS requests are in hand at once, which MAX_BUSY rules
+            # out but for a burst of health and status requests.
             with contextlib.suppress(OSError):
-                body = json.dumps(_error_body("busy", "too many connections")).encode()
-                request.sendall(
-                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                    + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-                    + body
+                request.sendall(_busy_reply("too many connections"))
+        return admitted
+
+    def _cut(self, slot: _Slot) -> None:
+        with contextlib.suppress(OSError):
+            if slot.reader is not None and slot.reader.started:
+                # Never blocking the accepting thread on a client that does not read.
+                slot.sock.send(
+                    _busy_reply("cut to make room for another connection"), socket.MSG_DONTWAIT
                 )
-            return False
-        return True
+        with contextlib.suppress(OSError):
+            slot.sock.shutdown(socket.SHUT_RDWR)  # wakes its thread's recv
+
+    def slot_of(self, request: socket.socket) -> _Slot:
+        with self._lock:
+            found = self._open.get(request)
+        return found if found is not None else _Slot(request, cut=True)
+
+    def waiting_for_request(self, slot: _Slot) -> None:
+        with self._lock:
+            slot.serving = False
+            slot.since = time.monotonic()
+
+    def serving(self, slot: _Slot) -> bool:
+        """Mark the slot's request as in hand; False when it was cut meanwhile."""
+        with self._lock:
+            slot.serving = not slot.cut
+            return slot.serving
+
+    @contextlib.contextmanager
+    def busy(self, path: str) -> Iterator[None]:
+        """Hold one of MAX_BUSY for a request to `path` (none for health and status)."""
+        if path in ALWAYS_ANSWERED:
+            yield
+            return
+        if not self._busy.acquire(blocking=False):
+            raise ApiError(
+                HTTPStatus.SERVICE_UNAVAILABLE,
+                "busy",
+                f"{MAX_BUSY} requests are in hand already; ask again in a moment",
+            )
+        self.current.busy = True
+        try:
+            yield
+        finally:
+            if self.current.busy:
+                self.current.busy = False
+                self._busy.release()
+
+    @contextlib.contextmanager
+    def long_poll(self) -> Iterator[None]:
+        """Around a search's wait for `wait_for`: out of the caps quick requests share (its
+        connection ends with its answer), into MAX_WAITING; back under MAX_BUSY to search."""
+        handler: Handler | None = getattr(self.current, "handler", None)
+        if handler is None:  # not on a connection's thread
+            yield
+            return
+        if not self._waiting.acquire(blocking=False):
+            raise ApiError(
+                HTTPStatus.SERVICE_UNAVAILABLE,
+                "busy",
+                f"{MAX_WAITING} searches are waiting already; ask again in a moment",
+            )
+        if getattr(self.current, "busy", False):
+            self.current.busy = False
+            self._busy.release()
+        self._leave(handler.slot)
+        handler.close_connection = True
+        try:
+            yield
+        finally:
+            self._waiting.release()
+        if not self._busy.acquire(timeout=HEADER_TIMEOUT):
+            raise ApiError(
+                HTTPStatus.SERVICE_UNAVAILABLE,
+                "busy",
+                f"{MAX_BUSY} requests are in hand already; ask again in a moment",
+            )
+        self.current.busy = True
+
+    def _leave(self, slot: _Slot) -> None:
+        with self._lock:
+            if self._open.get(slot.sock) is slot:
+                del self._open[slot.sock]
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self._leave(self.slot_of(request))
 
     def close(self) -> None:
         if self.record_dir is not None:
@@ -427,6 +589,8 @@ class Api:
 
     def __init__(self, service: Service) -> None:
         self.service = service
+        #: Around a search's wait (the server's long-poll lane, see SocketServer.long_poll).
+        self.waiting: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
         #: Each route's methods; a handler takes the request's body.
         self.routes: dict[str, dict[str, Callable[[bytes], tuple[HTTPStatus, Any]]]] = {
             "/v1/health": {"GET": lambda _: self.health()},
@@ -648,12 +812,13 @@ class Api:
     # -- helpers -------------------------------------------------------------------------------
 
     def _wait(self, target: str, timeout: float) -> None:
-        if not self.service.wait(target, timeout):
-            raise ApiError(
-                HTTPStatus.SERVICE_UNAVAILABLE,
-                "timeout",
-                f"{target!r} was not indexed within {timeout:g} s",
-            )
+        with self.waiting():
+            if not self.service.wait(target, timeout):
+                raise ApiError(
+                    HTTPStatus.SERVICE_UNAVAILABLE,
+                    "timeout",
+                    f"{target!r} was not indexed within {timeout:g} s",
+                )
 
 
 def _tag_list(body: Mapping[str, Any], name: str) -> list[str]:

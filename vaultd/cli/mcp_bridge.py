@@ -9,14 +9,18 @@ left out of the index) hold for the assistant too.
 
 from __future__ import annotations
 
+import json
+from types import TracebackType
 from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlencode
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from vaultd import __version__
 from vaultd.api.client import Client
-from vaultd.errors import DaemonError, NoDaemonError, VaultdError, VaultPathError
+from vaultd.api.limits import MAX_BODY
+from vaultd.errors import DaemonError, NoDaemonError, QueryError, VaultdError, VaultPathError
+from vaultd.query import MAX_QUERY_CHARS, check_query
 from vaultd.vaultpath import vault_path
 
 INSTRUCTIONS = (
@@ -47,11 +51,25 @@ class Bridge:
         self.client = client
 
     def _request(self, method: str, target: str, body: Any = None) -> Any:
+        if body is not None:
+            # The daemon cuts a body over its limit while it arrives, and the broken send would
+            # read as a daemon gone: say what is too big before sending any of it.
+            size = len(json.dumps(body).encode())
+            if size > MAX_BODY:
+                raise _tool_error(
+                    f"the request is {size} bytes; the daemon takes at most {MAX_BODY} bytes "
+                    "(fewer or shorter tags, or a shorter query)"
+                )
         try:
             return self.client.request(method, target, body)
         except DaemonError as exc:
             raise _tool_error(str(exc)) from exc
         except VaultdError as exc:
+            if self.client.reachable():
+                raise _tool_error(
+                    f"the vaultd daemon on {self.client.path} is running but did not answer "
+                    f"this request ({exc})"
+                ) from exc
             raise _tool_error(
                 f"the vaultd daemon is not running (or not answering) on {self.client.path}; "
                 f"start it with `vaultd run` or `systemctl --user start vaultd` ({exc})"
@@ -76,6 +94,10 @@ class Bridge:
         path_prefix: str,
         snippets: bool = False,
     ) -> dict[str, Any]:
+        try:
+            check_query(query)  # the rule every way in shares, with its message
+        except QueryError as exc:
+            raise _tool_error(str(exc)) from exc
         body = {
             "query": query,
             "k": k,
@@ -156,7 +178,12 @@ def build_server(client: Client) -> Any:
 
     @server.tool()
     def search(
-        query: Annotated[str, Field(description="What to look for, in words.")],
+        query: Annotated[
+            str,
+            Field(
+                description=f"What to look for, in words (at most {MAX_QUERY_CHARS} characters)."
+            ),
+        ],
         k: Annotated[int, Field(ge=1, le=100, description="How many hits.")] = 10,
         mode: Annotated[
             Literal["hybrid", "vector", "keyword"],
@@ -263,4 +290,88 @@ def serve(client: Client) -> None:
             f"no vaultd daemon answers on {client.path}: start it first (`vaultd run`, or "
             "`systemctl --user start vaultd`), or point --config at the vault's config"
         )
-    build_server(client).run("stdio")
+    import anyio
+
+    anyio.run(_serve_stdio, build_server(client))
+
+
+async def _serve_stdio(server: Any) -> None:
+    """The SDK's stdio transport, with every line it cannot take answered.
+
+    The transport hands such a line on as an exception, and the SDK's server drops it with a
+    debug log: the client would wait for an answer that never comes. JSON-RPC's rule is an
+    error with id null (-32700 for what is no JSON, -32600 for JSON that is no message).
+    """
+    from mcp.server.stdio import stdio_server
+
+    lowlevel = server._lowlevel_server  # MCPServer.run_stdio_async, with our read stream
+    async with stdio_server() as (read_stream, write_stream):
+        await lowlevel.run(
+            _Answering(read_stream, write_stream),
+            write_stream,
+            lowlevel.create_initialization_options(),
+        )
+
+
+def _rejection(error: Exception) -> Any:
+    from mcp.shared.message import SessionMessage
+    from mcp_types import ErrorData, JSONRPCError
+    from mcp_types.jsonrpc import INVALID_REQUEST, PARSE_ERROR
+
+    not_json = isinstance(error, ValidationError) and any(
+        e["type"] == "json_invalid" for e in error.errors()
+    )
+    if not_json:
+        data = ErrorData(code=PARSE_ERROR, message="Parse error: the line is not JSON")
+    else:
+        data = ErrorData(
+            code=INVALID_REQUEST,
+            message="Invalid Request: the line is JSON but no JSON-RPC 2.0 message",
+        )
+    return SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=data))
+
+
+class _Answering:
+    """A read stream passing on the transport's messages and answering, on the write stream,
+    each exception it yields for a line it could not take."""
+
+    def __init__(self, inner: Any, write: Any) -> None:
+        self._inner = inner
+        self._write = write
+
+    @property
+    def last_context(self) -> Any:
+        # The SDK runs each handler in the context its message was sent in.
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            await self._write.send(_rejection(item))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _Answering:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _Answering:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import stat
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from vaultd.config import Config
 from vaultd.embedding.derive import cache_dir, converted
 from vaultd.embedding.spec import load_spec
 from vaultd.embedding.tokens import TokenCounter, chunk_budget
-from vaultd.errors import NoteError
+from vaultd.errors import LeftOutError, NotAFileError, NoteError
 from vaultd.index.models import resolve
 from vaultd.pipeline.chunk import chunk_note
 from vaultd.pipeline.parse import parse_note
@@ -31,17 +32,65 @@ def note_path(file: Path, vault: Path | None) -> str:
     return unicodedata.normalize("NFC", resolved.name)
 
 
+#: What a file that is not a regular one is, for the error naming it.
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
+
+
+def read_capped(file: Path, max_bytes: int) -> bytes:
+    """The bytes of `file`, a regular file of at most `max_bytes` (the indexer's limit).
+
+    Raises NotAFileError for anything else, LeftOutError ("too_big") over the limit, NoteError
+    when it cannot be read. Opened non-blocking, so a FIFO is refused rather than waited on,
+    and never read past the limit, so a file that grows while read (or lies about its size)
+    cannot fill the memory.
+    """
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise NoteError(f"cannot read {file}: {exc.strerror or exc}") from exc
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = next((k for test, k in _KINDS if test(info.st_mode)), "no kind of file known")
+            name = f"{file} (a link to {os.path.realpath(file)})" if file.is_symlink() else file
+            raise NotAFileError(str(name), kind)
+        if info.st_size > max_bytes:
+            raise LeftOutError(str(file), _too_big(info.st_size, max_bytes), "too_big")
+        try:
+            data = handle.read(max_bytes + 1)
+        except OSError as exc:
+            raise NoteError(f"cannot read {file}: {exc.strerror or exc}") from exc
+    if len(data) > max_bytes:
+        raise LeftOutError(str(file), _too_big(len(data), max_bytes, more=True), "too_big")
+    return data
+
+
+def _too_big(size: int, max_bytes: int, *, more: bool = False) -> str:
+    over = "more than " if more else ""
+    return (
+        f"{over}{size / 1048576:.1f} MiB is over the {max_bytes / 1048576:g} MiB limit "
+        "([vault] max_file_mb); skipped"
+    )
+
+
 def preview_file(file: Path, config: Config) -> dict[str, Any]:
     """Parse and chunk `file` as indexing would; a note that cannot be indexed says why."""
     path = note_path(file, config.vault.path)
     # The model's own tokenizer, converted first if it is shipped in another format.
     spec = converted(load_spec(resolve(config)), cache_dir(os.environ))
     counter = TokenCounter.for_spec(spec)
-    try:
-        data = file.read_bytes()
-    except OSError as exc:
-        raise NoteError(f"cannot read {file}: {exc.strerror or exc}") from exc
     max_bytes = int(config.vault.max_file_mb * 1024 * 1024)
+    try:
+        # Not a file at all, or unreadable: an error. Too big: a note left out, as indexing says.
+        data = read_capped(file, max_bytes)
+    except LeftOutError as exc:
+        return {"path": path, "skipped": True, "errors": [f"{path}: {exc.reason}"], "chunks": []}
     try:
         note = parse_note(path, data, max_bytes=max_bytes)
     except NoteError as exc:
