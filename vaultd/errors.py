@@ -153,7 +153,7 @@ class NotAFileError(NoteError):
     """Raised when a file named to be read as a note is no regular file (a FIFO, a device, a
     socket): reading one could block forever or never end."""
 
-    exit_code = 2  # a usage error: the same path names the same kind of file every time
+    exit_code = EXIT_USAGE  # the same path names the same kind of file every time
 
     def __init__(self, path: str, kind: str) -> None:
         super().__init__(f"{path} is {kind}, not a regular file; only regular files are notes")
