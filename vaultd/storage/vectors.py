@@ -107,9 +107,10 @@ COMPACT_SUFFIX = "-compact"
 #: (docs/benchmarks.md, "Vector search, exact enough").
 SEARCH_EF = 400
 #: Up to this many records a collection is searched exactly from a copy of its vectors held
-#: here (1.5 KB a record at 384 dimensions: 150 MB at the limit, a query about 15 ms on one
-#: core); above it, by Chroma's graph (see the module's docstring).
-EXACT_LIMIT = 100_000
+#: here; above it, by Chroma's graph (see the module's docstring). A query reads the whole
+#: copy, 1.5 KB a record at 384 dimensions: 75 MB and about 8 ms on one core at the limit
+#: (docs/benchmarks.md); obsidian-hub's 26,469 passages take 39 MB.
+EXACT_LIMIT = 50_000
 #: Vectors read per call when the copy is made.
 EXACT_PAGE = 5000
 #: hnswlib's header.bin as chromadb 1.5.9 writes it: format version, offsetLevel0,
