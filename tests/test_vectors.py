@@ -118,3 +118,38 @@ def test_a_store_above_the_limit_is_searched_by_chroma(
         assert not store.exact
     finally:
         store.close()
+
+
+def test_vectors_written_one_by_one_unlike_the_rest_are_found(tmp_path: Path) -> None:
+    """Issue 35, finding 8: vectors written after the bulk, each unlike the vectors before it,
+    or updated to such a vector, end with no link in Chroma's graph pointing to them (half of
+    them here); a search must still find each as its own nearest."""
+    rng = np.random.default_rng(35)
+    width = 384
+    common = rng.standard_normal(width)
+    centres = rng.standard_normal((60, width)) + 2.0 * common
+    bulk = centres[rng.integers(0, 60, 2000)] + 0.9 * rng.standard_normal((2000, width))
+    bulk /= np.linalg.norm(bulk, axis=1, keepdims=True)
+
+    def outlier() -> np.ndarray:
+        vector = rng.standard_normal(width)
+        vector = vector / np.linalg.norm(vector) + 0.6 * common / np.linalg.norm(common)
+        return (vector / np.linalg.norm(vector)).astype(np.float32)
+
+    store = VectorStore(collection="vaultd-outliers", vault_id="/v", model_id="m", path=tmp_path)
+    try:
+        ids = [f"b{i}" for i in range(len(bulk))]
+        store.upsert(ids, bulk.astype(np.float32), [""] * len(ids), [{"path": "b.md"}] * len(ids))
+        written: dict[str, np.ndarray] = {}
+        for i in range(150):
+            written[f"n{i}"] = outlier()
+            store.upsert([f"n{i}"], written[f"n{i}"][None], [""], [{"path": "n.md"}])
+        for i in range(150):  # a note first saved as a copy of another, then written
+            store.upsert([f"u{i}"], bulk[i][None].astype(np.float32), [""], [{"path": "u.md"}])
+        for i in range(150):
+            written[f"u{i}"] = outlier()
+            store.upsert([f"u{i}"], written[f"u{i}"][None], [""], [{"path": "u.md"}])
+        lost = [i for i, vector in written.items() if store.query(vector, 10)[0][0] != i]
+        assert not lost, f"{len(lost)} of {len(written)} written vectors not found by themselves"
+    finally:
+        store.close()
