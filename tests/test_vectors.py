@@ -102,6 +102,11 @@ def test_searches_are_exact_and_follow_every_write(tmp_path: Path) -> None:
         assert not found & set(ids[20:40])
         only_b = store.query(vectors[1], 50, {"path": "b.md"})
         assert len(only_b) == 50 and all(int(i) % 2 == 0 for i, _ in only_b)
+        # What matched a filter is asked again after a write.
+        store.upsert(["extra"], vectors[1][None], [""], [{"path": "b.md"}])
+        assert store.query(vectors[1], 2, {"path": "b.md"})[0][0] == "extra"
+        store.delete(["extra"])
+        assert store.query(vectors[1], 2, {"path": "b.md"})[0][0] == only_b[0][0]
     finally:
         store.close()
 

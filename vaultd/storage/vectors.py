@@ -113,6 +113,8 @@ SEARCH_EF = 400
 EXACT_LIMIT = 50_000
 #: Vectors read per call when the copy is made.
 EXACT_PAGE = 5000
+#: Filters whose matching rows are kept between two writes.
+MASKS_KEPT = 16
 #: hnswlib's header.bin as chromadb 1.5.9 writes it: format version, offsetLevel0,
 #: max_elements, cur_element_count (deleted elements included), size_data_per_element,
 #: label_offset, offsetData, maxlevel, enterpoint_node, maxM, maxM0, M, mult, ef_construction.
@@ -316,6 +318,8 @@ class VectorStore:
         #: The writes made while the copy is being read, replayed on it once it is read
         #: (whether the read saw them or not, the replay leaves what Chroma holds).
         self._pending: list[tuple[list[str], np.ndarray | None]] | None = None
+        #: The copy's rows matching a filter, by the filter, with the copy's version then.
+        self._masks: dict[str, tuple[ExactIndex, int, np.ndarray]] = {}
         try:
             self._call("open the collection", lambda collection: None)
         except StoreUnavailableError as exc:
@@ -585,10 +589,7 @@ class VectorStore:
     ) -> list[list[tuple[str, float]]]:
         exact = self._exact_copy(collection)
         if exact is not None:
-            allowed = None
-            if where:
-                # Chroma decides what matches its own filter language; vaultd does not mirror it.
-                allowed = collection.get(where=dict(where), include=[])["ids"]
+            allowed = self._matching(collection, exact, where) if where else None
             return [exact.nearest(row, k, allowed) for row in rows]
         got = collection.query(
             query_embeddings=list(rows),
@@ -600,6 +601,21 @@ class VectorStore:
             [(i, 1.0 - float(d)) for i, d in zip(row_ids, row_d, strict=False)]
             for row_ids, row_d in zip(got["ids"] or [], got.get("distances") or [], strict=False)
         ]
+
+    def _matching(self, collection: Any, exact: ExactIndex, where: Mapping[str, Any]) -> np.ndarray:
+        """The copy's rows that match `where`. Chroma decides what matches its own filter
+        language (vaultd does not mirror it); the answer serves until the next write, since a
+        pair's route filter lists nearly every id of the vault on every search."""
+        key = json.dumps(where, sort_keys=True, default=str)
+        version = exact.version
+        cached = self._masks.get(key)
+        if cached is not None and cached[0] is exact and cached[1] == version:
+            return cached[2]
+        mask = exact.rows_of(collection.get(where=dict(where), include=[])["ids"])
+        if len(self._masks) >= MASKS_KEPT:
+            self._masks.clear()
+        self._masks[key] = (exact, version, mask)
+        return mask
 
     def _exact_copy(self, collection: Any) -> ExactIndex | None:
         """The exact copy, made on first use when the collection is small enough."""
@@ -834,6 +850,8 @@ class ExactIndex:
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._live = np.zeros(0, dtype=bool)
         self._free: list[int] = []
+        #: Counts the writes, so that what was derived from the rows knows when it is stale.
+        self.version = 0
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -848,6 +866,7 @@ class ExactIndex:
     def put(self, ids: Sequence[str], vectors: np.ndarray) -> None:
         rows = self._scaled(np.atleast_2d(vectors))
         with self._lock:
+            self.version += 1
             if self._matrix.shape[1] != rows.shape[1]:
                 if self._rows:
                     raise StoreError(
@@ -877,16 +896,25 @@ class ExactIndex:
 
     def drop(self, ids: Sequence[str]) -> None:
         with self._lock:
+            self.version += 1
             for chunk_id in ids:
                 at = self._rows.pop(chunk_id, None)
                 if at is not None:
                     self._live[at] = False
                     self._free.append(at)
 
+    def rows_of(self, ids: Sequence[str]) -> np.ndarray:
+        """A mask of the rows holding `ids` (for `nearest`'s `allowed`)."""
+        with self._lock:
+            mask = np.zeros(len(self._ids), dtype=bool)
+            mask[[self._rows[i] for i in ids if i in self._rows]] = True
+            return mask
+
     def nearest(
-        self, vector: np.ndarray, k: int, allowed: Sequence[str] | None = None
+        self, vector: np.ndarray, k: int, allowed: np.ndarray | None = None
     ) -> list[tuple[str, float]]:
-        """(id, similarity) of the `k` nearest, among `allowed` when given, best first."""
+        """(id, similarity) of the `k` nearest, best first; with `allowed` (from `rows_of`,
+        since when no row was written), among those rows only."""
         query = self._scaled(vector.reshape(-1))
         with self._lock:
             used = len(self._ids)
@@ -895,9 +923,10 @@ class ExactIndex:
             scores = self._matrix[:used] @ query
             keep = self._live[:used]
             if allowed is not None:
-                keep = np.zeros(used, dtype=bool)
-                rows = [self._rows[i] for i in allowed if i in self._rows]
-                keep[rows] = True
+                # Rows added since the mask was made are not in it, nor allowed.
+                within = np.zeros(used, dtype=bool)
+                within[: min(used, len(allowed))] = allowed[:used]
+                keep = keep & within
             candidates = np.flatnonzero(keep)
             ids = self._ids
             if len(candidates) > k:
