@@ -25,6 +25,15 @@ Two more things grow unless vaultd acts:
   SQLite reuses its rowid). vaultd deletes a collection's records before the collection, and
   removes the folders no segment owns; `drop_retired` does so for the collections vaultd no
   longer uses (another model's, after a switch of model; an interrupted compaction's).
+
+Exact search. Chroma's HNSW graph (hnswlib, 16 neighbours, `ef_construction` 100) leaves some
+vectors with no link to them: its pruning rule drops the links to a vector whose neighbours
+are nearer each other than to it (one of many near copies, a note unlike the others), and
+later inserts and updates rewire the lists that still held one. No search reaches such a
+vector, at any `ef_search`: on obsidian-hub 2.4% of the passages are not returned even by a
+search for their own vector (docs/benchmarks.md, "Vectors the graph cannot reach"). So up to
+`EXACT_LIMIT` records vaultd searches a copy of the vectors itself, exactly, and Chroma stays
+the store; above it, Chroma's graph answers.
 """
 
 from __future__ import annotations
@@ -97,6 +106,15 @@ COMPACT_SUFFIX = "-compact"
 #: against 0.667). At 400 it finds 0.9987 of them, for about 1 ms more a query
 #: (docs/benchmarks.md, "Vector search, exact enough").
 SEARCH_EF = 400
+#: Up to this many records a collection is searched exactly from a copy of its vectors held
+#: here; above it, by Chroma's graph (see the module's docstring). A query reads the whole
+#: copy, 1.5 KB a record at 384 dimensions: 75 MB and about 8 ms on one core at the limit
+#: (docs/benchmarks.md); obsidian-hub's 26,469 passages take 39 MB.
+EXACT_LIMIT = 50_000
+#: Vectors read per call when the copy is made.
+EXACT_PAGE = 5000
+#: Filters whose matching rows are kept between two writes.
+MASKS_KEPT = 16
 #: hnswlib's header.bin as chromadb 1.5.9 writes it: format version, offsetLevel0,
 #: max_elements, cur_element_count (deleted elements included), size_data_per_element,
 #: label_offset, offsetData, maxlevel, enterpoint_node, maxM, maxM0, M, mult, ef_construction.
@@ -292,6 +310,16 @@ class VectorStore:
         self._guard = threading.Lock()
         self._active = 0
         self._last_used = time.monotonic()
+        #: The exact copy of the vectors: made on the first search, kept in step by every
+        #: write through this object, dropped with the client (`release`, `close`). None when
+        #: not made yet, or the collection is larger than EXACT_LIMIT.
+        self._exact: ExactIndex | None = None
+        self._exact_tried = False
+        #: The writes made while the copy is being read, replayed on it once it is read
+        #: (whether the read saw them or not, the replay leaves what Chroma holds).
+        self._pending: list[tuple[list[str], np.ndarray | None]] | None = None
+        #: The copy's rows matching a filter, by the filter, with the copy's version then.
+        self._masks: dict[str, tuple[ExactIndex, int, np.ndarray]] = {}
         try:
             self._call("open the collection", lambda collection: None)
         except StoreUnavailableError as exc:
@@ -408,6 +436,7 @@ class VectorStore:
             if time.monotonic() - self._last_used < unused_for:
                 return False
             client, self._client, self._collection = self._client, None, None
+            self._exact, self._exact_tried, self._pending = None, False, None
             # Under the lock: a reopening in between would share the system being stopped
             # (chromadb keeps one per path and process).
             _close_client(client, self.location)
@@ -450,12 +479,14 @@ class VectorStore:
         for batch in _write_slices(documents, metadatas, dimensions):
 
             def write(collection: Any, batch: slice = batch) -> None:
+                rows = np.asarray(vectors[batch], dtype=np.float32)
                 collection.upsert(
                     ids=list(ids[batch]),
-                    embeddings=np.asarray(vectors[batch], dtype=np.float32),
+                    embeddings=rows,
                     documents=list(documents[batch]),
                     metadatas=[dict(m) for m in metadatas[batch]],
                 )
+                self._copy_written(list(ids[batch]), rows)
 
             self._call("upsert into the collection", write)
 
@@ -465,6 +496,7 @@ class VectorStore:
 
             def remove(collection: Any, batch: list[str] = batch) -> None:
                 collection.delete(ids=batch)
+                self._copy_written(batch, None)
 
             self._call("delete from the collection", remove)
 
@@ -514,6 +546,7 @@ class VectorStore:
         this, a store reopened in the same process would see the old, cached one."""
         with self._guard:
             client, self._client, self._collection = self._client, None, None
+            self._exact, self._exact_tried, self._pending = None, False, None
             _close_client(client, self.location)
 
     def count(self) -> int:
@@ -534,18 +567,8 @@ class VectorStore:
         """(chunk id, similarity) of the `k` nearest chunks: cosine, or a pair's dot product."""
         if k <= 0:
             return []
-        got = self._call(
-            "query the collection",
-            lambda c: c.query(
-                query_embeddings=[np.asarray(vector, dtype=np.float32)],
-                n_results=k,
-                where=dict(where) if where else None,
-                include=["distances"],
-            ),
-        )
-        ids = got["ids"][0] if got["ids"] else []
-        distances = got["distances"][0] if got.get("distances") else []
-        return [(i, 1.0 - float(d)) for i, d in zip(ids, distances, strict=False)]
+        rows = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+        return self._call("query the collection", lambda c: self._search(c, rows, k, where))[0]
 
     def query_many(
         self, vectors: np.ndarray, k: int, where: Mapping[str, Any] | None = None
@@ -553,21 +576,93 @@ class VectorStore:
         """`query` for each row of `vectors`, in one call."""
         if k <= 0 or not len(vectors):
             return [[] for _ in range(len(vectors))]
-        got = self._call(
-            "query the collection",
-            lambda c: c.query(
-                query_embeddings=[np.asarray(v, dtype=np.float32) for v in vectors],
-                n_results=k,
-                where=dict(where) if where else None,
-                include=["distances"],
-            ),
+        rows = np.asarray(vectors, dtype=np.float32)
+        return self._call("query the collection", lambda c: self._search(c, rows, k, where))
+
+    @property
+    def exact(self) -> bool:
+        """Whether searches are answered exactly (once the first has made the copy)."""
+        return self._exact is not None
+
+    def _search(
+        self, collection: Any, rows: np.ndarray, k: int, where: Mapping[str, Any] | None
+    ) -> list[list[tuple[str, float]]]:
+        exact = self._exact_copy(collection)
+        if exact is not None:
+            allowed = self._matching(collection, exact, where) if where else None
+            return [exact.nearest(row, k, allowed) for row in rows]
+        got = collection.query(
+            query_embeddings=list(rows),
+            n_results=k,
+            where=dict(where) if where else None,
+            include=["distances"],
         )
-        ids = got["ids"] or []
-        distances = got.get("distances") or []
         return [
             [(i, 1.0 - float(d)) for i, d in zip(row_ids, row_d, strict=False)]
-            for row_ids, row_d in zip(ids, distances, strict=False)
+            for row_ids, row_d in zip(got["ids"] or [], got.get("distances") or [], strict=False)
         ]
+
+    def _matching(self, collection: Any, exact: ExactIndex, where: Mapping[str, Any]) -> np.ndarray:
+        """The copy's rows that match `where`. Chroma decides what matches its own filter
+        language (vaultd does not mirror it); the answer serves until the next write, since a
+        pair's route filter lists nearly every id of the vault on every search."""
+        key = json.dumps(where, sort_keys=True, default=str)
+        version = exact.version
+        cached = self._masks.get(key)
+        if cached is not None and cached[0] is exact and cached[1] == version:
+            return cached[2]
+        mask = exact.rows_of(collection.get(where=dict(where), include=[])["ids"])
+        if len(self._masks) >= MASKS_KEPT:
+            self._masks.clear()
+        self._masks[key] = (exact, version, mask)
+        return mask
+
+    def _exact_copy(self, collection: Any) -> ExactIndex | None:
+        """The exact copy, made on first use when the collection is small enough."""
+        with self._guard:
+            if self._exact is not None or self._exact_tried:
+                return self._exact
+            self._exact_tried = True
+            if collection.count() > EXACT_LIMIT:
+                return None
+            self._pending = []
+        # Read outside the lock: searches meanwhile are Chroma's, writes are kept for replay.
+        hnsw = (collection.configuration or {}).get("hnsw") or {}
+        exact = ExactIndex(unit=hnsw.get("space", self.space) != "ip")
+        offset = 0
+        while True:
+            got = collection.get(include=["embeddings"], limit=EXACT_PAGE, offset=offset)
+            if not got["ids"]:
+                break
+            exact.put(list(got["ids"]), np.asarray(got["embeddings"], dtype=np.float32))
+            offset += len(got["ids"])
+        with self._guard:
+            pending, self._pending = self._pending, None
+            if pending is None or self._collection is not collection:
+                return None  # released or closed meanwhile: the next client reads afresh
+            for ids, rows in pending:
+                if rows is None:
+                    exact.drop(ids)
+                else:
+                    exact.put(ids, rows)
+            self._exact = exact
+        return exact
+
+    def _copy_written(self, ids: list[str], rows: np.ndarray | None) -> None:
+        """Keep the exact copy in step with a write (`rows` None: a delete)."""
+        with self._guard:
+            exact = self._exact
+            if exact is None:
+                if self._pending is not None:
+                    self._pending.append((list(ids), rows))
+                return
+            if rows is None:
+                exact.drop(ids)
+                return
+            exact.put(ids, rows)
+            if len(exact) > EXACT_LIMIT:
+                log.info("the vector store outgrew exact search", records=len(exact))
+                self._exact = None
 
     # -- upkeep --------------------------------------------------------------------------------
 
@@ -740,6 +835,105 @@ class VectorStore:
         except sqlite3.Error as exc:
             log.warning("cannot read the store's catalogue", path=str(database), error=str(exc))
             return None
+
+
+class ExactIndex:
+    """Vectors by id, searched by scoring every one (see the module's docstring)."""
+
+    def __init__(self, *, unit: bool) -> None:
+        #: Cosine compares directions: the rows and queries are scaled to unit length; a
+        #: pair's dot product takes them as they are.
+        self.unit = unit
+        self._lock = threading.Lock()
+        self._rows: dict[str, int] = {}
+        self._ids: list[str] = []
+        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._live = np.zeros(0, dtype=bool)
+        self._free: list[int] = []
+        #: Counts the writes, so that what was derived from the rows knows when it is stale.
+        self.version = 0
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def _scaled(self, vectors: np.ndarray) -> np.ndarray:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if not self.unit:
+            return vectors
+        norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+        return vectors / np.where(norms > 0, norms, 1.0)
+
+    def put(self, ids: Sequence[str], vectors: np.ndarray) -> None:
+        rows = self._scaled(np.atleast_2d(vectors))
+        with self._lock:
+            self.version += 1
+            if self._matrix.shape[1] != rows.shape[1]:
+                if self._rows:
+                    raise StoreError(
+                        f"vectors of {rows.shape[1]} dimensions among {self._matrix.shape[1]}"
+                    )
+                self._matrix = np.zeros((0, rows.shape[1]), dtype=np.float32)
+            for chunk_id, row in zip(ids, rows, strict=True):
+                at = self._rows.get(chunk_id)
+                if at is None:
+                    at = self._free.pop() if self._free else self._grow()
+                    self._rows[chunk_id] = at
+                    self._ids[at] = chunk_id
+                self._matrix[at] = row
+                self._live[at] = True
+
+    def _grow(self) -> int:
+        at = len(self._ids)
+        if at == len(self._matrix):
+            size = max(1024, 2 * at)
+            matrix = np.zeros((size, self._matrix.shape[1]), dtype=np.float32)
+            matrix[:at] = self._matrix[:at]
+            live = np.zeros(size, dtype=bool)
+            live[:at] = self._live[:at]
+            self._matrix, self._live = matrix, live
+        self._ids.append("")
+        return at
+
+    def drop(self, ids: Sequence[str]) -> None:
+        with self._lock:
+            self.version += 1
+            for chunk_id in ids:
+                at = self._rows.pop(chunk_id, None)
+                if at is not None:
+                    self._live[at] = False
+                    self._free.append(at)
+
+    def rows_of(self, ids: Sequence[str]) -> np.ndarray:
+        """A mask of the rows holding `ids` (for `nearest`'s `allowed`)."""
+        with self._lock:
+            mask = np.zeros(len(self._ids), dtype=bool)
+            mask[[self._rows[i] for i in ids if i in self._rows]] = True
+            return mask
+
+    def nearest(
+        self, vector: np.ndarray, k: int, allowed: np.ndarray | None = None
+    ) -> list[tuple[str, float]]:
+        """(id, similarity) of the `k` nearest, best first; with `allowed` (from `rows_of`,
+        since when no row was written), among those rows only."""
+        query = self._scaled(vector.reshape(-1))
+        with self._lock:
+            used = len(self._ids)
+            if not self._rows or query.shape[0] != self._matrix.shape[1]:
+                return []
+            scores = self._matrix[:used] @ query
+            keep = self._live[:used]
+            if allowed is not None:
+                # Rows added since the mask was made are not in it, nor allowed.
+                within = np.zeros(used, dtype=bool)
+                within[: min(used, len(allowed))] = allowed[:used]
+                keep = keep & within
+            candidates = np.flatnonzero(keep)
+            ids = self._ids
+            if len(candidates) > k:
+                part = np.argpartition(-scores[candidates], k - 1)[:k]
+                candidates = candidates[part]
+            best = candidates[np.argsort(-scores[candidates], kind="stable")]
+            return [(ids[int(i)], float(scores[i])) for i in best]
 
 
 def _hnsw_configuration(space: str) -> dict[str, Any]:
