@@ -215,10 +215,38 @@ def test_two_saves_within_one_second_are_indexed_live(coarse_fs: Path, tmp_path:
     vault = coarse_fs / "vault"
     note = seed(vault)
     # Pairs of distinct words of one length, none in the seed.
-    words = (
-        "reef dune moss fern reed pond tarn vale glen cove bank lake pool peat "
-        "silt sand rock hill crag dell fell moor mere loch weir ford isle cape"
-    ).split()
+    words = [
+        "reef",
+        "dune",
+        "moss",
+        "fern",
+        "reed",
+        "pond",
+        "tarn",
+        "vale",
+        "glen",
+        "cove",
+        "bank",
+        "lake",
+        "pool",
+        "peat",
+    ]
+    words += [
+        "silt",
+        "sand",
+        "rock",
+        "hill",
+        "crag",
+        "dell",
+        "fell",
+        "moor",
+        "mere",
+        "loch",
+        "weir",
+        "ford",
+        "isle",
+        "cape",
+    ]
     missed = {"slow": 0, "late": 0}
     with running(vault, tmp_path, debounce="20ms") as daemon:
         daemon.wait_idle()

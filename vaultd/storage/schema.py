@@ -86,11 +86,9 @@ CREATE TABLE IF NOT EXISTS notes (
     links TEXT NOT NULL DEFAULT '[]',
     frontmatter TEXT NOT NULL DEFAULT '{}',
     indexed_at REAL NOT NULL,
-    -- With size and mtime_ns, the stat the content of sha256 was read under; hashed_ns is the
-    -- wall clock before that read (0: unknown, so the stat is not trusted until read again).
-    ctime_ns INTEGER NOT NULL DEFAULT 0,
+    ctime_ns INTEGER NOT NULL DEFAULT 0,   -- with size, mtime_ns: the stat sha256 was read under
     inode INTEGER NOT NULL DEFAULT 0,
-    hashed_ns INTEGER NOT NULL DEFAULT 0
+    hashed_ns INTEGER NOT NULL DEFAULT 0   -- the clock before that read (0: unknown, not trusted)
 );
 CREATE TABLE IF NOT EXISTS note_tags (
     tag TEXT NOT NULL,               -- every tag and each of its parents: a/b gives a and a/b
