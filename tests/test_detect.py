@@ -6,12 +6,20 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
 
 from tests.small_vault import indexed, write_vault
 from vaultd.config import load_config
+from vaultd.daemon.worker import check_share
 from vaultd.index.open import Index, open_index
 from vaultd.pipeline.detect import GRANULARITY_NS, classify, due_for_check, scan, trusted
+from vaultd.pipeline.discover import Discovery
 from vaultd.records import FileState, KnownNote
 
 S = 10**9
@@ -215,3 +223,81 @@ def test_schema_8_gains_the_stat_columns_and_reads_each_note_once(tmp_path: Path
         settled(index)  # the note edited just now is read once more, a tick later
     version = sqlite3.connect(tmp_path / "data" / "vaultd.db").execute("PRAGMA user_version")
     assert version.fetchone()[0] == 9
+
+
+def test_hourly_rescans_read_every_note_within_a_day() -> None:
+    assert check_share(3600) == 1 / 24
+    assert check_share(600) == 1 / 144
+    assert check_share(2 * 86400) == 1.0
+
+
+# -- a filesystem with 1-second timestamps, shimmed ----------------------------------------
+
+
+def whole_seconds(ns: int) -> int:
+    return ns - ns % S
+
+
+def coarse_stat(st: os.stat_result) -> SimpleNamespace:
+    """What a filesystem with 1-second timestamps (ext4 with 128-byte inodes, FAT, many
+    network filesystems) reports: the times cut to whole seconds."""
+    return SimpleNamespace(
+        st_size=st.st_size,
+        st_mtime_ns=whole_seconds(st.st_mtime_ns),
+        st_ctime_ns=whole_seconds(st.st_ctime_ns),
+        st_ino=st.st_ino,
+        st_mode=st.st_mode,
+    )
+
+
+def coarse_clock(discovery: Discovery, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every stat the index takes one of a 1-second filesystem. A shim for machines
+    that cannot mount one (tests/test_same_stat_edits.py uses a real one where it can)."""
+    walk, state_of, read_note = discovery.walk, discovery.state_of, discovery.read_note
+
+    def cut(state: FileState) -> FileState:
+        return replace(
+            state, mtime_ns=whole_seconds(state.mtime_ns), ctime_ns=whole_seconds(state.ctime_ns)
+        )
+
+    def coarse_walk() -> Iterator[FileState]:
+        return (cut(s) for s in walk())
+
+    def coarse_state_of(path: str) -> FileState | None:
+        found = state_of(path)
+        return None if found is None else cut(found)
+
+    def coarse_read(path: str) -> tuple[bytes, Any]:
+        data, st = read_note(path)
+        return data, coarse_stat(st)
+
+    monkeypatch.setattr(discovery, "walk", coarse_walk)
+    monkeypatch.setattr(discovery, "state_of", coarse_state_of)
+    monkeypatch.setattr(discovery, "read_note", coarse_read)
+
+
+def test_two_saves_within_one_second_are_told_apart_on_a_coarse_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both saves have the same size, inode, mtime and ctime: only the racy rule (a stat
+    recorded within a tick of the change proves nothing) has the second one read."""
+    note = tmp_path / "vault" / "a.md"
+    with indexed(tmp_path, NOTES, LONG_AGO) as index:
+        coarse_clock(index.indexer.discovery, monkeypatch)
+        settled(index)
+        for _ in range(10):
+            second = int(time.time()) + 1
+            while time.time() < second:
+                time.sleep(0.002)
+            note.write_text("# A\n\nOtters float in dune.\n")
+            index.indexer.reconcile_paths(["a.md"])
+            note.write_text("# A\n\nOtters float in moss.\n")
+            if int(time.time()) == second:
+                break  # both saves, and the read between them, within one second
+        else:
+            pytest.skip("could not save, index and save again within one second here")
+        assert [h.path for h in index.searcher.search("dune", mode="keyword")] == ["a.md"]
+        summary = index.indexer.reconcile()
+        assert (summary.notes_checked, summary.notes_changed) == (1, 1)
+        assert [h.path for h in index.searcher.search("moss", mode="keyword")] == ["a.md"]
+        assert index.searcher.search("dune", mode="keyword") == []

@@ -271,3 +271,22 @@ def test_two_saves_within_one_second_are_indexed_live(coarse_fs: Path, tmp_path:
             pytest.skip(f"the daemon never read a save within the second it was made in {missed}")
         daemon.wait_idle()
     assert_same(export_of(daemon.config), fresh_export(vault, tmp_path / "reference"))
+
+
+def test_reindex_on_a_running_daemon_reads_what_it_is_given(tmp_path: Path) -> None:
+    """Named notes, or every note, are read whatever their stat: the user's answer to any
+    doubt about the index."""
+    vault = tmp_path / "vault"
+    seed(vault)
+    with running(vault, tmp_path) as daemon:
+        daemon.wait_idle()
+
+        def reads() -> int:
+            daemon.wait_idle()
+            return int(daemon.request("GET", "/v1/status")["notes_read_total"])
+
+        before = reads()
+        vaultd(daemon.config, "reindex", "Otter.md")
+        assert reads() == before + 1
+        vaultd(daemon.config, "reindex")
+        assert reads() == before + 3

@@ -34,12 +34,16 @@ BULK_BATCH_CHUNKS = 1024
 INTERACTIVE_RUN_TOKENS = 2048
 #: Back-off after the worker hit an error, so a persistent fault does not spin.
 ERROR_BACKOFF = 5.0
-#: The share of the vault a scheduled full pass reads whatever the stats say (the notes hashed
-#: longest ago): an edit no stat shows is found within 1/share passes, a day at the default
-#: hourly rescan. Reading all of the 50,000-note vault costs about as much as its stat walk
-#: (docs/benchmarks.md), which a pass an hour could afford, but on a vault synced from a network
-#: filesystem or kept on a laptop's battery a full read every hour is not free.
-CHECK_SHARE = 1 / 24
+#: The longest an edit that no stat shows (see `pipeline/detect.py`) stays unindexed: each
+#: scheduled rescan reads its share of the vault whatever the stats say (the notes hashed
+#: longest ago), 1/24 at the default hourly rescan. Reading all of a vault costs several times
+#: its stat walk (docs/benchmarks.md); a rotation keeps a rescan near the walk's cost.
+CHECK_CYCLE = 24 * 3600.0
+
+
+def check_share(rescan_seconds: float) -> float:
+    """The share of the vault one rescan every `rescan_seconds` reads to cover CHECK_CYCLE."""
+    return min(1.0, rescan_seconds / CHECK_CYCLE)
 
 
 class _Stopping(Exception):
