@@ -17,8 +17,10 @@ VAULT defaults to ../shared/corpora/obsidian-hub. For each vault, with vaultd's 
 
 No model and no store: they do the same work before and after, and nothing is embedded when
 nothing changed. Timings are medians of `--repeat` runs after one warm-up, so the page cache
-holds the vault. `--cold` also times a walk and a read of everything after dropping the page
-cache (root only; it empties the cache of the whole machine, so not on a shared one).
+holds the vault; each is given as wall time and as this process's CPU time, which a machine
+loaded by other work changes far less. `--cold` also times a walk and a read of everything
+after dropping the page cache (root only; it empties the cache of the whole machine, so not on
+a shared one).
 Prints a JSON object; docs/benchmarks.md records a run.
 """
 
@@ -76,15 +78,25 @@ def hash_notes(discovery: Discovery, paths: Iterable[str]) -> dict[str, KnownNot
     return out
 
 
-def timed(repeat: int, work: Callable[[], Any]) -> tuple[float, Any]:
-    """The median wall time of `repeat` runs after a warm-up, and the last run's result."""
+def timed(repeat: int, work: Callable[[], Any], what: str) -> tuple[dict[str, float], Any]:
+    """The median wall and CPU seconds of `repeat` runs after a warm-up, and the last run's
+    result."""
+    print(f"{time.strftime('%H:%M:%S')} {what}", file=sys.stderr, flush=True)
     work()
-    times, result = [], None
+    walls, cpus, result = [], [], None
     for _ in range(repeat):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         result = work()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times), result
+        walls.append(time.perf_counter() - started)
+        cpus.append(time.process_time() - cpu)
+    return {
+        "wall_s": round(statistics.median(walls), 3),
+        "cpu_s": round(statistics.median(cpus), 3),
+    }, result
+
+
+def ratio(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    return {k: round(a[k] / b[k], 2) if b[k] else 0.0 for k in a}
 
 
 def drop_caches() -> bool:
@@ -99,9 +111,9 @@ def drop_caches() -> bool:
 def measure(vault: Path, repeat: int, share: float, cold_too: bool) -> dict[str, Any]:
     discovery = Discovery(vault, IgnoreRules.from_config(VaultSection(path=vault)))
     load_before = os.getloadavg()
-    walk_s, states = timed(repeat, lambda: list(discovery.walk()))
+    walk_s, states = timed(repeat, lambda: list(discovery.walk()), f"{vault.name}: walk")
     paths = [s.path for s in states]
-    hash_all_s, after = timed(repeat, lambda: hash_notes(discovery, paths))
+    hash_all_s, after = timed(repeat, lambda: hash_notes(discovery, paths), "read all")
     before = {
         p: KnownNote(p, k.size, k.mtime_ns, k.sha256, True, 0, quarantined=False)
         for p, k in after.items()
@@ -122,10 +134,10 @@ def measure(vault: Path, repeat: int, share: float, cold_too: bool) -> dict[str,
 
         return run
 
-    restart_before_s, read_before = timed(repeat, restart_before)
-    restart_after_s, (read_after, racy) = timed(repeat, pass_after(0.0))
-    share_s, (read_share, _) = timed(repeat, pass_after(share))
-    all_s, (read_all, _) = timed(repeat, pass_after(1.0))
+    restart_before_s, read_before = timed(repeat, restart_before, "restart, before")
+    restart_after_s, (read_after, racy) = timed(repeat, pass_after(0.0), "restart, after")
+    share_s, (read_share, _) = timed(repeat, pass_after(share), "full pass, a share")
+    all_s, (read_all, _) = timed(repeat, pass_after(1.0), "full pass, all")
 
     cold: dict[str, float] | None = None
     if cold_too and drop_caches():
@@ -144,23 +156,24 @@ def measure(vault: Path, repeat: int, share: float, cold_too: bool) -> dict[str,
         "vault": str(vault),
         "notes": len(states),
         "megabytes": round(size_mb, 1),
-        "walk_s": round(walk_s, 3),
-        "hash_all_s": round(hash_all_s, 3),
+        "walk": walk_s,
+        "read_all": hash_all_s,
         "restart": {
-            "before_s": round(restart_before_s, 3),
-            "after_s": round(restart_after_s, 3),
-            "ratio": round(restart_after_s / restart_before_s, 3),
+            "before": restart_before_s,
+            "after": restart_after_s,
+            "ratio": ratio(restart_after_s, restart_before_s),
             "notes_read_before": read_before,
             "notes_read_after": read_after,
             "racy": racy,
         },
         "full_pass": {
-            "before_s": round(restart_before_s, 3),
-            f"share_{share:.4f}_s": round(share_s, 3),
-            "share_ratio": round(share_s / restart_before_s, 3),
+            "before": restart_before_s,
+            "share": round(share, 4),
+            "after_share": share_s,
+            "share_ratio": ratio(share_s, restart_before_s),
             "share_notes_read": read_share,
-            "all_s": round(all_s, 3),
-            "all_ratio": round(all_s / restart_before_s, 3),
+            "after_all": all_s,
+            "all_ratio": ratio(all_s, restart_before_s),
             "all_notes_read": read_all,
         },
         "cold_cache": cold if cold is not None else "not measured",
