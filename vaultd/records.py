@@ -103,7 +103,12 @@ class FileState:
 
     @property
     def changed_ns(self) -> int:
-        """The last time the file's content or its times were set, as far as its stat says."""
+        """The last time the file's content or its times were set, as far as its stat says.
+
+        The later of the two: the mtime can be set back, and where the ctime is no change time
+        (a creation time on Windows, one a filesystem does not keep) the mtime is all there is.
+        An mtime in the future keeps the note racy, so read on every pass, until it is past.
+        """
         return max(self.mtime_ns, self.ctime_ns)
 
 
