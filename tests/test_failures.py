@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -296,7 +297,13 @@ def test_a_note_written_again_during_a_pass_is_recorded_with_the_stat_it_was_rea
             monkeypatch.setattr(indexer, "_read", read)
         assert indexer.reconcile().notes_changed == 6
         monkeypatch.undo()
-        again = indexer.reconcile()
+        # Notes changed within a timestamp tick of their read are read again (racily clean,
+        # see pipeline/detect.py) until a tick has passed; never touched, which they would be
+        # with the walk's stat recorded.
+        deadline = time.monotonic() + 60
+        while (again := indexer.reconcile()).notes_read:
+            assert (again.notes_touched, again.notes_changed) == (0, 0)
+            assert time.monotonic() < deadline, "notes read on every pass"
     assert (again.notes_read, again.notes_touched, again.notes_unchanged) == (0, 0, 6)
 
 

@@ -85,12 +85,31 @@ class Chunk:
 
 @dataclass(frozen=True, slots=True)
 class FileState:
-    """What a stat of one note says: enough to skip unchanged files without reading them."""
+    """What a stat of one note says: enough to skip unchanged files without reading them.
+
+    The size and mtime alone can be kept by an edit (`touch -r`, or two saves of one size
+    within a coarse filesystem's timestamp); the ctime and the inode cannot be set by a user.
+    """
 
     #: Vault-relative POSIX path, Unicode NFC.
     path: str
     size: int
     mtime_ns: int
+    ctime_ns: int = 0
+    inode: int = 0
+    #: For the stat a note's bytes were read under: the wall clock (ns) taken before the stat
+    #: and the read, which the manifest records as when the content was hashed. 0 otherwise.
+    hashed_ns: int = 0
+
+    @property
+    def changed_ns(self) -> int:
+        """The last time the file's content or its times were set, as far as its stat says.
+
+        The later of the two: the mtime can be set back, and where the ctime is no change time
+        (a creation time on Windows, one a filesystem does not keep) the mtime is all there is.
+        An mtime in the future keeps the note racy, so read on every pass, until it is past.
+        """
+        return max(self.mtime_ns, self.ctime_ns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +125,16 @@ class KnownNote:
     #: Failed `attempts` times on this content (`sha256`): not tried again until it changes or
     #: the user asks for it by name.
     quarantined: bool = False
+    ctime_ns: int = 0
+    inode: int = 0
+    #: When the recorded content was hashed (the wall clock before the read, ns; 0 unknown):
+    #: a stat recorded within the filesystem's timestamp granularity of it proves nothing.
+    hashed_ns: int = 0
 
 
-ChangeKind = Literal["created", "modified", "touched", "moved", "deleted"]
+#: "verified": read again with the stat as recorded (not trusted, or due a check), and the
+#: bytes are those recorded; only the new time of the hash (and a new ctime) is kept.
+ChangeKind = Literal["created", "modified", "touched", "verified", "moved", "deleted"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +148,34 @@ class Change:
     size: int = 0
     mtime_ns: int = 0
     sha256: str = ""
+    ctime_ns: int = 0
+    inode: int = 0
+    #: When the bytes of `sha256` were read (see `FileState.hashed_ns`).
+    hashed_ns: int = 0
+
+    @classmethod
+    def of(
+        cls, kind: ChangeKind, state: FileState, sha256: str, old_path: str | None = None
+    ) -> Change:
+        """The change `kind` to the note whose bytes, read under `state`, hash to `sha256`."""
+        return cls(
+            kind,
+            state.path,
+            old_path,
+            state.size,
+            state.mtime_ns,
+            sha256,
+            state.ctime_ns,
+            state.inode,
+            state.hashed_ns,
+        )
+
+    @property
+    def state(self) -> FileState:
+        """The stat the change's bytes were read under."""
+        return FileState(
+            self.path, self.size, self.mtime_ns, self.ctime_ns, self.inode, self.hashed_ns
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -309,21 +309,26 @@ def test_a_schema_3_manifest_opens_and_keeps_its_vectors(tmp_path: Path) -> None
     before = export_of(config_path)
     # Schema 3 is schema 6 without the in-flight and suspects tables and the left_out and
     # crashes columns; schema 6 had trigrams where 7 has pairs (the migration drops whichever
-    # is there and fills the pairs from the chunks).
+    # is there and fills the pairs from the chunks); schema 9 added the notes' ctime_ns, inode
+    # and hashed_ns.
     db = sqlite3.connect(tmp_path / "data" / FILE_NAME)
     db.executescript(
         "DROP TABLE in_flight; DROP TABLE suspects; ALTER TABLE notes DROP COLUMN left_out; "
-        "ALTER TABLE notes DROP COLUMN crashes; PRAGMA user_version = 3;"
+        "ALTER TABLE notes DROP COLUMN crashes; ALTER TABLE notes DROP COLUMN ctime_ns; "
+        "ALTER TABLE notes DROP COLUMN inode; ALTER TABLE notes DROP COLUMN hashed_ns; "
+        "PRAGMA user_version = 3;"
     )
     vectors = db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
     db.close()
     assert vectors == len(before) > 0
     with open_index(config, env={}) as index:
         summary = index.indexer.reconcile()
-        assert summary.chunks_embedded == 0 and summary.notes_unchanged == len(WORDS)
+        # Schema 9 added the stat fields a note is trusted by: each is read once, unchanged.
+        assert summary.chunks_embedded == 0 and summary.notes_changed == 0
+        assert summary.notes_read == len(WORDS)
         assert index.manifest.in_flight() == []
     db = sqlite3.connect(tmp_path / "data" / FILE_NAME)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
     assert "left_out" in {r[1] for r in db.execute("PRAGMA table_info(notes)")}
     assert db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0] == vectors
     db.close()

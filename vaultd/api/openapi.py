@@ -697,7 +697,11 @@ def schema() -> dict[str, Any]:
             "/v1/reindex": {
                 "post": {
                     "summary": "Queue notes, or the whole vault, for a fresh comparison",
-                    "description": "A quarantined note named in paths gets one more try.",
+                    "description": (
+                        "Every note named (every note, without paths) is read and hashed, "
+                        "whatever its size and times say. A quarantined note named in paths "
+                        "gets one more try."
+                    ),
                     "requestBody": {
                         "content": {
                             "application/json": {

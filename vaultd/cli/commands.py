@@ -862,7 +862,9 @@ def _status_text(report: dict[str, Any]) -> str:
 @_vault_option
 @_handle_errors
 def reindex(paths: tuple[str, ...], config_file: Path | None, vault: Path | None) -> None:
-    """Compare notes (vault-relative PATHS, or the whole vault) with the index again.
+    """Read notes (vault-relative PATHS, or the whole vault) and compare them with the index.
+
+    Every note named (or every note) is read and hashed, whatever its size and times say.
 
     With a daemon running the work is queued there; otherwise it runs here and now. Exits 2
     when a PATH is not inside the vault (absolute, or with a `..` component).
@@ -880,8 +882,11 @@ def reindex(paths: tuple[str, ...], config_file: Path | None, vault: Path | None
     with open_index(config) as idx:
         if paths:
             idx.indexer.retry(paths)  # a quarantined note named here gets one more try
+        # Asked for by the user: read every note named (or all), whatever its stat says.
         summary = (
-            idx.indexer.reconcile_paths(paths) if paths else idx.indexer.reconcile(_Progress(True))
+            idx.indexer.reconcile_paths(paths, verify=paths)
+            if paths
+            else idx.indexer.reconcile(_Progress(True), check=1.0)
         )
     click.echo(
         f"{summary.notes_changed} changed, {summary.notes_deleted} deleted, "

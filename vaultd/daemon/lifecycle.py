@@ -32,7 +32,12 @@ from vaultd.config import Config, load_config
 from vaultd.daemon.notify import Notifier
 from vaultd.daemon.serving import DaemonService
 from vaultd.daemon.state import State
-from vaultd.daemon.worker import BULK_BATCH_CHUNKS, INTERACTIVE_RUN_TOKENS, Worker
+from vaultd.daemon.worker import (
+    BULK_BATCH_CHUNKS,
+    INTERACTIVE_RUN_TOKENS,
+    Worker,
+    check_share,
+)
 from vaultd.errors import VaultdError
 from vaultd.index.open import Index, open_index
 from vaultd.index.status import DaemonStatus, GovernorStatus, Lag, index_status
@@ -262,10 +267,11 @@ class Daemon:
         return scheduler
 
     def _rescan(self) -> None:
-        """The scheduled safety net: a full pass catches whatever events were missed."""
+        """The scheduled safety net: a full pass catches whatever events were missed, and
+        reads a share of the vault whatever the stats say (`worker.CHECK_CYCLE`)."""
         if self.worker is not None:
             log.info("scheduled rescan")
-            self.worker.request_full()
+            self.worker.request_full(check=check_share(self.config.schedule.rescan_seconds))
 
     def _log_health(self) -> None:
         status = self.status_record()

@@ -115,9 +115,10 @@ class DaemonService:
         if paths:
             # Asked for by name: a quarantined note among them gets one more try.
             self.index.indexer.retry(paths)
-            worker.request_paths(set(paths))
+            worker.request_paths(set(paths), verify=True)
         else:
-            worker.request_full()
+            # Asked for by the user: every note is read, whatever its stat says.
+            worker.request_full(check=1.0)
 
     def export(self, with_vectors: bool) -> Iterator[dict[str, Any]]:
         return export_records(self.index.store, with_vectors=with_vectors)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Collection
 
 import structlog
 
@@ -33,6 +34,16 @@ BULK_BATCH_CHUNKS = 1024
 INTERACTIVE_RUN_TOKENS = 2048
 #: Back-off after the worker hit an error, so a persistent fault does not spin.
 ERROR_BACKOFF = 5.0
+#: The longest an edit that no stat shows (see `pipeline/detect.py`) stays unindexed: each
+#: scheduled rescan reads its share of the vault whatever the stats say (the notes hashed
+#: longest ago), 1/24 at the default hourly rescan. Reading all of a vault costs several times
+#: its stat walk (docs/benchmarks.md); a rotation keeps a rescan near the walk's cost.
+CHECK_CYCLE = 24 * 3600.0
+
+
+def check_share(rescan_seconds: float) -> float:
+    """The share of the vault one rescan every `rescan_seconds` reads to cover CHECK_CYCLE."""
+    return min(1.0, rescan_seconds / CHECK_CYCLE)
 
 
 class _Stopping(Exception):
@@ -51,7 +62,11 @@ class Worker(threading.Thread):
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._full = True  # the first thing to do is a full reconcile
+        #: The largest share of the vault a requested full pass must read whatever its stat.
+        self._check = 0.0
         self._paths: set[str] = set()
+        #: Of `_paths`, those named by the user: read whatever their stat.
+        self._verify: set[str] = set()
         self._dirs: set[str] = set()
         self.paused = False
         self.busy = False
@@ -68,14 +83,20 @@ class Worker(threading.Thread):
 
     # -- requests from other threads -----------------------------------------------------------
 
-    def request_full(self) -> None:
+    def request_full(self, check: float = 0.0) -> None:
+        """Queue a full pass that reads the `check` share of the vault whatever the stats say
+        (see `Indexer.reconcile`)."""
         with self._lock:
             self._full = True
+            self._check = max(self._check, check)
         self._wake.set()
 
-    def request_paths(self, paths: set[str]) -> None:
+    def request_paths(self, paths: set[str], *, verify: bool = False) -> None:
+        """Queue these notes; with `verify` (named by the user) each is read and hashed."""
         with self._lock:
             self._paths |= paths
+            if verify:
+                self._verify |= paths
         self._wake.set()
 
     def idle(self) -> bool:
@@ -155,15 +176,21 @@ class Worker(threading.Thread):
             self._lost_events()
         with self._lock:
             full, self._full = self._full, False
+            check, self._check = self._check, 0.0
             requested, self._paths = self._paths, set()
             requested_dirs, self._dirs = self._dirs, set()
+            verify, self._verify = self._verify, set()
         if full:
-            self._full_reconcile()
+            # A full pass reads what the stats cannot vouch for; the names asked for are read
+            # by a pass of their own.
+            if verify:
+                self.request_paths(verify, verify=True)
+            self._full_reconcile(check)
             return True
         if settled or requested or requested_dirs:
             settled.paths |= requested
             settled.dirs |= requested_dirs
-            self._incremental(settled)
+            self._incremental(settled, verify)
             return True
         self.busy = False
         return False
@@ -194,12 +221,14 @@ class Worker(threading.Thread):
         log.warning("file events were lost; reconciling the whole vault")
         self.request_full()
 
-    def _full_reconcile(self) -> None:
+    def _full_reconcile(self, check: float = 0.0) -> None:
         self.state.indexing = "full reconcile"
         self._bulk = True
         self.governor.resumed()
         try:
-            summary = self.index.indexer.reconcile(self.progress, pause=self._between_batches)
+            summary = self.index.indexer.reconcile(
+                self.progress, pause=self._between_batches, check=check
+            )
         finally:
             self._bulk = False
             self.governor.finished()
@@ -211,9 +240,9 @@ class Worker(threading.Thread):
         self.state.reconciled(summary.as_dict())
         self.state.started()
 
-    def _incremental(self, settled: Settled) -> Summary:
+    def _incremental(self, settled: Settled, verify: Collection[str] = ()) -> Summary:
         summary = self.index.indexer.reconcile_paths(
-            settled.paths, settled.dirs, pause=self._between_batches
+            settled.paths, settled.dirs, pause=self._between_batches, verify=verify
         )
         lag = time.monotonic() - settled.first_event if settled.first_event else None
         changed = summary.notes_changed + summary.notes_moved + summary.notes_deleted
@@ -266,10 +295,12 @@ class Worker(threading.Thread):
             self._dirs |= held_dirs
             settled.paths -= held
             settled.dirs -= held_dirs
+            verify = self._verify & settled.paths
+            self._verify -= verify
         if settled.paths or settled.dirs:
             self._in_interactive = True
             try:
-                self._incremental(settled)
+                self._incremental(settled, verify)
             finally:
                 self._in_interactive = False
 

@@ -2,7 +2,9 @@
 
 The indexer owns ordering and bookkeeping. Its rules:
 - Work is spent only on what changed: stat first, hash second, embed only texts no vector is
-  stored for (the manifest keeps every vector by the hash of the text it embeds).
+  stored for (the manifest keeps every vector by the hash of the text it embeds). A stat is
+  trusted only as `pipeline/detect.py` says (not within a timestamp tick of its hash), and a
+  full pass may ask for a share of the vault to be hashed whatever its stat says.
 - Every pass has two phases. The keyword phase reads, parses and chunks each new or changed
   note and commits it to the manifest, and so to the keyword index, at once: a chunk whose
   text has a stored vector is published to Chroma with it, the others await vectors. The
@@ -49,8 +51,8 @@ from vaultd.faults import Faults
 from vaultd.index.parsers import POOL_ABOVE, Parsed, ParserPool, parse_and_chunk
 from vaultd.index.writer import Record, Writer
 from vaultd.pipeline.chunk import chunk_id
-from vaultd.pipeline.detect import Scan, classify, keep_unreadable, scan
-from vaultd.pipeline.discover import Discovery
+from vaultd.pipeline.detect import Scan, classify, due_for_check, keep_unreadable, scan, trusted
+from vaultd.pipeline.discover import Discovery, file_state
 from vaultd.progress import text_weight
 from vaultd.records import Change, Chunk, FileState, KnownNote, Note
 from vaultd.storage.manifest import Manifest, NoteUpdate, StoredChunk, tag_ancestors
@@ -100,6 +102,9 @@ class Summary:
 
     notes_seen: int = 0
     notes_unchanged: int = 0
+    #: Notes read though their stat was as recorded: too close to their last hash to prove
+    #: anything, due a check in a full pass, or named by the user (`verify`).
+    notes_checked: int = 0
     notes_touched: int = 0
     notes_changed: int = 0
     notes_moved: int = 0
@@ -138,6 +143,10 @@ class _Pending:
     old_ids: list[str]
 
 
+#: A note's bytes with the stat they were read under (and when).
+_Read = tuple[bytes, FileState]
+
+
 @dataclass(slots=True)
 class _Loaded:
     """A note's bytes as read for parsing, with the stat they were read under; or why they
@@ -145,8 +154,7 @@ class _Loaded:
 
     change: Change
     data: bytes = b""
-    size: int = 0
-    mtime_ns: int = 0
+    state: FileState | None = None
     sha256: str = ""
     failure: _Failed | None = None
 
@@ -286,23 +294,30 @@ class Indexer:
             self._between_batches = outer
 
     def reconcile(
-        self, progress: Progress | None = None, *, pause: PausePoint | None = None
+        self,
+        progress: Progress | None = None,
+        *,
+        pause: PausePoint | None = None,
+        check: float = 0.0,
     ) -> Summary:
         """Bring the store in line with the whole vault on disk; return what it took.
 
         `pause` is called between two batches and between two embedding runs inside a batch,
-        so that a fresh edit waits for one ONNX run, not for a whole batch.
+        so that a fresh edit waits for one ONNX run, not for a whole batch. `check` is the
+        share of the indexed notes (those hashed longest ago) read whatever their stat says
+        (1: all of them).
         """
         with self._pausing(pause):
-            return self._reconcile_all(progress)
+            return self._reconcile_all(progress, check)
 
-    def _reconcile_all(self, progress: Progress | None) -> Summary:
+    def _reconcile_all(self, progress: Progress | None, check: float) -> Summary:
         summary = Summary()
         self._start_pass()
         repaired = self.sync_store()
         known = self.manifest.known()
         (progress or _quiet)("scan", 0, 0)
-        self._reconcile(known, self.discovery.walk(), summary, progress)
+        verify = due_for_check(known, check)
+        self._reconcile(known, self.discovery.walk(), summary, progress, verify=verify)
         summary.store_repaired = repaired
         self.manifest.prune_vectors(self.model_id)
         # Every suspect still on disk was tried in this pass, or is as last recorded.
@@ -329,7 +344,7 @@ class Indexer:
             return False
         if known.ok and self.manifest.awaiting_paths(self.model_id, [path]):
             return False  # searchable by its words, not yet by its meaning
-        if known.size == state.size and known.mtime_ns == state.mtime_ns:
+        if trusted(known, state):
             return True
         try:
             data, _ = self.discovery.read_note(path)
@@ -371,15 +386,23 @@ class Indexer:
         progress: Progress | None = None,
         *,
         pause: PausePoint | None = None,
+        verify: Iterable[str] = (),
     ) -> Summary:
-        """Compare only these notes and folders with the manifest (what the watcher saw)."""
+        """Compare only these notes and folders with the manifest (what the watcher saw).
+
+        The notes in `verify` (named by the user) are read whatever their stat says.
+        """
         with self._pausing(pause):
-            return self._reconcile_some(paths, dirs, progress)
+            return self._reconcile_some(paths, dirs, progress, set(verify))
 
     def _reconcile_some(
-        self, paths: Iterable[str], dirs: Iterable[str], progress: Progress | None
+        self,
+        paths: Iterable[str],
+        dirs: Iterable[str],
+        progress: Progress | None,
+        verify: set[str],
     ) -> Summary:
-        paths, dirs = set(paths), set(dirs)
+        paths, dirs = set(paths) | verify, set(dirs)
         self._start_pass()
         known = self.manifest.known_subset(paths, dirs)
 
@@ -396,7 +419,7 @@ class Indexer:
                     yield single
 
         summary = Summary()
-        self._reconcile(known, states(), summary, progress, embed=paths)
+        self._reconcile(known, states(), summary, progress, embed=paths, verify=verify)
         return summary
 
     def _reconcile(
@@ -406,15 +429,17 @@ class Indexer:
         summary: Summary,
         progress: Progress | None,
         embed: Iterable[str] | None = None,
+        verify: Container[str] = frozenset(),
     ) -> None:
         """Both phases over `walk`; the embedding phase takes every chunk awaiting vectors, or
-        (with `embed`) those of the notes written now and of `embed`."""
+        (with `embed`) those of the notes written now and of `embed`. The notes in `verify`
+        are read whatever their stat says."""
         started = time.perf_counter()
         embedded_before = self.embedder.embedded
         reads_before = self.reads
         report = progress or _quiet
         self.discovery.left_out = {}
-        result = scan(known, walk)
+        result = scan(known, walk, verify=verify)
         # Only now, after the walk, does the discovery know which folders it could not read,
         # and which notes it left out for their size (copied: a fresh edit served at a pause
         # point runs a pass of its own).
@@ -425,6 +450,7 @@ class Indexer:
         if embed is None:
             self.found = result.seen
         summary.notes_unchanged = result.unchanged
+        summary.notes_checked = result.distrusted
         summary.skipped = [{"path": p, "reason": r} for p, r in self.discovery.skipped]
         self._too_big(too_big, known, summary)
 
@@ -476,16 +502,16 @@ class Indexer:
         contents = {k.sha256 for k in known.values() if k.ok}
         # The bytes hashed, kept up to a bound for the parser: a first index reads each note
         # once, not twice.
-        kept: dict[str, tuple[bytes, int, int]] = {}
+        kept: dict[str, _Read] = {}
         room = KEEP_READ_BYTES
         for done, state in enumerate(result.candidates, 1):
             try:
-                data, size, mtime_ns = self._read(state.path)
+                data, read_under = self._read(state.path)
                 sha256 = sha256_file(data)
                 # The walk's stat can be older than these bytes: keep the one they were read under.
-                hashed.append((FileState(state.path, size, mtime_ns), sha256))
+                hashed.append((read_under, sha256))
                 if len(data) <= room:
-                    kept[state.path] = (data, size, mtime_ns)
+                    kept[state.path] = (data, read_under)
                     room -= len(data)
                 weights[state.path] = text_weight(data, copy=sha256 in contents)
                 contents.add(sha256)
@@ -520,13 +546,16 @@ class Indexer:
     def _unreadable_dirs(self) -> list[str]:
         return [path for path, _ in self.discovery.unreadable if path.endswith("/")]
 
-    def _read(self, path: str) -> tuple[bytes, int, int]:
-        """The note's bytes, with the size and mtime its file had just before they were read.
+    def _read(self, path: str) -> _Read:
+        """The note's bytes, with the stat its file had just before they were read.
 
         A write after that stat leaves the recorded mtime older than the file's, so a later
         pass reads the note again; a stat taken after the read would let it miss that write.
+        The clock is read before both: a write in the same timestamp tick as the read then
+        looks racy to `detect.trusted`, never older than the hash.
         """
         self.reads += 1
+        hashed_ns = time.time_ns()
         try:
             # Never through a symlink swapped in since the walk (see Discovery.open_note).
             data, st = self.discovery.read_note(path)
@@ -537,7 +566,7 @@ class Indexer:
             raise LeftOutError(path, f"cannot read ({exc.reason})", "unreadable") from exc
         except OSError as exc:
             raise LeftOutError(path, f"cannot read ({exc.strerror or exc})", "unreadable") from exc
-        return data, st.st_size, st.st_mtime_ns
+        return data, file_state(path, st, hashed_ns)
 
     # -- applying changes ----------------------------------------------------------------------
 
@@ -549,24 +578,28 @@ class Indexer:
         weights: Mapping[str, int] | None = None,
         *,
         pool: ParserPool | None = None,
-        read: dict[str, tuple[bytes, int, int]] | None = None,
+        read: dict[str, _Read] | None = None,
     ) -> list[str]:
         """The keyword phase: carry out `changes`, committing each note's chunks (their
         vectors are the embedding phase's); return the notes written. `weights` are the notes'
         shares of the work for progress (their sizes where missing); `pool` parses in worker
-        processes; `read` holds notes read since the scan (bytes, size, mtime_ns), taken
-        instead of reading them again."""
-        touched = [(c.path, c.size, c.mtime_ns) for c in changes if c.kind == "touched"]
+        processes; `read` holds notes read since the scan (bytes and the stat read under),
+        taken instead of reading them again."""
+        touched = [c.state for c in changes if c.kind == "touched"]
         for start in range(0, len(touched), BATCH_NOTES):
             stats = touched[start : start + BATCH_NOTES]
             # The store's metadata carries the mtime ("modified since" filters): republish it
             # from stored vectors; no embedding.
             self._restore(
-                [c for path, _, _ in stats for c in self.manifest.chunks_of(path)],
-                mtimes={path: mtime_ns for path, _, mtime_ns in stats},
+                [c for s in stats for c in self.manifest.chunks_of(s.path)],
+                mtimes={s.path: s.mtime_ns for s in stats},
             )
             self.manifest.apply(self.model_id, touched=stats)
         summary.notes_touched += len(touched)
+        # Checked and found as recorded: the new time of the hash is all there is to keep.
+        verified = [c.state for c in changes if c.kind == "verified"]
+        for start in range(0, len(verified), BATCH_NOTES):
+            self.manifest.apply(self.model_id, touched=verified[start : start + BATCH_NOTES])
 
         self._forget([c.path for c in changes if c.kind == "deleted"], summary)
 
@@ -639,7 +672,7 @@ class Indexer:
         content: Sequence[Change],
         marked: list[str],
         pool: ParserPool | None,
-        read: dict[str, tuple[bytes, int, int]],
+        read: dict[str, _Read],
         ahead: set[str],
     ) -> Iterator[tuple[Change, _Pending | _Failed]]:
         """Each change with its note parsed and chunked, or why it could not be; in order.
@@ -668,37 +701,45 @@ class Indexer:
         for item, parsed in pool.parse_all(loaded(), lambda item: item.job):
             yield item.change, self._parsed(item, parsed)
 
-    def _load(self, change: Change, read: tuple[bytes, int, int] | None = None) -> _Loaded:
+    def _load(self, change: Change, read: _Read | None = None) -> _Loaded:
         """The note's bytes for parsing, with the stat they were read under and their hash
         (`read`: as read since the scan, which a write since then leaves older than the file,
         so that the next pass reads it again)."""
-        state = FileState(change.path, change.size, change.mtime_ns)
+        state = change.state
         sha256 = change.sha256
-        if read is not None and not self._unchanged_since(change.path, read[1], read[2]):
+        if read is not None and not self._unchanged_since(read[1]):
             read = None
         try:
-            data, size, mtime_ns = read or self._read(change.path)
+            data, read_under = read or self._read(change.path)
             sha256 = sha256_file(data)
             self.faults.before_parse(data)
         except LeftOutError as exc:
             return _Loaded(change, failure=(state, sha256, exc.reason, exc.kind))
         except NoteError as exc:
             return _Loaded(change, failure=(state, sha256, str(exc), ""))
-        return _Loaded(change, data, size, mtime_ns, sha256)
+        return _Loaded(change, data, read_under, sha256)
 
-    def _unchanged_since(self, path: str, size: int, mtime_ns: int) -> bool:
-        """Whether the note's file still has this stat: then bytes read under it are what it
-        holds. Anything else (a save, a swap for a symlink, a path that needs `locate`) is read
-        again, safely."""
+    def _unchanged_since(self, state: FileState) -> bool:
+        """Whether the note's file still has this stat (ctime and inode too: a write whose
+        mtime was put back changes them): then bytes read under it are what it holds. Anything
+        else (a save, a swap for a symlink, a path that needs `locate`) is read again, safely.
+        A write within the read's timestamp tick is not seen here; the stat recorded with these
+        bytes is then racy, and the write's own event, or the next pass, reads the note again."""
         try:
-            st = os.stat(self.root / path, follow_symlinks=self.discovery.rules.follow_symlinks)
+            st = os.stat(
+                self.root / state.path, follow_symlinks=self.discovery.rules.follow_symlinks
+            )
         except (OSError, ValueError):
             return False
-        return (st.st_size, st.st_mtime_ns) == (size, mtime_ns)
+        now = file_state(state.path, st)
+        return (now.size, now.mtime_ns, now.ctime_ns, now.inode) == (
+            state.size,
+            state.mtime_ns,
+            state.ctime_ns,
+            state.inode,
+        )
 
-    def _prepare(
-        self, change: Change, read: tuple[bytes, int, int] | None = None
-    ) -> _Pending | _Failed:
+    def _prepare(self, change: Change, read: _Read | None = None) -> _Pending | _Failed:
         """The note of `change` read (unless given), parsed and chunked in this process."""
         item = self._load(change, read)
         if item.failure is not None:
@@ -768,18 +809,18 @@ class Indexer:
         if parsed.reason or parsed.note is None:
             if parsed.trace:
                 log.error("the parser failed on a note", path=change.path, trace=parsed.trace)
-            state = FileState(change.path, change.size, change.mtime_ns)
-            return (state, item.sha256, parsed.reason, parsed.kind)
+            return (change.state, item.sha256, parsed.reason, parsed.kind)
         note, chunks = parsed.note, list(parsed.chunks)
-        size, mtime_ns, sha256 = item.size, item.mtime_ns, item.sha256
-        if (size, mtime_ns, sha256) != (change.size, change.mtime_ns, change.sha256):
+        assert item.state is not None, "a note read has the stat it was read under"
+        sha256 = item.sha256
+        if (item.state, sha256) != (change.state, change.sha256):
             # Written since it was hashed (perhaps with the same bytes): record what was read
             # now with the stat it was read under. The scan's is older than what a pass in
             # between may have recorded, and would cost a read on every later start.
             # New content at a moved note's path is no plain move, but still a move away from
             # the old path, whose chunks must go.
             kind = "created" if change.kind == "moved" and sha256 != change.sha256 else change.kind
-            change = Change(kind, change.path, change.old_path, size, mtime_ns, sha256)
+            change = Change.of(kind, item.state, sha256, change.old_path)
         if change.kind == "moved" and change.old_path:
             chunks = self._rekeyed(change.old_path, note.path) or chunks
         old_ids = self.manifest.chunk_ids(change.path)
@@ -943,7 +984,17 @@ class Indexer:
                 moved_from.append(change.old_path)
                 stale.extend(self.manifest.chunk_ids(change.old_path))
             updates.append(
-                NoteUpdate(p.note, change.size, change.mtime_ns, change.sha256, p.chunks, {})
+                NoteUpdate(
+                    p.note,
+                    change.size,
+                    change.mtime_ns,
+                    change.sha256,
+                    p.chunks,
+                    {},
+                    ctime_ns=change.ctime_ns,
+                    inode=change.inode,
+                    hashed_ns=change.hashed_ns,
+                )
             )
             summary.chunks_reused += sum(1 for c in p.chunks if c.id in published)
             if change.kind == "moved":
@@ -1020,7 +1071,7 @@ class Indexer:
         if unusable:
             # Their chunks were recorded before the manifest kept the context they were
             # embedded with: chunk them again now, not at the next full pass.
-            self._reconcile_some(unusable, (), None)
+            self._reconcile_some(unusable, (), None, set())
 
     def _twins(self, chunks: list[StoredChunk], suspects: set[str]) -> list[StoredChunk]:
         """Chunks of other notes with the same texts as these, awaiting (crash suspects' left

@@ -1,18 +1,30 @@
 """Manifest and disk compared: which notes to skip, read, re-key or forget.
 
 Pure decisions, no I/O: the indexer stats and hashes, this module says what that means.
-- Size and mtime as recorded: unchanged, not even read.
+- The stat as recorded (size, mtime, ctime, inode), recorded well after the file last
+  changed: unchanged, not even read.
 - Read, and the SHA-256 is as recorded: a touch (only the stat is updated).
 - A new path whose hash equals that of a path that is gone: a move.
+
+A stat proves nothing about a file changed within one timestamp tick of its hash: a
+filesystem with 1-second (or FAT's 2-second) timestamps gives two saves within one tick the
+same mtime and ctime. Such a file is "racily clean" in git's words, and is read again until a
+hash is recorded more than `GRANULARITY_NS` after its last change. The ctime catches an edit
+whose mtime was put back (`touch -r`); nothing a user can do sets it.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from vaultd.records import Change, FileState, KnownNote
+
+#: The coarsest timestamp assumed, ns: FAT's 2 s. Measuring each filesystem's would save a
+#: hash of the notes saved in the last two seconds before they were indexed, once.
+GRANULARITY_NS = 2 * 10**9
 
 
 @dataclass(slots=True)
@@ -23,24 +35,77 @@ class Scan:
     unchanged: int = 0
     #: Files whose content must be read and hashed.
     candidates: list[FileState] = field(default_factory=list)
+    #: Of the candidates, those whose stat is as recorded: read because a stat so close to
+    #: its hash proves nothing, or because they were due a check (`verify`).
+    distrusted: int = 0
     #: Known paths the walk did not find.
     gone: list[str] = field(default_factory=list)
 
 
-def scan(known: Mapping[str, KnownNote], walk: Iterable[FileState]) -> Scan:
-    """Compare a walk with the manifest."""
+def same_stat(old: KnownNote, state: FileState) -> bool:
+    """Whether the stat is exactly the one recorded with the note's hash."""
+    return (old.size, old.mtime_ns, old.ctime_ns, old.inode) == (
+        state.size,
+        state.mtime_ns,
+        state.ctime_ns,
+        state.inode,
+    )
+
+
+def trusted(old: KnownNote, state: FileState, granularity_ns: int = GRANULARITY_NS) -> bool:
+    """Whether the stat alone says the note holds what was indexed of it.
+
+    Only for a note indexed fine, whose stat is as recorded, and whose last change (the later
+    of mtime and ctime: `touch -r` can set the mtime back, not the ctime) lies more than one
+    timestamp tick before the hash: a write after the hash then shows in the stat.
+    """
+    return (
+        old.ok
+        and same_stat(old, state)
+        and old.hashed_ns > 0
+        and state.changed_ns < old.hashed_ns - granularity_ns
+    )
+
+
+def scan(
+    known: Mapping[str, KnownNote],
+    walk: Iterable[FileState],
+    *,
+    verify: Container[str] = frozenset(),
+    granularity_ns: int = GRANULARITY_NS,
+) -> Scan:
+    """Compare a walk with the manifest; the notes in `verify` are read whatever their stat."""
     result = Scan()
     present: set[str] = set()
     for state in walk:
         result.seen += 1
         present.add(state.path)
         old = known.get(state.path)
-        if old is not None and old.ok and old.size == state.size and old.mtime_ns == state.mtime_ns:
+        if old is not None and state.path not in verify and trusted(old, state, granularity_ns):
             result.unchanged += 1
-        else:
-            result.candidates.append(state)
+            continue
+        if old is not None and old.ok and same_stat(old, state):
+            result.distrusted += 1
+        result.candidates.append(state)
     result.gone = sorted(p for p in known if p not in present)
     return result
+
+
+def due_for_check(known: Mapping[str, KnownNote], share: float) -> set[str]:
+    """The `share` of the indexed notes hashed longest ago (never first): read by a full pass
+    whatever their stat, so that whatever a stat could hide is found within 1/share passes.
+
+    Each check records a new time, so the next pass takes the next oldest: a rotation that
+    needs no state of its own and survives restarts.
+    """
+    if share <= 0:
+        return set()
+    indexed = [k for k in known.values() if k.ok]
+    if share >= 1:
+        return {k.path for k in indexed}
+    count = math.ceil(len(indexed) * share)
+    oldest = sorted(indexed, key=lambda k: (k.hashed_ns, k.path))[:count]
+    return {k.path for k in oldest}
 
 
 def keep_unreadable(gone: Iterable[str], unreadable_dirs: Iterable[str]) -> list[str]:
@@ -63,13 +128,16 @@ def classify(
         if old is None:
             fresh.append((state, sha256))
         elif old.ok and old.sha256 == sha256:
-            changes.append(Change("touched", state.path, None, state.size, state.mtime_ns, sha256))
+            # Same bytes: only a new mtime (or size, never with the same bytes) is a touch the
+            # store's metadata must follow; a new ctime or hash time is the manifest's alone.
+            same = (old.size, old.mtime_ns) == (state.size, state.mtime_ns)
+            changes.append(Change.of("verified" if same else "touched", state, sha256))
         elif old.quarantined and old.sha256 == sha256:
             # It failed too often on exactly this content: left alone until the content changes
             # (or the user releases it by name).
             continue
         else:
-            changes.append(Change("modified", state.path, None, state.size, state.mtime_ns, sha256))
+            changes.append(Change.of("modified", state, sha256))
 
     by_hash: dict[str, list[str]] = defaultdict(list)
     for path in sorted(gone):
@@ -82,8 +150,8 @@ def classify(
         if sources:
             source = sources.pop(0)
             moved_from.add(source)
-            changes.append(Change("moved", state.path, source, state.size, state.mtime_ns, sha256))
+            changes.append(Change.of("moved", state, sha256, source))
         else:
-            changes.append(Change("created", state.path, None, state.size, state.mtime_ns, sha256))
+            changes.append(Change.of("created", state, sha256))
     changes.extend(Change("deleted", path) for path in sorted(gone) if path not in moved_from)
     return changes

@@ -100,6 +100,11 @@ class IgnoreRules:
         )
 
 
+def file_state(rel: str, st: os.stat_result, hashed_ns: int = 0) -> FileState:
+    """The note `rel`'s state from its stat (`hashed_ns`: see `FileState`)."""
+    return FileState(rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, hashed_ns)
+
+
 def _nfc(name: str) -> str:
     return unicodedata.normalize("NFC", name)
 
@@ -372,7 +377,7 @@ class Discovery:
             return None
         if not stat.S_ISREG(st.st_mode):
             return None
-        state = FileState(path=rel, size=st.st_size, mtime_ns=st.st_mtime_ns)
+        state = file_state(rel, st)
         if st.st_size > self._max_bytes:
             self.left_out[rel] = (state, self._too_big_reason(st.st_size))
             return None
@@ -642,6 +647,6 @@ class Discovery:
             elif st.st_size > self._max_bytes:
                 reason = self._too_big_reason(st.st_size)
                 self.skipped.append((rel, reason))
-                self.left_out[rel] = (FileState(rel, st.st_size, st.st_mtime_ns), reason)
+                self.left_out[rel] = (file_state(rel, st), reason)
             else:
-                yield FileState(path=rel, size=st.st_size, mtime_ns=st.st_mtime_ns)
+                yield file_state(rel, st)

@@ -36,7 +36,7 @@ import numpy as np
 from vaultd.errors import DataDirError, StoreError
 from vaultd.layout import MANIFEST
 from vaultd.query import Condition
-from vaultd.records import Chunk, KnownNote, Note
+from vaultd.records import Chunk, FileState, KnownNote, Note
 from vaultd.storage import keyword, quarantine
 from vaultd.storage.conditions import condition_sql
 from vaultd.storage.keyword import KEYWORD_WEIGHTS, KeywordIndex
@@ -80,6 +80,10 @@ class NoteUpdate:
     chunks: Sequence[Chunk]
     #: Vectors computed for this update, by text hash (reused ones are already stored).
     new_vectors: dict[str, np.ndarray]
+    #: The rest of the stat the bytes were read under, and when (see `FileState`).
+    ctime_ns: int = 0
+    inode: int = 0
+    hashed_ns: int = 0
 
 
 def link_key(target: str) -> str:
@@ -225,12 +229,12 @@ class Manifest:
     # -- reads ---------------------------------------------------------------------------------
 
     def known(self) -> dict[str, KnownNote]:
-        rows = self._query("SELECT path, size, mtime_ns, sha256, status, attempts FROM notes")
+        rows = self._query(f"SELECT {_KNOWN_COLUMNS} FROM notes")
         return {r[0]: _known(r) for r in rows}
 
     def known_subset(self, paths: Iterable[str], dirs: Iterable[str]) -> dict[str, KnownNote]:
         """The known notes among `paths` and under the folders `dirs`."""
-        cols = "SELECT path, size, mtime_ns, sha256, status, attempts FROM notes"
+        cols = f"SELECT {_KNOWN_COLUMNS} FROM notes"
         rows: list[Any] = []
         for batch in _batches(sorted(set(paths)), 500):
             rows += self._query(f"{cols} WHERE path IN ({','.join('?' * len(batch))})", batch)
@@ -521,7 +525,7 @@ class Manifest:
         model: str,
         updates: Sequence[NoteUpdate] = (),
         deleted: Sequence[str] = (),
-        touched: Sequence[tuple[str, int, int]] = (),
+        touched: Sequence[FileState] = (),
         failed: Sequence[tuple[str, int, int, str, str]] = (),
         *,
         left_out: Sequence[tuple[str, int, int, str, str, str]] = (),
@@ -531,7 +535,7 @@ class Manifest:
     ) -> list[str]:
         """Record one batch of outcomes atomically; return the notes quarantined by it.
 
-        `touched` is (path, size, mtime_ns) for notes whose bytes did not change; `failed` is
+        `touched` is the stat, read under, of notes whose bytes did not change; `failed` is
         (path, size, mtime_ns, sha256, reason); a failed note keeps its last good chunks, and
         is quarantined once it has failed `quarantine_after` times (0: never) on the same
         content. `left_out` is (path, size, mtime_ns, sha256, kind, reason) for files that are
@@ -549,10 +553,11 @@ class Manifest:
                 db.execute("DELETE FROM note_links WHERE source = ?", (path,))
                 db.execute("DELETE FROM notes WHERE path = ?", (path,))
                 db.execute("DELETE FROM suspects WHERE path = ?", (path,))
-            for path, size, mtime_ns in touched:
-                db.execute(
-                    "UPDATE notes SET size = ?, mtime_ns = ? WHERE path = ?", (size, mtime_ns, path)
-                )
+            db.executemany(
+                "UPDATE notes SET size = ?, mtime_ns = ?, ctime_ns = ?, inode = ?, hashed_ns = ? "
+                "WHERE path = ?",
+                [(t.size, t.mtime_ns, t.ctime_ns, t.inode, t.hashed_ns, t.path) for t in touched],
+            )
             for path, size, mtime_ns, sha256, reason in failed:
                 attempts = quarantine.attempt(db, path, sha256)
                 if quarantine.record_failure(
@@ -718,8 +723,8 @@ class Manifest:
         ).fetchone()
         db.execute(
             "INSERT OR REPLACE INTO notes(path, size, mtime_ns, sha256, status, error, attempts, "
-            "title, aliases, tags, links, frontmatter, indexed_at) "
-            "VALUES (?, ?, ?, ?, 'ok', ?, ?, ?, ?, ?, ?, ?, ?)",
+            "title, aliases, tags, links, frontmatter, indexed_at, ctime_ns, inode, hashed_ns) "
+            "VALUES (?, ?, ?, ?, 'ok', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 note.path,
                 u.size,
@@ -746,6 +751,9 @@ class Manifest:
                 ),
                 json.dumps(note.frontmatter, ensure_ascii=False, default=str),
                 now,
+                u.ctime_ns,
+                u.inode,
+                u.hashed_ns,
             ),
         )
 
@@ -929,10 +937,22 @@ def _awaiting_where(
     return sql, params
 
 
+_KNOWN_COLUMNS = "path, size, mtime_ns, sha256, status, attempts, ctime_ns, inode, hashed_ns"
+
+
 def _known(row: Sequence[Any]) -> KnownNote:
-    path, size, mtime_ns, sha256, status, attempts = row
+    path, size, mtime_ns, sha256, status, attempts, ctime_ns, inode, hashed_ns = row
     return KnownNote(
-        path, size, mtime_ns, sha256, status == "ok", attempts, quarantined=status == "quarantined"
+        path,
+        size,
+        mtime_ns,
+        sha256,
+        status == "ok",
+        attempts,
+        quarantined=status == "quarantined",
+        ctime_ns=ctime_ns,
+        inode=inode,
+        hashed_ns=hashed_ns,
     )
 
 

@@ -22,7 +22,7 @@ from vaultd.query import UNSPACED_RANGES, cjk_terms
 #: translates sqlite3's errors): how the modules above this one read without a connection.
 Query = Callable[[str, Sequence[Any]], list[Any]]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 _UNSPACED_GLOB = "*[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in UNSPACED_RANGES) + "]*"
 _FTS_COLUMNS = "title, aliases, section, text"
@@ -85,7 +85,10 @@ CREATE TABLE IF NOT EXISTS notes (
     tags TEXT NOT NULL DEFAULT '[]',
     links TEXT NOT NULL DEFAULT '[]',
     frontmatter TEXT NOT NULL DEFAULT '{}',
-    indexed_at REAL NOT NULL
+    indexed_at REAL NOT NULL,
+    ctime_ns INTEGER NOT NULL DEFAULT 0,   -- with size, mtime_ns: the stat sha256 was read under
+    inode INTEGER NOT NULL DEFAULT 0,
+    hashed_ns INTEGER NOT NULL DEFAULT 0   -- the clock before that read (0: unknown, not trusted)
 );
 CREATE TABLE IF NOT EXISTS note_tags (
     tag TEXT NOT NULL,               -- every tag and each of its parents: a/b gives a and a/b
@@ -202,8 +205,8 @@ def create_or_migrate(db: sqlite3.Connection, path: Path) -> None:
         # Schema 4 added the in_flight table (and the 'quarantined' status), schema 5
         # the suspects table and the notes' left_out column (and the 'left_out'
         # status), schema 6 the notes' crashes column, schema 7 the pairs index in place of
-        # the trigrams, schema 8 the chunks' context column: the migration adds what is
-        # missing and touches nothing else.
+        # the trigrams, schema 8 the chunks' context column, schema 9 the notes' ctime_ns,
+        # inode and hashed_ns: the migration adds what is missing and touches nothing else.
         _run(
             db,
             f"BEGIN IMMEDIATE;\n{_added_columns(db)}{_SCHEMA}"
@@ -231,7 +234,11 @@ def _keep_pairs_current(db: sqlite3.Connection) -> None:
 
 def _added_columns(db: sqlite3.Connection) -> str:
     """The statements older tables need: schema 5's left_out, schema 6's crashes, schema 8's
-    context.
+    context, schema 9's ctime_ns, inode and hashed_ns.
+
+    Notes recorded before schema 9 have no ctime, inode or time of hash (0): their stat is not
+    trusted, so the first pass after the upgrade reads each once (an edit that kept the size
+    and mtime before the upgrade is found then) and records them; nothing is embedded again.
 
     Chunks written before schema 8 get an empty context. Each already has its vector (until
     then a chunk was recorded only with one), so the context is needed only if the vector is
@@ -242,6 +249,9 @@ def _added_columns(db: sqlite3.Connection) -> str:
     script = "" if "left_out" in columns else "ALTER TABLE notes ADD COLUMN left_out TEXT;\n"
     if "context" not in {r[1] for r in db.execute("PRAGMA table_info(chunks)")}:
         script += "ALTER TABLE chunks ADD COLUMN context TEXT NOT NULL DEFAULT '';\n"
+    for name in ("ctime_ns", "inode", "hashed_ns"):
+        if name not in columns:
+            script += f"ALTER TABLE notes ADD COLUMN {name} INTEGER NOT NULL DEFAULT 0;\n"
     if "crashes" not in columns:
         # Before schema 6 the count lived only in the reason ("crashed the indexer 3 times"):
         # read it out once, here; CAST takes the leading digits.
