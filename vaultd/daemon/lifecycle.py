@@ -211,6 +211,7 @@ class Daemon:
                 )
             # Before the watch is armed: a root swapped from here on is a change to notice.
             self._check_root_identity(index.vault)
+            self._identity["manifest"] = check_manifest(index.manifest)
             discovery = index.indexer.discovery
             watcher = Watcher(
                 index.vault,

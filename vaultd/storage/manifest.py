@@ -141,12 +141,19 @@ class Manifest:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            self._db.close()
             while True:
                 try:
                     self._readers.get_nowait().close()
                 except queue.Empty:
                     break
+            # SQLite leaves the log of a file deleted or replaced while open at the path (it
+            # never checkpoints a moved file on close), and the next opener would apply it to
+            # whatever file is there then: emptied into the file it belongs to first.
+            with suppress(sqlite3.Error, OSError):
+                opened, now = self.file_identity()
+                if now != opened:
+                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._db.close()
 
     @contextmanager
     def _reader(self) -> Iterator[sqlite3.Connection]:
