@@ -345,7 +345,7 @@ class Watcher(FileSystemEventHandler):
         for raw in paths:
             rel = self._relative(raw)
             if rel is None:
-                undecodable = self._undecodable(raw)
+                undecodable = self._undecodable(raw, event.is_directory)
                 if undecodable is not None:
                     self._note(self._pending_undecodable, undecodable, now)
                 continue
@@ -394,16 +394,18 @@ class Watcher(FileSystemEventHandler):
             return None
         return unicodedata.normalize("NFC", rel)
 
-    def _undecodable(self, raw: bytes | str) -> str | None:
-        """The vault path of `raw` when it lies under the root and its name is not UTF-8."""
+    def _undecodable(self, raw: bytes | str, is_dir: bool) -> str | None:
+        """The vault path of `raw` when it lies under the root, a name on it is not UTF-8,
+        and it could be a note or a folder (the discovery's rules decide the rest)."""
         path = os.fsdecode(raw)
         prefix = str(self.root) + os.sep
         if not path.startswith(prefix):
             return None
         rel = path[len(prefix) :].replace(os.sep, "/")
-        try:
-            rel.encode("utf-8")
-        except UnicodeEncodeError:
+        if _is_utf8(rel):
+            return None
+        folder, _, name = rel.rpartition("/")
+        if is_dir or name.lower().endswith(".md") or not _is_utf8(folder):
             return rel
         return None
 
@@ -483,6 +485,14 @@ class Watcher(FileSystemEventHandler):
         if not times:
             return None
         return max(0.0, min(times) + self.settle - time.monotonic())
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _native_observer(on_limit: Callable[[bytes, OSError], None]) -> BaseObserver:
