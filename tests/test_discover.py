@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import captured_logs
 from vaultd.config import VaultSection
 from vaultd.errors import VaultdError
 from vaultd.pipeline.discover import Discovery, IgnoreRules
@@ -345,6 +346,52 @@ def test_non_utf8_names_are_skipped_and_reported(vault: Path) -> None:
         ("dir\\xff/", "file name is not valid UTF-8"),
     ]
     assert discovery.is_ignored(os.fsdecode(b"caf\xe9.md"))
+
+
+def test_non_utf8_names_met_by_the_watcher_are_reported_as_the_walk_reports_them(
+    vault: Path,
+) -> None:
+    raw = os.fsencode(vault)
+    for name in (b"caf\xe9.md", b"caf\xe9.txt", b".caf\xe9.md", b"ok.md"):
+        with open(os.path.join(raw, name), "w") as fh:
+            fh.write("x")
+    os.mkdir(os.path.join(raw, b"dir\xff"))
+    with open(os.path.join(raw, b"dir\xff", b"inner.md"), "w") as fh:
+        fh.write("x")
+    os.symlink(os.path.join(raw, b"ok.md"), os.path.join(raw, b"link\xe9.md"))
+    reason = "file name is not valid UTF-8"
+    live = Discovery(vault, IgnoreRules())
+    with captured_logs() as logs:
+        live.report_undecodable(
+            os.fsdecode(name)
+            for name in (
+                b"caf\xe9.md",
+                b"caf\xe9.txt",
+                b".caf\xe9.md",
+                b"dir\xff/inner.md",
+                b"link\xe9.md",
+                b"gone\xe9.md",
+            )
+        )
+        live.report_undecodable([os.fsdecode(b"caf\xe9.md")])  # once is enough
+    walked = Discovery(vault, IgnoreRules())
+    list(walked.walk())
+    assert (
+        sorted(live.skipped)
+        == sorted(walked.skipped)
+        == [
+            ("caf\\xe9.md", reason),
+            ("dir\\xff/", reason),
+        ]
+    )
+    assert sorted(e["path"] for e in logs if e["event"] == "not indexed") == [
+        "caf\\xe9.md",
+        "dir\\xff/",
+    ]
+
+    os.remove(os.path.join(raw, b"caf\xe9.md"))
+    live.report_undecodable([os.fsdecode(b"caf\xe9.md")])
+    assert live.skipped == [("dir\\xff/", reason)]
 
 
 # -- permission denied ---------------------------------------------------------------------

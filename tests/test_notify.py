@@ -37,6 +37,7 @@ from vaultd.daemon.notify import Notifier
 from vaultd.daemon.worker import Worker
 from vaultd.index.open import Index
 from vaultd.pipeline.watch import Watcher
+from vaultd.storage.manifest import Manifest
 
 LINUX = sys.platform.startswith("linux")
 PASSCRED = getattr(socket, "SO_PASSCRED", None)
@@ -535,7 +536,9 @@ def test_a_dead_part_never_pings_and_a_deliberate_pause_does(
     env = {"NOTIFY_SOCKET": listener.address, "WATCHDOG_USEC": "200000", "WATCHDOG_PID": ""}
     daemon = Daemon(load_config(config, env={}), env=env)
     watcher, worker = FakeWatcher(), FakeWorker()
-    daemon.index = cast(Index, SimpleNamespace(vault=root))
+    # A real manifest: the loop checks that vaultd.db is still the file it opened.
+    manifest = Manifest(tmp_path / "data")
+    daemon.index = cast(Index, SimpleNamespace(vault=root, manifest=manifest))
     daemon.watcher, daemon.worker = cast(Watcher, watcher), cast(Worker, worker)
     daemon.state.started()
     loop = threading.Thread(target=daemon._main_loop, name="main-loop", daemon=True)
@@ -578,6 +581,7 @@ def test_a_dead_part_never_pings_and_a_deliberate_pause_does(
     finally:
         daemon.request_stop()
         loop.join(5)
+        manifest.close()
     assert not loop.is_alive()
 
 

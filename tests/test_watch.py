@@ -63,6 +63,31 @@ def test_saving_a_note_at_the_root_is_one_path_not_a_full_rescan(tmp_path: Path)
     assert got.dirs == {"sub"}
 
 
+def test_a_name_that_is_not_utf8_is_handed_over_apart_from_the_notes(tmp_path: Path) -> None:
+    watcher = Watcher(tmp_path, settle=0.2)
+    watcher.start()
+    try:
+        raw = os.fsencode(tmp_path)
+        for name in (b"caf\xe9.md", b"caf\xe9.txt"):  # the second is no note either way
+            with open(os.path.join(raw, name), "w") as fh:
+                fh.write("x")
+        os.mkdir(os.path.join(raw, b"dir\xff"))
+        (tmp_path / "last.md").write_text("written after the rest")
+        deadline = time.monotonic() + PATIENCE
+        got = Settled()
+        while "last.md" not in got.paths:
+            assert time.monotonic() < deadline, "timed out waiting until last.md settles"
+            taken = watcher.take()
+            got.paths |= taken.paths
+            got.undecodable |= taken.undecodable
+            time.sleep(0.05)
+    finally:
+        watcher.stop()
+    # Never among the paths a manifest query carries; handed over to be reported.
+    assert got.paths == {"last.md"}
+    assert got.undecodable == {os.fsdecode(b"caf\xe9.md"), os.fsdecode(b"dir\xff")}
+
+
 def test_events_are_held_until_the_path_is_quiet(tmp_path: Path) -> None:
     watcher = Watcher(tmp_path, settle=0.5)
     watcher.start()

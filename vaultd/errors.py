@@ -295,3 +295,20 @@ class VectorsPendingError(NotReadyError):
             f"{path} awaits its vectors (the first index embeds the newest notes first); "
             "ask again in a moment, or search it by its words meanwhile"
         )
+
+
+class ManifestLostError(StoreError):
+    """Raised when `vaultd.db` is deleted or replaced by another file while the daemon has it
+    open: every write since went to a file no later start reads, so the daemon stops, and the
+    service manager must not restart it into the same state before someone has looked."""
+
+    exit_code = EXIT_CONFIG  # in the units' RestartPreventExitStatus: a restart cannot help
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(
+            f"{reason}; vaultd stopped so that nothing more is written where no start will "
+            "read it; start it again to rebuild the index from the vault (a file put there "
+            "on purpose is then used as the index)"
+        )
+        self.path = path
+        self.reason = reason

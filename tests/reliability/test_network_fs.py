@@ -323,10 +323,10 @@ def test_an_unreachable_vault_root_pauses_instead_of_crashing(tmp_path: Path) ->
     lost = threading.Event()
 
     class Share(PosixPath):
-        def is_dir(self) -> bool:
+        def lstat(self) -> os.stat_result:
             if lost.is_set():
                 raise OSError(errno.ENOTCONN, os.strerror(errno.ENOTCONN), str(self))
-            return super().is_dir()
+            return super().lstat()
 
     share = Share(root)
     lost.set()

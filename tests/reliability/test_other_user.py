@@ -315,9 +315,7 @@ def test_a_symlink_the_attacker_controls_above_the_socket_folder(
     assert forger.received() == b""
 
 
-def test_an_attackers_symlink_in_a_sticky_directory_is_refused(
-    base: Path, tmp_path: Path
-) -> None:
+def test_an_attackers_symlink_in_a_sticky_directory_is_refused(base: Path, tmp_path: Path) -> None:
     """In a sticky directory like /tmp the attacker cannot touch the user's entries, but may
     replace a link of their own at will."""
     sticky = base / "sticky"

@@ -335,6 +335,31 @@ _GOVERNOR = {
 
 _NULLABLE_NUMBER = {"type": "number", "nullable": True}
 
+_FILE_ID = {
+    "type": "object",
+    "nullable": True,
+    "required": ["device", "inode"],
+    "properties": {"device": {"type": "integer"}, "inode": {"type": "integer"}},
+}
+
+_IDENTITY_CHECK = {
+    "type": "object",
+    "required": ["state", "reason", "expected", "found", "checked_at"],
+    "properties": {
+        "state": {
+            "type": "string",
+            "enum": [
+                *("ok", "missing", "unreachable", "symlink"),
+                *("not_directory", "unmounted", "replaced"),
+            ],
+        },
+        "reason": {"type": "string", "nullable": True},
+        "expected": _FILE_ID,
+        "found": _FILE_ID,
+        "checked_at": {"type": "number"},
+    },
+}
+
 #: `GET /v1/status`: vaultd.index.status.DaemonStatus as JSON. Every key is described here and
 #: no other is sent (a test holds the daemon's answers to this).
 _STATUS = {
@@ -449,6 +474,24 @@ _STATUS = {
         "notes_read_total": {"type": "integer"},
         "model_loaded": {"type": "boolean"},
         "rss_mb": _NULLABLE_NUMBER,
+        "identity": {
+            "type": "object",
+            "description": "the last checks that the vault root and vaultd.db are still what "
+            "the daemon took on (by 'vault_root' and 'manifest'); a state other than 'ok' "
+            "degrades the daemon, and a lost vaultd.db stops it (exit 78)",
+            "additionalProperties": _IDENTITY_CHECK,
+        },
+        "skipped": {
+            "type": "array",
+            "description": "files and folders left out that a user would want to hear about "
+            "(a name that is not UTF-8, a link out of the vault...): the last full walk's and "
+            "those the watcher met since",
+            "items": {
+                "type": "object",
+                "required": ["path", "reason"],
+                "properties": {"path": {"type": "string"}, "reason": {"type": "string"}},
+            },
+        },
     },
 }
 

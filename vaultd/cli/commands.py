@@ -845,6 +845,8 @@ def _status_text(report: dict[str, Any]) -> str:
         say(f"socket:   {report['socket']}")
     for entry in left_out:
         say(f"left out: {entry['path']}: {entry['reason']}")
+    for entry in report.get("skipped") or []:
+        say(f"skipped:  {entry['path']}: {entry['reason']}")
     for failure in report["failed"]:
         say(f"failed:   {failure['path']}: {failure['reason']}")
     for held in report.get("quarantined", []):

@@ -29,6 +29,7 @@ from typing import Any
 import structlog
 
 from vaultd.config import Config, load_config
+from vaultd.daemon.identity import FileId, check_manifest, check_root
 from vaultd.daemon.notify import Notifier
 from vaultd.daemon.serving import DaemonService
 from vaultd.daemon.state import State
@@ -38,9 +39,9 @@ from vaultd.daemon.worker import (
     Worker,
     check_share,
 )
-from vaultd.errors import VaultdError
+from vaultd.errors import ManifestLostError, VaultdError
 from vaultd.index.open import Index, open_index
-from vaultd.index.status import DaemonStatus, GovernorStatus, Lag, index_status
+from vaultd.index.status import DaemonStatus, GovernorStatus, IdentityCheck, Lag, index_status
 from vaultd.pipeline.watch import Watcher
 from vaultd.storage.probe import last_moved_aside
 
@@ -124,6 +125,12 @@ class Daemon:
         self.worker: Worker | None = None
         self.scheduler: Any = None
         self.server: Any = None
+        #: The vault root's (device, inode) as taken on: at start-up, or when it came back.
+        self._root_id: FileId | None = None
+        #: The last identity checks, by "vault_root" and "manifest", for status.
+        self._identity: dict[str, IdentityCheck] = {}
+        #: Why the daemon stopped on its own, raised once everything is closed.
+        self._fatal: VaultdError | None = None
 
     # -- signals -------------------------------------------------------------------------------
 
@@ -216,6 +223,9 @@ class Daemon:
                     f"{moved.get('moved_to')}; rebuilding it from the manifest (nothing is "
                     "embedded again); vector search may miss passages until that is done",
                 )
+            # Before the watch is armed: a root swapped from here on is a change to notice.
+            self._check_root_identity(index.vault)
+            self._identity["manifest"] = check_manifest(index.manifest)
             discovery = index.indexer.discovery
             watcher = Watcher(
                 index.vault,
@@ -248,6 +258,8 @@ class Daemon:
             self.notifier.stopping()
             log.info("stopping")
         log.info("stopped")
+        if self._fatal is not None:
+            raise self._fatal
         return 0
 
     def _start_server(self, stack: ExitStack) -> Any:
@@ -305,6 +317,8 @@ class Daemon:
         last_status = ""
         root = self.index.vault
         while not self._sleep(TICK):
+            if self._check_manifest():
+                continue
             summary = self._status_line()
             if summary != last_status:
                 self.notifier.status(summary)
@@ -349,38 +363,85 @@ class Daemon:
     def _watcher_retry(self) -> Retry:
         return Retry()
 
+    def _check_root_identity(self, root: Path) -> IdentityCheck:
+        check = check_root(root, self._root_id)
+        self._identity["vault_root"] = check
+        if check.state == "ok" and self._root_id is None:
+            self._root_id = check.found
+        return check
+
     def _check_root(self, root: Path) -> None:
+        """Pause while there is no vault to read; re-arm and reconcile when there is one again,
+        or when another folder took the root's place."""
         assert self.watcher is not None and self.worker is not None
-        try:
-            present = root.is_dir()
-            problem = f"the vault root {root} is missing"
-        except OSError as exc:
-            # A network share that went away answers ENOTCONN, EIO or ESTALE, not "no such
-            # file": unreachable, which must never read as empty.
-            present = False
-            problem = f"the vault root {root} cannot be reached ({exc})"
-        if not present and not self.worker.paused:
-            # Never purge the index because the vault vanished (unmounted, moved, deleted).
-            log.warning("the vault root is gone; pausing until it returns", vault=str(root))
-            self.worker.paused = True
-            self.state.degrade("vault", problem)
+        check = self._check_root_identity(root)
+        if check.state not in ("ok", "replaced"):
+            reason = check.reason or check.state
+            if not self.worker.paused:
+                # Never purge the index because the vault vanished (unmounted, moved, deleted,
+                # or a link put in its place).
+                log.warning(
+                    "no vault to read; pausing until it returns",
+                    vault=str(root),
+                    problem=check.state,
+                    reason=reason,
+                )
+                self.worker.paused = True
+                self.watcher.stop()
+            if self.state.reasons.get("vault") != reason:
+                self.state.degrade("vault", reason)
+            return
+        if not self.worker.paused and check.state == "ok":
+            return
+        if self.worker.paused:
+            log.info("the vault root is back; re-arming", vault=str(root), problem=check.state)
+        else:
+            # Swapped between two ticks (a mount over it, a folder renamed into its place): the
+            # watch still follows the old folder, which sees none of the new one's changes.
+            log.warning("the vault root was replaced by another folder; re-arming", vault=str(root))
             self.watcher.stop()
-        elif present and self.worker.paused:
-            log.info("the vault root is back; re-arming", vault=str(root))
-            retry = self._watcher_retry
-            try:
-                self.watcher.start()
-            except OSError as exc:
-                # Back but not watchable yet: _check_watcher retries, with back-off.
-                delay = retry.failed(time.monotonic())
-                log.error("cannot watch the vault; retrying", error=str(exc), retry_in=delay)
-                self.state.degrade("watch", f"cannot watch the vault: {exc}")
-            else:
-                retry.succeeded(time.monotonic())
-                self.state.recover("watch")
-            self.worker.paused = False
-            self.worker.request_full()
-            self.state.recover("vault")
+        self._root_id = check.found
+        self._identity["vault_root"] = check_root(root, self._root_id)
+        retry = self._watcher_retry
+        try:
+            self.watcher.start()
+        except OSError as exc:
+            # Back but not watchable yet: _check_watcher retries, with back-off.
+            delay = retry.failed(time.monotonic())
+            log.error("cannot watch the vault; retrying", error=str(exc), retry_in=delay)
+            self.state.degrade("watch", f"cannot watch the vault: {exc}")
+        else:
+            retry.succeeded(time.monotonic())
+            self.state.recover("watch")
+        self.worker.paused = False
+        self.worker.request_full()
+        self.state.recover("vault")
+
+    def _check_manifest(self) -> bool:
+        """Whether vaultd.db is lost (deleted or replaced while open): then stop, and say why.
+
+        Reopening would not bring back what was written into the lost file since, and a file
+        put in its place may be a backup or another index: a person decides, so the exit code
+        is one the service manager does not restart on.
+        """
+        assert self.index is not None
+        check = check_manifest(self.index.manifest)
+        self._identity["manifest"] = check
+        if check.state == "ok":
+            if "manifest" in self.state.reasons:
+                self.state.recover("manifest")
+            return False
+        reason = check.reason or check.state
+        if self.state.reasons.get("manifest") != reason:
+            self.state.degrade("manifest", reason)
+        if check.state == "unreachable":
+            return False
+        path = str(self.index.manifest.path)
+        log.error("the index's database is lost; stopping", path=path, problem=check.state)
+        self.notifier.status(self._status_line())
+        self._fatal = ManifestLostError(path, reason)
+        self._stop.set()
+        return True
 
     def _check_watcher(self, now: float | None = None) -> None:
         """Restart a watcher that died, waiting longer after each failure in a row."""
@@ -504,6 +565,8 @@ class Daemon:
             store_loaded=self.index.store.loaded,
             model_loaded=self.index.embedder.loaded,
             rss_mb=_rss_mb(),
+            identity=dict(self._identity),
+            skipped=tuple(self.index.indexer.discovery.skipped),
         )
 
 

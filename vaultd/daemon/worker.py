@@ -241,6 +241,11 @@ class Worker(threading.Thread):
         self.state.started()
 
     def _incremental(self, settled: Settled, verify: Collection[str] = ()) -> Summary:
+        if settled.undecodable:
+            # Reported now, not at the next full walk; on this thread, the one the walk runs on.
+            self.index.indexer.discovery.report_undecodable(settled.undecodable)
+            if not (settled.paths or settled.dirs):
+                return Summary()
         summary = self.index.indexer.reconcile_paths(
             settled.paths, settled.dirs, pause=self._between_batches, verify=verify
         )
@@ -297,7 +302,7 @@ class Worker(threading.Thread):
             settled.dirs -= held_dirs
             verify = self._verify & settled.paths
             self._verify -= verify
-        if settled.paths or settled.dirs:
+        if settled.paths or settled.dirs or settled.undecodable:
             self._in_interactive = True
             try:
                 self._incremental(settled, verify)

@@ -8,7 +8,7 @@ one place that names its keys.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vaultd.index.models import LANGUAGES_META, languages_of
@@ -130,6 +130,35 @@ class GovernorStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class IdentityCheck:
+    """What a path the daemon depends on names now, against what it named when the daemon
+    took it on: the vault root, or `vaultd.db`. Identities are (device, inode)."""
+
+    #: "ok", or what is wrong: "missing", "unreachable", "symlink", "not_directory",
+    #: "unmounted" or "replaced" (the vault root); "missing", "replaced" or "unreachable"
+    #: (vaultd.db).
+    state: str
+    #: What is wrong and what the daemon does about it, for people (None when ok).
+    reason: str | None
+    expected: tuple[int, int] | None
+    found: tuple[int, int] | None
+    checked_at: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "reason": self.reason,
+            "expected": _file_id(self.expected),
+            "found": _file_id(self.found),
+            "checked_at": self.checked_at,
+        }
+
+
+def _file_id(identity: tuple[int, int] | None) -> dict[str, int] | None:
+    return None if identity is None else {"device": identity[0], "inode": identity[1]}
+
+
+@dataclass(frozen=True, slots=True)
 class DaemonStatus:
     index: IndexStatus
     version: str
@@ -153,6 +182,12 @@ class DaemonStatus:
     store_loaded: bool
     model_loaded: bool
     rss_mb: float | None
+    #: The last checks of the vault root and vaultd.db, by "vault_root" and "manifest".
+    identity: dict[str, IdentityCheck] = field(default_factory=dict)
+    #: Files and folders the rules leave out that a user would want to hear about (a name
+    #: that is not UTF-8, a link out of the vault...), as (path, reason): the last full walk's,
+    #: and those the watcher has met since.
+    skipped: tuple[tuple[str, str], ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         body = self.index.as_json()
@@ -178,4 +213,6 @@ class DaemonStatus:
             "notes_read_total": self.notes_read_total,
             "model_loaded": self.model_loaded,
             "rss_mb": self.rss_mb,
+            "identity": {part: check.as_json() for part, check in self.identity.items()},
+            "skipped": [{"path": path, "reason": reason} for path, reason in self.skipped],
         }

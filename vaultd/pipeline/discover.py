@@ -30,7 +30,7 @@ import os
 import re
 import stat
 import unicodedata
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -45,6 +45,8 @@ from vaultd.records import FileState
 log = structlog.get_logger(__name__)
 
 _MB = 1024 * 1024
+#: Why a file or folder whose name is not UTF-8 is not indexed.
+UNDECODABLE = "file name is not valid UTF-8"
 
 # Most of these never end in .md, but a few do (`~$note.md`) and the rest cost nothing.
 _TEMP_NAMES = (
@@ -274,6 +276,10 @@ class Discovery:
         parts = [_nfc(p) for p in rel_path.replace(os.sep, "/").split("/") if p not in ("", ".")]
         if not parts:
             return not is_dir
+        return self._ignored(parts, is_dir, names_too=True)
+
+    def _ignored(self, parts: Sequence[str], is_dir: bool, *, names_too: bool) -> bool:
+        """`is_ignored` for parts, the rule on UTF-8 names only with `names_too`."""
         ignores: list[tuple[int, pathspec.GitIgnoreSpec]] = []
         for depth in range(len(parts)):
             parent = parts[:depth]
@@ -283,14 +289,55 @@ class Discovery:
                     ignores.append((depth, spec))
             here_is_dir = is_dir or depth < len(parts) - 1
 
-            def sibling_exists(name: str, parent: list[str] = parent) -> bool:
+            def sibling_exists(name: str, parent: Sequence[str] = parent) -> bool:
                 return os.path.lexists(os.path.join(self.root, *parent, name))
 
             if self._rejected(parts[: depth + 1], here_is_dir, ignores, sibling_exists):
                 return True
-            if not _is_utf8(parts[depth]):
+            if names_too and not _is_utf8(parts[depth]):
                 return True
         return False
+
+    def report_undecodable(self, rel_paths: Iterable[str]) -> None:
+        """Report names the watcher met that are not UTF-8 as a walk reports them (in
+        `skipped`, logged the first time), and drop the reports of those gone since.
+
+        `rel_paths` are vault paths as os.fsdecode gives them; what is reported is the first
+        name on each that is not UTF-8, as the walk, which goes no deeper, would.
+        """
+        for rel_path in rel_paths:
+            disk = [p for p in rel_path.split("/") if p not in ("", ".")]
+            depth = next((i for i, p in enumerate(disk) if not _is_utf8(p)), None)
+            if depth is None:
+                continue
+            head = [_nfc(p) for p in disk[: depth + 1]]
+            rel = "/".join(head)
+            path = os.path.join(self.root, *disk[: depth + 1])
+            try:
+                follow = self.rules.follow_symlinks
+                info = os.stat(path) if follow else os.lstat(path)
+                there = self._reachable(path)
+            except (OSError, ValueError):
+                info, there = None, False
+            is_dir = info is not None and stat.S_ISDIR(info.st_mode)
+            report = (
+                info is not None
+                and (is_dir or stat.S_ISREG(info.st_mode))
+                and there
+                and not self._ignored(head, is_dir, names_too=False)
+            )
+            entry = (_printable(rel + ("/" if is_dir else "")), UNDECODABLE)
+            for seen in ((_printable(rel), UNDECODABLE), (_printable(rel + "/"), UNDECODABLE)):
+                if seen != entry or not report:
+                    self._forget(seen)
+            if report and entry not in self.skipped:
+                self._skip_printable(*entry)
+
+    def _forget(self, entry: tuple[str, str]) -> None:
+        if entry in self.skipped:
+            self.skipped = [e for e in self.skipped if e != entry]
+        # Logged again if it comes back.
+        self._logged.discard(entry)
 
     # -- the walk -------------------------------------------------------------------------
 
@@ -610,7 +657,7 @@ class Discovery:
                 if self._rejected(child, is_dir, ignores, names.__contains__):
                     continue
                 if not _is_utf8(name):
-                    self._skip(rel + ("/" if is_dir else ""), "file name is not valid UTF-8")
+                    self._skip(rel + ("/" if is_dir else ""), UNDECODABLE)
                     continue
                 st = entry.stat(follow_symlinks=follow)
             except FileNotFoundError:

@@ -109,13 +109,17 @@ class Settled:
 
     paths: set[str] = field(default_factory=set)
     dirs: set[str] = field(default_factory=set)
+    #: Paths whose names are not UTF-8 (undecodable bytes as lone surrogates, as os.fsdecode
+    #: gives them): never notes, and never in a manifest query, but the walk reports such a
+    #: name, and so must an event about one.
+    undecodable: set[str] = field(default_factory=set)
     #: Events were lost: only a full reconcile is safe.
     full: bool = False
     #: The oldest event time (time.monotonic) among these, for save-to-searchable lag.
     first_event: float = 0.0
 
     def __bool__(self) -> bool:
-        return bool(self.paths or self.dirs or self.full)
+        return bool(self.paths or self.dirs or self.undecodable or self.full)
 
 
 class _OverflowSpy(logging.Handler):
@@ -148,6 +152,7 @@ class Watcher(FileSystemEventHandler):
         self._lock = threading.Lock()
         self._pending: dict[str, float] = {}
         self._pending_dirs: dict[str, float] = {}
+        self._pending_undecodable: dict[str, float] = {}
         #: Pending notes that were created, deleted or moved (not just written).
         self._arrived_or_left: set[str] = set()
         self._full = False
@@ -302,9 +307,7 @@ class Watcher(FileSystemEventHandler):
     def request_full(self) -> None:
         with self._lock:
             self._full = True
-            self._pending.clear()
-            self._pending_dirs.clear()
-            self._arrived_or_left.clear()
+            self._clear_pending()
             if not self._first_event:
                 self._first_event = time.monotonic()
 
@@ -318,10 +321,14 @@ class Watcher(FileSystemEventHandler):
         """
         with self._lock:
             self._root_lost = True
-            self._pending.clear()
-            self._pending_dirs.clear()
-            self._arrived_or_left.clear()
+            self._clear_pending()
             self._first_event = 0.0
+
+    def _clear_pending(self) -> None:
+        self._pending.clear()
+        self._pending_dirs.clear()
+        self._pending_undecodable.clear()
+        self._arrived_or_left.clear()
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         if event.event_type in ("opened", "closed_no_write"):
@@ -338,6 +345,9 @@ class Watcher(FileSystemEventHandler):
         for raw in paths:
             rel = self._relative(raw)
             if rel is None:
+                undecodable = self._undecodable(raw, event.is_directory)
+                if undecodable is not None:
+                    self._note(self._pending_undecodable, undecodable, now)
                 continue
             if rel == "":
                 if event.event_type in ("deleted", "moved"):
@@ -364,11 +374,9 @@ class Watcher(FileSystemEventHandler):
                 self._arrived_or_left.add(rel)
             if not self._first_event:
                 self._first_event = now
-            if len(self._pending) + len(self._pending_dirs) > MAX_PENDING:
+            if self._pending_count() > MAX_PENDING:
                 self._full = True
-                self._pending.clear()
-                self._pending_dirs.clear()
-                self._arrived_or_left.clear()
+                self._clear_pending()
 
     def _relative(self, raw: bytes | str) -> str | None:
         path = os.fsdecode(raw)
@@ -386,11 +394,29 @@ class Watcher(FileSystemEventHandler):
             return None
         return unicodedata.normalize("NFC", rel)
 
+    def _undecodable(self, raw: bytes | str, is_dir: bool) -> str | None:
+        """The vault path of `raw` when it lies under the root, a name on it is not UTF-8,
+        and it could be a note or a folder (the discovery's rules decide the rest)."""
+        path = os.fsdecode(raw)
+        prefix = str(self.root) + os.sep
+        if not path.startswith(prefix):
+            return None
+        rel = path[len(prefix) :].replace(os.sep, "/")
+        if _is_utf8(rel):
+            return None
+        folder, _, name = rel.rpartition("/")
+        if is_dir or name.lower().endswith(".md") or not _is_utf8(folder):
+            return rel
+        return None
+
     # -- handing over --------------------------------------------------------------------------
 
     def pending(self) -> int:
         with self._lock:
-            return len(self._pending) + len(self._pending_dirs) + (1 if self._full else 0)
+            return self._pending_count() + (1 if self._full else 0)
+
+    def _pending_count(self) -> int:
+        return len(self._pending) + len(self._pending_dirs) + len(self._pending_undecodable)
 
     def take(self, *, force: bool = False) -> Settled:
         """Paths quiet for the settle time (all of them with `force`), removed from pending."""
@@ -403,14 +429,19 @@ class Watcher(FileSystemEventHandler):
                 self._first_event = 0.0
                 self._arrived_or_left.clear()
                 return out
-            for table, target in ((self._pending, out.paths), (self._pending_dirs, out.dirs)):
+            tables = (
+                (self._pending, out.paths),
+                (self._pending_dirs, out.dirs),
+                (self._pending_undecodable, out.undecodable),
+            )
+            for table, target in tables:
                 for rel, seen in list(table.items()):
                     if seen <= cutoff:
                         target.add(rel)
                         del table[rel]
             if out:
                 # Everything older than what remains has been handed over.
-                remaining = list(self._pending.values()) + list(self._pending_dirs.values())
+                remaining = [seen for table, _ in tables for seen in table.values()]
                 self._first_event = min(remaining) if remaining else 0.0
             came_or_went = self._arrived_or_left & out.paths
             self._arrived_or_left -= came_or_went
@@ -446,10 +477,22 @@ class Watcher(FileSystemEventHandler):
         with self._lock:
             if self._full:
                 return 0.0
-            times = list(self._pending.values()) + list(self._pending_dirs.values())
+            times = [
+                *self._pending.values(),
+                *self._pending_dirs.values(),
+                *self._pending_undecodable.values(),
+            ]
         if not times:
             return None
         return max(0.0, min(times) + self.settle - time.monotonic())
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _native_observer(on_limit: Callable[[bytes, OSError], None]) -> BaseObserver:

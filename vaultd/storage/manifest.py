@@ -20,6 +20,7 @@ modules it calls, each owning one thing, none importing this one:
 from __future__ import annotations
 
 import json
+import os
 import queue
 import shlex
 import sqlite3
@@ -154,8 +155,13 @@ class Manifest:
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA busy_timeout=10000")
             create_or_migrate(self._db, self.path)
+            # The connection opened the file just now, under the data directory's lock.
+            opened = os.stat(self.path)
         except sqlite3.Error as exc:
             raise _open_error(self.path, exc) from exc
+        except OSError as exc:
+            raise StoreError(f"cannot open {self.path}: {exc.strerror or exc}") from exc
+        self._opened_as = (opened.st_dev, opened.st_ino)
         self._lock = threading.RLock()
         self._readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self._closed = False
@@ -170,18 +176,32 @@ class Manifest:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            self._db.close()
             while True:
                 try:
                     self._readers.get_nowait().close()
                 except queue.Empty:
                     break
+            # SQLite leaves the log of a file deleted or replaced while open at the path (it
+            # never checkpoints a moved file on close), and the next opener would apply it to
+            # whatever file is there then: emptied into the file it belongs to first.
+            with suppress(sqlite3.Error, OSError):
+                opened, now = self.file_identity()
+                if now != opened:
+                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._db.close()
 
     @contextmanager
     def _reader(self) -> Iterator[sqlite3.Connection]:
         try:
             db = self._readers.get_nowait()
         except queue.Empty:
+            # A connection opened by name on a file swapped in would read another index, and
+            # its close could checkpoint this one's log into it; one on a deleted file would
+            # create an empty one.
+            with suppress(OSError):  # a path that cannot be examined fails to connect too
+                opened, now = self.file_identity()
+                if now != opened:
+                    raise StoreError(f"{self.path} was deleted or replaced while open") from None
             db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             db.execute("PRAGMA query_only=1")
             db.execute("PRAGMA busy_timeout=10000")
@@ -192,6 +212,17 @@ class Manifest:
                 db.close()
             else:
                 self._readers.put(db)
+
+    def file_identity(self) -> tuple[tuple[int, int], tuple[int, int] | None]:
+        """(device, inode) of the file opened, and of the file the path names now (None: no
+        file). They differ once it was deleted or replaced while open: the connections write
+        on into the file they hold, which no later start reads. Raises OSError when the path
+        cannot be examined."""
+        try:
+            now = os.stat(self.path)
+        except FileNotFoundError:
+            return self._opened_as, None
+        return self._opened_as, (now.st_dev, now.st_ino)
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
