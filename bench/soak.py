@@ -139,7 +139,7 @@ def run_round(
     parked.mkdir()
     random_operations(vault, parked, random.Random(args.seed * 100_000 + round_no), count)
     totals["stealthy_edits"] += stealthy_operations(vault, rng, rng.randint(1, 6))
-    ending = rng.choices(["kill", "term", "reload", "stop"], weights=[5, 2, 1, 2])[0]
+    ending = rng.choices(["kill", "term", "reload", "stop"], weights=[4, 2, 1, 3])[0]
     if ending == "stop":
         # Frozen mid-work: edits pile up unseen by a process that cannot run, then it is
         # thawed and stopped, or killed without ever running again.

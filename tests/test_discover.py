@@ -36,7 +36,9 @@ def test_walk_yields_file_states(vault: Path) -> None:
     touch(vault, "a.md", text="hello\n")
     [state] = list(Discovery(vault, IgnoreRules()).walk())
     st = os.stat(vault / "a.md")
-    assert state == FileState(path="a.md", size=6, mtime_ns=st.st_mtime_ns)
+    assert state == FileState(
+        path="a.md", size=6, mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns, inode=st.st_ino
+    )
 
 
 def test_walk_streams_and_is_sorted_per_directory(vault: Path) -> None:
