@@ -69,10 +69,19 @@ def has_own_title(file: Path) -> bool:
     return parse_note(file.name, file.read_bytes()).title != file.stem
 
 
+HELP_FOLDERS = ("Bases", "Editing and formatting", "Obsidian Sync", "Plugins", "User interface")
+
+
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("help")
-    shutil.copytree(shared_path("corpora", "obsidian-help", "en"), root / "vault")
+    # Five of its folders and the notes at its root: what the test
+    # counts needs hundreds of notes' worth of chunks, not all of them.
+    help_vault = shared_path("corpora", "obsidian-help", "en")
+    for name in HELP_FOLDERS:
+        shutil.copytree(help_vault / name, root / "vault" / name)
+    for note in help_vault.glob("*.md"):
+        shutil.copy2(note, root / "vault" / note.name)
     # A note hashed within a timestamp tick of its last change (the copy set its ctime) is read
     # again by the next pass (pipeline/detect.py): the tests below count reads.
     changed = max(f.stat().st_ctime_ns for f in (root / "vault").rglob("*"))
@@ -81,9 +90,9 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-# It embeds the help vault's 1,743 chunks twice (the first index and the fresh one compared at
-# the end): about 2 minutes of CPU, and several times that on a machine kept busy by others.
-# The limit guards against a hang, not for speed.
+# It embeds part of the help vault twice (the first index and the fresh one compared at the
+# end): about 900 chunks each time, a minute of CPU, several times that on a busy machine. The
+# limit guards against a hang, not for speed.
 @pytest.mark.timeout(1800)
 def test_incremental_runs_spend_work_only_on_changes(
     workspace: Path, counter: TokenCounter
@@ -96,7 +105,7 @@ def test_incremental_runs_spend_work_only_on_changes(
     assert first["notes_seen"] == len(notes) == first["notes_changed"]
     assert first["notes_failed"] == 0
     # Identical texts share one embedding: exactly the distinct embedded texts are embedded.
-    assert first["chunks_embedded"] == len(vault_hashes(vault, counter)) > 1000
+    assert first["chunks_embedded"] == len(vault_hashes(vault, counter)) > 500
 
     second = index(config)
     assert second["chunks_embedded"] == 0

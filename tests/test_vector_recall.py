@@ -19,10 +19,10 @@ import numpy as np
 from tests.small_vault import indexed
 from vaultd.index.open import Index
 
-NOTES = 2400
+NOTES = 1200
 #: Each round of changes is reconciled on its own, as a running daemon writes them.
 ROUNDS = 4
-ADDED, CHANGED, DELETED = 80, 80, 50
+ADDED, CHANGED, DELETED = 50, 50, 30
 K = 10
 
 _KINDS = ("theme", "plugin", "snippet", "template", "workflow", "script")
