@@ -117,7 +117,7 @@ def test_the_distribution_is_ours() -> None:
     assert project["name"] == DISTRIBUTION
     # The command keeps its name: only the distribution changed.
     assert project["scripts"]["vaultd"] == "vaultd.cli.commands:main"
-    assert INSTALL_MULTILINGUAL == f"pip install '{DISTRIBUTION}[multilingual]'"
+    assert f"pip install '{DISTRIBUTION}[multilingual]'" == INSTALL_MULTILINGUAL
 
 
 def test_no_tracked_file_installs_another_distribution() -> None:
