@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 import click
 
 from vaultd import __version__
+from vaultd.cli.forget import forget as forget_command
+from vaultd.cli.init import init as init_command
 from vaultd.errors import VaultdError
 from vaultd.progress import Snapshot, Tracker
 
@@ -1101,6 +1103,14 @@ def service_uninstall(kind: str, dry_run: bool) -> None:
         click.echo("next:")
         for step in result.next_steps:
             click.echo(f"  {step}")
+
+
+# -- setting up and cleaning up: `vaultd init`, `vaultd forget` (vaultd/cli/init.py, forget.py)
+
+for _command in (init_command, forget_command):
+    assert _command.callback is not None
+    _command.callback = _handle_errors(_command.callback)
+    main.add_command(_command)
 
 
 # -- several vaults: `vaultd search --all` -------------------------------------------------------
