@@ -83,7 +83,7 @@ def test_forget_refuses_while_a_process_holds_the_index(
         assert (data / MANIFEST).is_file()
     finally:
         holder.kill()
-        holder.wait(timeout=30)
+        holder.communicate(timeout=30)  # reaps it and closes both pipes
     code, output = invoke(["forget", "--config", str(config), "--yes"], {})
     assert code == 0, output
     assert not data.exists()
