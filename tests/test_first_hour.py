@@ -61,6 +61,18 @@ def printed_block(out: str, heading: str) -> dict[str, Any]:
     return block
 
 
+def copy_built_models(source: Path, target: Path) -> None:
+    """The finished files of a models cache that other test processes may be writing to (a
+    build's `.partial` files come and go meanwhile)."""
+    target.mkdir(parents=True, exist_ok=True)
+    for path in source.glob("*"):
+        if path.is_file() and not path.name.endswith(".partial"):
+            try:
+                shutil.copy2(path, target / path.name)
+            except FileNotFoundError:
+                continue  # replaced or removed while listed
+
+
 @pytest.fixture
 def desk(tmp_path: Path) -> Desk:
     """A fresh home with a copy of the example vault, after `vaultd init VAULT`."""
@@ -73,9 +85,7 @@ def desk(tmp_path: Path) -> Desk:
     env = fresh_env(home)
     # The derived int8 model is built once per cache (about 10 s): this home gets a copy of
     # the one the other tests built, as a user who ran vaultd before has one.
-    built = cache_dir(os.environ)
-    if built.is_dir():
-        shutil.copytree(built, cache_dir(env))
+    copy_built_models(cache_dir(os.environ), cache_dir(env))
     done = subprocess.run(
         [str(VAULTD), "init", str(vault)],
         capture_output=True,

@@ -29,6 +29,18 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
+def copy_built_models(source: Path, target: Path) -> None:
+    """The finished files of a models cache that other test processes may be writing to (a
+    build's `.partial` files come and go meanwhile)."""
+    target.mkdir(parents=True, exist_ok=True)
+    for path in source.glob("*"):
+        if path.is_file() and not path.name.endswith(".partial"):
+            try:
+                shutil.copy2(path, target / path.name)
+            except FileNotFoundError:
+                continue  # replaced or removed while listed
+
+
 @pytest.fixture
 def indexed(tmp_path: Path) -> tuple[Path, Path, Path]:
     """(config, vault, data directory) of a vault indexed for real."""
@@ -111,11 +123,9 @@ def test_forget_refuses_a_folder_that_is_not_vaultds(tmp_path: Path) -> None:
 def test_forget_models_removes_the_cache(tmp_path: Path) -> None:
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     cache = cache_dir(env)
-    shared = cache_dir(os.environ)
-    if shared.is_dir():
-        # A copy of what the other tests built: only its being there matters here.
-        shutil.copytree(shared, cache)
-    else:
+    # A copy of what the other tests built, else a build of its own.
+    copy_built_models(cache_dir(os.environ), cache)
+    if not any(cache.glob("*.onnx")):
         from vaultd.embedding.derive import ensure
         from vaultd.embedding.spec import load_spec
 
