@@ -289,7 +289,8 @@ def related(
 ) -> None:
     """The notes most related to NOTE by meaning, from the stored vectors.
 
-    NOTE is a vault path ("Folder/Note.md") or the path of the note's file. Each related note
+    NOTE is a vault path ("Folder/Note.md"), the path of the note's file, or its name as
+    Obsidian takes it ("Note", "folder/note"). Each related note
     is shown with the pair of passages that ties the two; a note linked already (either way)
     is marked. Nothing is embedded: the answer is as fresh as the index.
     """

@@ -144,7 +144,12 @@ class DaemonOrIndex:
         self._locate = locate
         self._index = index
         self._fix = fix
-        self.client = locate()
+        self.client: Client | None = None
+
+    def find(self) -> Client | None:
+        """The daemon answering now, if one does (raises VaultdError for one that cannot)."""
+        self.client = self._locate()
+        return self.client
 
     def request(self, method: str, target: str, body: Any = None) -> Any:
         client = self.client or self._locate()
@@ -434,7 +439,7 @@ def _answers(
         # Named outright: that daemon, checked against the vault when one is configured.
         expected = vault_id(config.require_vault()) if config.vault.path is not None else None
         named = Client(socket_file, vault_id=expected)
-        locate = lambda: named if named.reachable() else None  # noqa: E731
+        locate = lambda: named if named.health() is not None else None  # noqa: E731
     else:
         locate = lambda: find_daemon(  # noqa: E731
             config.server.socket, config.require_vault(), config.require_store(), os.environ
@@ -443,14 +448,14 @@ def _answers(
         index, fix = None, f"start it (`vaultd run`) or {SET_UP}"
     else:
         index, fix = FromIndex(config), "start it with `vaultd run`"
+    answers = DaemonOrIndex(locate, index, fix)
     try:
-        answers = DaemonOrIndex(locate, index, fix)
+        found = answers.find()
     except VaultdError as exc:
-        # A daemon that is there but cannot answer (stopped, another vault's, not the user's).
-        return Unconfigured(str(exc)), f"{INSTRUCTIONS} vaultd cannot answer now: {exc}."
-    if answers.client is None:
-        return answers, INSTRUCTIONS + NO_DAEMON
-    return answers, INSTRUCTIONS
+        # A daemon that is there but cannot answer (stopped, another vault's, not the user's):
+        # each call looks again, and says this while it lasts.
+        return answers, f"{INSTRUCTIONS} vaultd cannot answer now: {exc}."
+    return answers, INSTRUCTIONS + (NO_DAEMON if found is None else "")
 
 
 def tool_summaries() -> list[tuple[str, str]]:
