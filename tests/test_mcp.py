@@ -15,7 +15,7 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from tests.daemon import PATIENCE, RunningDaemon, running, short_socket_dir
+from tests.daemon import PATIENCE, RunningDaemon, running
 from vaultd.api.limits import MAX_BODY
 from vaultd.query import MAX_QUERY_CHARS
 
@@ -105,6 +105,21 @@ def test_an_assistant_lists_the_tools_searches_and_reads(daemon: RunningDaemon) 
         }
 
     got = call(daemon, steps)
+    # `vaultd mcp --help` lists what the server lists, from the same declarations.
+    helped = subprocess.run(
+        [sys.executable, "-m", "vaultd", "mcp", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=True,
+    ).stdout
+    section = helped.split("\nTools:\n", 1)[1].split("\n\n", 1)[0]
+    listed = [
+        line.split()[0]
+        for line in section.splitlines()
+        if line.startswith("  ") and not line.startswith("   ")
+    ]
+    assert listed == list(got["tools"])
     assert set(got["tools"]) == {
         "search",
         "read_note",
@@ -169,6 +184,33 @@ def test_related_names_the_nearest_notes_and_the_passages_that_tie_them(
     assert private.is_error  # excluded notes have no neighbours, nor are they any
 
 
+def test_the_tools_take_a_note_by_its_name_as_obsidian_does(daemon: RunningDaemon) -> None:
+    async def steps(session: ClientSession) -> Any:
+        return [
+            await session.call_tool(name, {"path": path})
+            for name, path in (
+                ("read_note", "otter"),
+                ("links", "Kelp forest"),
+                ("related", "kelp forest.md"),
+                ("outline", "Animals/Otter"),
+                ("unlinked_mentions", "Otter"),
+                ("read_note", "Diary"),  # out of the index: no name reaches it
+            )
+        ]
+
+    *found, private = call(daemon, steps)
+    assert [payload(r)["path"] for r in found] == [
+        "Animals/Otter.md",
+        "Kelp forest.md",
+        "Kelp forest.md",
+        "Animals/Otter.md",
+        "Animals/Otter.md",
+    ]
+    assert payload(found[0])["text"].startswith("# Otter")
+    assert payload(found[1])["backlinks"] == ["Animals/Otter.md"]
+    assert private.is_error and "no indexed note 'Diary'" in private.content[0].text
+
+
 def test_mentions_outline_tags_recent_notes_and_snippets(daemon: RunningDaemon) -> None:
     async def steps(session: ClientSession) -> Any:
         names = ("unlinked_mentions", "outline", "tags", "recent_notes", "search")
@@ -202,28 +244,6 @@ def test_mentions_outline_tags_recent_notes_and_snippets(daemon: RunningDaemon) 
     hit = found["hits"][0]
     assert "text" not in hit and "**hold** **hands**" in hit["snippet"]
     assert private.is_error
-
-
-def test_without_a_daemon_the_bridge_says_so(tmp_path: Path) -> None:
-    vault = tmp_path / "vault"
-    vault.mkdir()
-    config = tmp_path / "c.toml"
-    sockets = short_socket_dir()
-    config.write_text(
-        f'[vault]\npath = "{vault}"\n[server]\nsocket = "{sockets}/none.sock"\n',
-        encoding="utf-8",
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "vaultd", "mcp", "--config", str(config)],
-        input="",
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 1
-    assert "no vaultd daemon answers on" in done.stderr and "vaultd run" in done.stderr
-    assert done.stdout == ""  # stdout belongs to the protocol
-    sockets.rmdir()
 
 
 #: What an MCP client passes its servers (the SDK's default environment and more): nothing of

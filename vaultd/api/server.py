@@ -702,9 +702,7 @@ class Api:
         return HTTPStatus.OK, {"hits": [h.as_json(explain) for h in hits]}
 
     def note(self, name: str, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
-        if not name:
-            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"name a note: {NOTES_PREFIX}PATH")
-        path = _vault_path("the note path", name)
+        path = self._named_note(name)
         body = self.service.note(path)
         if body is None:
             raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no indexed note {path!r}")
@@ -715,9 +713,7 @@ class Api:
     def related(self, name: str, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
         """`GET /v1/notes/{path}/related`: k, how, exclude_linked, start_line and end_line, and
         the search filters (tag, tag_any, path_prefix, modified_since) as query parameters."""
-        if not name:
-            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"name a note: {NOTES_PREFIX}PATH")
-        path = _vault_path("the note path", name)
+        path = self._named_note(name)
         given = (query.get("k") or ["10"])[-1]
         k = int(given) if given.isdigit() else 0
         if not 1 <= k <= MAX_K:
@@ -788,9 +784,14 @@ class Api:
         return HTTPStatus.OK, {"notes": notes}
 
     def _named_note(self, name: str) -> str:
+        """The indexed note's path for a path or a name as Obsidian takes it ("Canvas")."""
         if not name:
             raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"name a note: {NOTES_PREFIX}PATH")
-        return _vault_path("the note path", name)
+        path = _vault_path("the note path", name)
+        found = self.service.find_note(path)
+        if found is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no indexed note {path!r}")
+        return found
 
     def reindex(self, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
         given = _field(body, "paths", list, default=[])

@@ -40,6 +40,11 @@ class Service(Protocol):
         snippets: bool = False,
     ) -> list[Hit]: ...
 
+    def find_note(self, name: str) -> str | None:
+        """The indexed note a name means, as Obsidian resolves it (`Canvas` is
+        `Plugins/Canvas.md`; see vaultd.index.names), or None."""
+        ...
+
     def note(self, path: str) -> dict[str, Any] | None:
         """An indexed note as the API shows it (None: not indexed)."""
         ...

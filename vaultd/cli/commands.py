@@ -291,7 +291,8 @@ def related(
 ) -> None:
     """The notes most related to NOTE by meaning, from the stored vectors.
 
-    NOTE is a vault path ("Folder/Note.md") or the path of the note's file. Each related note
+    NOTE is a vault path ("Folder/Note.md"), the path of the note's file, or its name as
+    Obsidian takes it ("Note", "folder/note"). Each related note
     is shown with the pair of passages that ties the two; a note linked already (either way)
     is marked. Nothing is embedded: the answer is as fresh as the index.
     """
@@ -318,14 +319,14 @@ def related(
         params += [("path_prefix", path_prefix)] if path_prefix else []
         params += [("modified_since", since)] if since else []
         target = f"/v1/notes/{quote(path)}/related?{urlencode(params)}"
-        found = client.request("GET", target)["related"]
+        answer = client.request("GET", target)
+        path, found = answer["path"], answer["related"]  # the note the name means
     else:
         from vaultd.index.open import open_index
         from vaultd.index.related import checked_how
 
         with open_index(config, create=False) as idx:
-            if idx.manifest.note_row(path) is None:
-                raise QueryError(f"{path} is not an indexed note (see `vaultd status`)")
+            path = _named(idx, path)
             found = [
                 r.as_json()
                 for r in idx.related.related(
@@ -368,10 +369,15 @@ def _ask(config: Any, target: str, here: Callable[[Any], Any]) -> Any:
         return here(idx)
 
 
-def _no_note(path: str) -> Exception:
+def _named(idx: Any, note: str) -> str:
+    """The indexed note NOTE means: its path, or its name as Obsidian resolves it."""
     from vaultd.errors import QueryError
+    from vaultd.index.names import note_named
 
-    return QueryError(f"{path} is not an indexed note (see `vaultd status`)")
+    found = note_named(idx.manifest, note)
+    if found is None:
+        raise QueryError(f"{note} is not an indexed note (see `vaultd status`)")
+    return found
 
 
 @main.command()
@@ -396,10 +402,9 @@ def mentions(
     path = _note_in_vault(note, config.require_vault())
 
     def here(idx: Any) -> dict[str, Any]:
-        found = unlinked_mentions(idx.manifest, path, k)
-        if found is None:
-            raise _no_note(path)
-        return {"path": path, "mentions": [m.as_json() for m in found]}
+        named = _named(idx, path)
+        found = unlinked_mentions(idx.manifest, named, k) or []
+        return {"path": named, "mentions": [m.as_json() for m in found]}
 
     answer = _ask(config, f"/v1/notes/{quote(path)}/mentions?k={k}", here)
     if as_json:
@@ -430,10 +435,9 @@ def outline(note: str, as_json: bool, config_file: Path | None, vault: Path | No
     path = _note_in_vault(note, config.require_vault())
 
     def here(idx: Any) -> dict[str, Any]:
-        if idx.manifest.note_row(path) is None:
-            raise _no_note(path)
-        found = outline_of(idx.indexer.discovery, path, idx.indexer.max_bytes)
-        return {"path": path, "headings": [h.as_json() for h in found]}
+        named = _named(idx, path)
+        found = outline_of(idx.indexer.discovery, named, idx.indexer.max_bytes)
+        return {"path": named, "headings": [h.as_json() for h in found]}
 
     answer = _ask(config, f"/v1/notes/{quote(path)}/outline", here)
     if as_json:
@@ -1264,7 +1268,15 @@ _with_all_option(search)
 # -- AI tools: `vaultd mcp` ----------------------------------------------------------------------
 
 
-@main.command()
+class _McpCommand(click.Command):
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from vaultd.cli.mcp_bridge import format_tools  # the SDK loads for --help only
+
+        super().format_help_text(ctx, formatter)
+        format_tools(formatter)
+
+
+@main.command(cls=_McpCommand)
 @click.option(
     "--socket",
     "socket_file",
@@ -1279,29 +1291,14 @@ _with_all_option(search)
 def mcp(socket_file: Path | None, config_file: Path | None, vault: Path | None) -> None:
     """Serve the vault to AI tools: an MCP server on stdin/stdout.
 
-    Forwards to the running daemon (`vaultd run`) of this vault, which must be up. Tools:
-    search, read_note (a note, or a line range of it) and links (links and backlinks).
+    Answers from the running daemon (`vaultd run`) of this vault, else from its index as last
+    written. Whatever is wrong (no vault configured, no index yet) is said in each tool's
+    answer, which the AI tool shows, with the command that fixes it. Tools take a note's path
+    or its name as Obsidian resolves it ("Canvas").
     """
-    from vaultd.api.client import Client
     from vaultd.cli.mcp_bridge import serve
-    from vaultd.errors import NoDaemonError
-    from vaultd.layout import vault_id
 
-    config = _load(config_file, vault)
-    if socket_file is not None:
-        # Named outright: that daemon, checked against the vault when one is configured.
-        expected = vault_id(config.require_vault()) if config.vault.path is not None else None
-        serve(Client(socket_file, vault_id=expected))
-        return
-    if config.vault.path is None:
-        raise NoDaemonError(
-            "no vault configured: pass --vault DIR or --config FILE (the vault's config), "
-            "or --socket PATH"
-        )
-    client = _daemon(config)
-    if client is None:
-        raise NoDaemonError(_no_daemon_message(config))
-    serve(client)
+    serve(config_file, vault, socket_file)
 
 
 def _no_socket(config: Any) -> str:
@@ -1311,16 +1308,3 @@ def _no_socket(config: Any) -> str:
         config.server.socket, config.require_vault(), config.require_store(), os.environ
     )
     return f"no daemon answers on {', '.join(sockets)}"
-
-
-def _no_daemon_message(config: Any) -> str:
-    from vaultd.api.locate import looked_at
-
-    where = ", ".join(
-        looked_at(config.server.socket, config.require_vault(), config.require_store(), os.environ)
-    )
-    return (
-        f"no vaultd daemon answers on {where} for {config.require_vault()}: start it first "
-        "(`vaultd run`, or `systemctl --user start vaultd`), or point --config at the "
-        "vault's config"
-    )

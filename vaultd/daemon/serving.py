@@ -10,6 +10,7 @@ from vaultd.errors import NotReadyError
 from vaultd.index import browse
 from vaultd.index.export import export_records
 from vaultd.index.mentions import unlinked_mentions
+from vaultd.index.names import note_named
 from vaultd.index.notes import note_view
 from vaultd.index.related import checked_how
 
@@ -64,6 +65,9 @@ class DaemonService:
             settings=self.index.config.search,
             snippets=snippets,
         )
+
+    def find_note(self, name: str) -> str | None:
+        return note_named(self.index.manifest, name)
 
     def note(self, path: str) -> dict[str, Any] | None:
         return note_view(self.index.manifest, path)
