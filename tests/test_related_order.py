@@ -12,7 +12,8 @@ from urllib.parse import quote
 import pytest
 from click.testing import CliRunner
 
-from tests.small_vault import write_vault
+from tests.conftest import shared_path
+from tests.small_vault import indexed, write_vault
 from vaultd.cli.commands import main
 from vaultd.config import load_config
 from vaultd.index.open import Index, open_index
@@ -98,3 +99,27 @@ def test_the_tie_between_two_notes_is_no_footer_every_note_shares(index: Index, 
                 assert passage.section != "This note online", (path, related.path, passage)
     [gannets] = index.related.related("Birds/Seabirds.md", 1)
     assert gannets.path == "Birds/Gannets.md" and "gannet" in gannets.target.text.lower()
+
+
+#: The smallest notes of one folder of obsidian-hub with a few lines of their own: each also
+#: carries the hub's footer (links to its own address on GitHub). A note that is nothing but
+#: the footer has nothing else to be tied by.
+HUB_FOLDER = "04 - Guides, Workflows, & Courses"
+HUB_NOTES = 6
+FOOTER = b"%% Hub footer"
+
+
+def test_on_obsidian_hub_the_tie_is_no_hub_footer(tmp_path: Path) -> None:
+    hub = shared_path("corpora", "obsidian-hub")
+    footed = [
+        p
+        for p in (hub / HUB_FOLDER).rglob("*.md")
+        if len(p.read_bytes().partition(FOOTER)[0]) > 300 and FOOTER in p.read_bytes()
+    ]
+    chosen = sorted(footed, key=lambda p: (p.stat().st_size, str(p)))[:HUB_NOTES]
+    notes = {str(p.relative_to(hub)): p.read_bytes() for p in chosen}
+    with indexed(tmp_path, notes) as index:
+        for path in notes:
+            for related in index.related.related(path, 3):
+                for passage in (related.source, related.target):
+                    assert "git-footer" not in passage.text, (path, related.path, passage)
