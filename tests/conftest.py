@@ -10,8 +10,16 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
+from tests import leftovers
 from vaultd.embedding.spec import default_spec
 from vaultd.embedding.tokens import TokenCounter
+
+#: Marked at import, before any test starts a process: each pytest process (each xdist
+#: worker) has its own mark, inherited by all it starts.
+_MARK = leftovers.mark_this_process()
+#: How long processes started by tests may take to end after the last test (a daemon stopping,
+#: orphaned workers noticing): generous, it only bounds a failure.
+LEFTOVER_PATIENCE = 30.0
 
 #: Real vaults written by others, beside the checkout; never copied into the repository.
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -23,6 +31,23 @@ def shared_path(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is absent: the shared corpora are not beside this checkout")
     return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_left_behind() -> Iterator[None]:
+    """Fail the run when a process started by its tests outlives them (then stop it)."""
+    yield
+    from multiprocessing import resource_tracker
+
+    # This process's own resource tracker (tests that run a parser pool here) ends with it.
+    own = getattr(resource_tracker._resource_tracker, "_pid", None)
+    keep = set() if own is None else {own}
+    left = leftovers.started_by_this_process(_MARK, keep)
+    running = leftovers.wait_gone([p.pid for p in left], LEFTOVER_PATIENCE)
+    if running:
+        leftovers.kill(running)
+        listed = "\n".join(f"  {p.pid}: {p.command}" for p in left if p.pid in running)
+        pytest.fail(f"processes started by the tests outlived them (now killed):\n{listed}")
 
 
 @pytest.fixture(scope="session")

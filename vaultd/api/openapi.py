@@ -52,8 +52,8 @@ _RELATED = {
                 "properties": {
                     "path": {"type": "string"},
                     "title": {"type": "string"},
-                    "score": {"type": "number"},
-                    "similarity": {"type": "number", "description": "the best pair's cosine"},
+                    "score": {"type": "number", "description": "what ranks it, higher first"},
+                    "similarity": {"type": "number", "description": "the tying pair's cosine"},
                     "linked": {"type": "boolean"},
                     "source": _PASSAGE,
                     "target": _PASSAGE,

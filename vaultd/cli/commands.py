@@ -347,13 +347,13 @@ def related(
         linked = "  [linked]" if r["linked"] else ""
         click.echo(
             click.style(f"{rank}. {r['path']}", bold=True)
-            + f"  {r['title']}  ({r['similarity']:.3f}){linked}"
+            + f"  {r['title']}  (score {r['score']:.3f}){linked}"
         )
         source, target_passage = r["source"], r["target"]
         click.echo(
             f"   lines {source['start_line']}-{source['end_line']} here ~ "
-            f"lines {target_passage['start_line']}-{target_passage['end_line']} there: "
-            + _snippet(target_passage["text"], 160)
+            f"lines {target_passage['start_line']}-{target_passage['end_line']} there "
+            f"({r['similarity']:.3f}): " + _snippet(target_passage["text"], 160)
         )
 
 

@@ -253,8 +253,9 @@ class Indexer:
         self.writer = Writer(store, embedder.passage_metadata)
         #: Note files read since start (to hash or to parse); status and benchmarks report it.
         self.reads = 0
-        #: Notes the last full walk found (None before one); status reports it.
-        self.found: int | None = None
+        #: The note files the last full walk found (None before one), kept current by the
+        #: passes since: status reports how many.
+        self._found: set[str] | None = None
         #: The pass in hand's pause point (see `reconcile`).
         self._between_batches: PausePoint | None = None
         self._last_pause = 0.0
@@ -275,6 +276,11 @@ class Indexer:
         self.pool_above = pool_above
         self._pool: ParserPool | None = None
         self._pools_cpu = 0.0
+
+    @property
+    def found(self) -> int | None:
+        """Note files in the vault, as the walks found them (None before a full walk)."""
+        return None if self._found is None else len(self._found)
 
     @property
     def model_id(self) -> str:
@@ -439,7 +445,22 @@ class Indexer:
         reads_before = self.reads
         report = progress or _quiet
         self.discovery.left_out = {}
-        result = scan(known, walk, verify=verify)
+        walked: list[str] = []
+
+        def recorded() -> Iterator[FileState]:
+            for state in walk:
+                walked.append(state.path)
+                yield state
+
+        result = scan(known, recorded(), verify=verify)
+        # A pass over some paths finds and misses notes too: a note created, moved or shrunk
+        # under the size cap since the full walk counts, as the next full walk would count
+        # it (else more notes are indexed than found).
+        if embed is None:
+            self._found = set(walked)
+        elif self._found is not None:
+            self._found.difference_update(result.gone)
+            self._found.update(walked)
         # Only now, after the walk, does the discovery know which folders it could not read,
         # and which notes it left out for their size (copied: a fresh edit served at a pause
         # point runs a pass of its own).
@@ -447,8 +468,6 @@ class Indexer:
         too_big = dict(self.discovery.left_out)
         result.gone = [p for p in result.gone if p not in too_big]
         summary.notes_seen = result.seen
-        if embed is None:
-            self.found = result.seen
         summary.notes_unchanged = result.unchanged
         summary.notes_checked = result.distrusted
         summary.skipped = [{"path": p, "reason": r} for p, r in self.discovery.skipped]

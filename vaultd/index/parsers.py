@@ -9,7 +9,10 @@ watched edit) parses in process: a worker takes about a second to start.
 
 The workers are spawned, never forked: the daemon has threads (the watcher's, the model's,
 Chroma's), and a fork would copy the locks they hold. They ignore SIGINT (Ctrl-C on `vaultd
-index` stops the parent, which abandons the pass) and exit when the parent does.
+index` stops the parent, which abandons the pass) and exit when the parent does, however it
+ends: a parent killed with SIGKILL never closes the pool, and the queue the workers wait on
+stays open (each worker holds both of its ends), so each watches its parent's sentinel, the
+pipe that only the parent's death closes.
 
 A worker that dies on a note (a crash in native code) breaks the pool, and every note in
 its hands comes back unparsed. Those notes are then parsed one at a time in a fresh pool:
@@ -22,8 +25,10 @@ process for the rest of its life, with a warning: slower, never wrong.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
+import threading
 import time
 import traceback
 from collections import deque
@@ -100,9 +105,25 @@ _worker: tuple[TokenCounter, int, int] | None = None
 def _start_worker(spec: ModelSpec, max_bytes: int, max_tokens: int) -> None:
     global _worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _exit_with_parent()
     # The workers are the parallelism: the tokenizer's own threads would only contend.
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     _worker = (TokenCounter.for_spec(spec), max_bytes, max_tokens)
+
+
+def _exit_with_parent() -> None:
+    """End this worker as soon as the process that spawned it is gone (see the module's
+    docstring); an orphan would otherwise wait on its queue forever."""
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.sentinel is None:
+        return
+
+    def watch(sentinel: int) -> None:
+        multiprocessing.connection.wait([sentinel])
+        # Nobody is left to take a result or to shut the pool down cleanly.
+        os._exit(0)
+
+    threading.Thread(target=watch, args=(parent.sentinel,), name="parent", daemon=True).start()
 
 
 def _parse_in_worker(path: str, data: bytes) -> tuple[Parsed, int, float]:

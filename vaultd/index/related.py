@@ -22,14 +22,20 @@ notes on one subject share and a small model's vectors blur.
 
 `fused` (the default) fuses coverage and words by rank (RRF, each one's top `FUSED_DEPTH`),
 as search fuses its retrievers; `how` picks one way alone. bench/related_eval.py measures each
-against the vault's own links (docs/benchmarks.md). Each result carries the pair of passages
-that ties the two notes (the most similar pair, computed exactly).
+against the vault's own links (docs/benchmarks.md). A result's `score` is what ranks it: the
+fused score as a share of the best there is (1.0: first both ways), or the one way's own.
+
+Each result carries the pair of passages that ties the two notes: the most similar pair,
+computed exactly, among the passages that are not boilerplate. A passage is boilerplate when
+it recurs in many of the notes looked at, by its words once links, URLs and numbers are set
+aside (a footer with the note's own address in it) or by a vector all but the same (a template
+filled in): shared by every note, it says nothing about why two of them belong together.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -55,6 +61,8 @@ CANDIDATES = 60
 #: RRF's k for fusing the rankings (search's default), and each ranking's weight.
 RRF_K = 60
 FUSED_WEIGHTS = {"coverage": 1.0, "words": 1.0}
+#: The fused score of a note first in every ranking: scores are shown as a share of it.
+FUSED_BEST = sum(FUSED_WEIGHTS.values()) / (RRF_K + 1)
 #: Each ranking is fused from its top this many only (or k, when more are asked for):
 #: deeper, notes halfway down both lists outrank the top of either, and where one way is weak
 #: (the vectors of a note that is a list of links) its tail is noise that outvotes the other's
@@ -67,6 +75,15 @@ WORD_SHARE = 0.2
 #: ...and looks at this many chunks.
 WORD_DEPTH = 200
 _WORDS = re.compile(r"[^\W\d_]{3,}")
+#: A passage in this many of the notes looked at (this one included) is boilerplate...
+COMMON_NOTES = 4
+#: ...by its words, links' targets, URLs, HTML tags and numbers aside (one pass: what is
+#: set aside matches whole, without a group)...
+_SHAPE = re.compile(r"\]\([^)]*\)|<[^>]*>|[a-z][a-z0-9+.-]*://\S+|([^\W\d_]+)")
+#: ...or by its vector: two passages this close say the same thing in the same words.
+SAME_PASSAGE = 0.97
+#: The notes looked at for that: the results and the nearest candidates, this many.
+PEERS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +110,8 @@ class Passage:
 class RelatedNote:
     path: str
     title: str
-    #: The fused score (RRF), higher is nearer; `similarity` is the best pair's cosine.
+    #: What ranks it, higher is nearer: the fused score as a share of the best (`FUSED_BEST`),
+    #: or the one way's own; `similarity` is the cosine of the pair that ties the two.
     score: float
     similarity: float
     #: Whether the two notes are linked already (either way).
@@ -133,6 +151,12 @@ def linked_paths(manifest: Manifest, path: str, row: dict[str, Any] | None = Non
     return {p for p in out if p}
 
 
+def _shape(text: str) -> str:
+    """A passage's words, without what differs between copies of one footer or template
+    (links' targets, URLs, numbers); "" when nothing is left."""
+    return " ".join(word for word in _SHAPE.findall(text.lower()) if word)
+
+
 def _words(text: str) -> list[str]:
     """The words the words ranking asks with: of 3 letters or more, lower-cased, not stop
     words nor unspaced-script runs (the pairs index's)."""
@@ -141,6 +165,16 @@ def _words(text: str) -> list[str]:
         for w in (m.lower() for m in _WORDS.findall(text))
         if w not in STOP_WORDS and not is_unspaced(w)
     ]
+
+
+def _common_shapes(notes: Iterable[Iterable[str]], shapes: Mapping[str, str]) -> set[str]:
+    """The shapes held by at least `COMMON_NOTES` of the `notes` (each its chunks' ids),
+    `shapes` being each chunk's (`_shape`)."""
+    held: dict[str, int] = {}
+    for ids in notes:
+        for shape in {shapes[i] for i in ids if i in shapes} - {""}:
+            held[shape] = held.get(shape, 0) + 1
+    return {shape for shape, count in held.items() if count >= COMMON_NOTES}
 
 
 class _Scores:
@@ -214,6 +248,7 @@ class RelatedNotes:
         scores = _Scores(matrix, one_way=lines is not None)
         vectors: dict[str, tuple[list[str], np.ndarray]] = {}
         ranked: dict[str, list[tuple[str, float]]] = {}
+        found: list[str] = []
         if how != "words":
             found = self._candidates(scores, wanted, max(DEPTH, k), max(CANDIDATES, k))
             vectors = self.manifest.vectors_of(self.model_id, found)
@@ -228,13 +263,18 @@ class RelatedNotes:
         if len(ranked) > 1:
             depth = max(FUSED_DEPTH, k)
             fused = rrf({way: r[:depth] for way, r in ranked.items()}, RRF_K, FUSED_WEIGHTS)
+            fused = [(other, score / FUSED_BEST) for other, score in fused]
         else:
             fused = next(iter(ranked.values()))
         top = fused[:k]
-        missing = [other for other, _ in top if other not in vectors]
+        # The notes whose passages tell boilerplate: the nearest candidates (by words alone,
+        # the best by words) and the results.
+        nearest = found or [other for other, _ in fused]
+        peers = list(dict.fromkeys([*nearest[:PEERS], *(other for other, _ in top)]))
+        missing = [other for other in peers if other not in vectors]
         if missing:
             vectors.update(self.manifest.vectors_of(self.model_id, missing))
-        return self._results(path, top, mine, matrix, vectors, linked)
+        return self._results(path, top, mine, matrix, vectors, peers, linked)
 
     def _candidates(
         self, scores: _Scores, wanted: Callable[[str], bool], depth: int, limit: int
@@ -286,17 +326,34 @@ class RelatedNotes:
         mine: list[StoredChunk],
         matrix: np.ndarray,
         vectors: dict[str, tuple[list[str], np.ndarray]],
+        peers: Sequence[str],
         linked: set[str],
     ) -> list[RelatedNote]:
-        """The results, each with its best pair of passages."""
+        """The results, each with the best pair of passages that are not boilerplate (as
+        told by the `peers`' passages)."""
+        looked_at = [vectors[other] for other in peers if other in vectors]
+        texts = self.manifest.chunks_by_id([i for ids, _ in looked_at for i in ids])
+        shapes = {i: _shape(c.text) for i, c in [*texts.items(), *((c.id, c) for c in mine)]}
+        common = _common_shapes([[c.id for c in mine], *(ids for ids, _ in looked_at)], shapes)
+        # My passages all but the same as a passage of enough other notes.
+        alike = np.zeros(len(mine), dtype=int)
+        for _, theirs in looked_at:
+            alike += (matrix @ theirs.T).max(axis=1) >= SAME_PASSAGE
+        boiler = (alike + 1 >= COMMON_NOTES) | np.array([shapes[c.id] in common for c in mine])
         pairs: dict[str, tuple[float, StoredChunk, str]] = {}
         for other, _ in top:
             if other in vectors:
                 ids, theirs = vectors[other]
                 products = matrix @ theirs.T
-                i, j = np.unravel_index(int(np.argmax(products)), products.shape)
+                theirs_boiler = np.array([shapes.get(i, "") in common for i in ids], dtype=bool) | (
+                    products[boiler].max(axis=0, initial=-2.0) >= SAME_PASSAGE
+                )
+                distinct = np.where(boiler[:, None] | theirs_boiler[None, :], -np.inf, products)
+                pick = distinct if np.isfinite(distinct).any() else products
+                i, j = np.unravel_index(int(np.argmax(pick)), pick.shape)
                 pairs[other] = (float(products[i, j]), mine[int(i)], ids[int(j)])
-        targets = self.manifest.chunks_by_id([target for _, _, target in pairs.values()])
+        unread = [target for _, _, target in pairs.values() if target not in texts]
+        targets = {**texts, **(self.manifest.chunks_by_id(unread) if unread else {})}
         out = []
         for other, score in top:
             similarity, source, target_id = pairs.get(other, (-2.0, mine[0], ""))
