@@ -206,7 +206,7 @@ def _duration(seconds: float) -> str:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@click.option("--quiet", "-q", is_flag=True, help="Print only errors: no progress, no log.")
 @_config_option
 @_vault_option
 @_handle_errors
@@ -223,6 +223,10 @@ def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | No
     from vaultd.index.open import open_index
 
     config = _load(config_file, vault)
+    if quiet:
+        from vaultd.logs import only_errors
+
+        only_errors()
     progress = _Progress(enabled=not quiet)
     with open_index(config) as idx:
         try:
