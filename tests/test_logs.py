@@ -8,6 +8,7 @@ import json
 import os
 import pty
 import re
+import shutil
 import signal
 import struct
 import subprocess
@@ -16,6 +17,7 @@ import termios
 import time
 from pathlib import Path
 
+import pytest
 import structlog
 
 from tests.daemon import PATIENCE, short_socket_dir, start, wait_until
@@ -108,6 +110,64 @@ def test_under_the_journal_each_line_starts_with_its_priority_and_reads_as_text(
     health = [line for line, _ in _by_event(lines, "health")][-1]
     assert re.search(r" last_reconcile_at=" + ISO.pattern, health), health
     assert re.search(r" lag_p50_ms=\d+ ", health), health
+
+
+JOURNALD = Path("/lib/systemd/systemd-journald")
+
+#: A journald of its own, in a mount namespace of its own (its sockets and files on tmpfs, the
+#: machine's journal untouched), and the commands run as systemd runs a service: stdout and
+#: stderr on a journal stream (systemd-cat), JOURNAL_STREAM naming it.
+JOURNAL_SCRIPT = """
+set -e
+mount -t tmpfs tmpfs /run/systemd
+mkdir -p /run/log && mount -t tmpfs tmpfs /run/log
+{journald} >/dev/null 2>&1 &
+JOURNALD=$!
+trap 'kill $JOURNALD; wait $JOURNALD || true' EXIT
+for i in $(seq 200); do [ -S /run/systemd/journal/stdout ] && break; sleep 0.05; done
+as_a_service() {{
+    systemd-cat -t vaultd sh -c \
+        'JOURNAL_STREAM=$(stat -L -c %d:%i /proc/self/fd/2) exec "$@"' vaultd "$@" || true
+}}
+as_a_service {python} -m vaultd index --config {config}
+as_a_service {python} -m vaultd index --config {broken}
+journalctl -D /run/log/journal -t vaultd -p warning -o cat --no-pager > {warnings}
+journalctl -D /run/log/journal -t vaultd -o cat --no-pager > {everything}
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not JOURNALD.exists() or not shutil.which("systemd-cat"),
+    reason="a journald of the test's own needs root, systemd-journald and systemd-cat",
+)
+def test_journalctl_p_warning_shows_exactly_the_warnings_and_errors(tmp_path: Path) -> None:
+    """The real journald reads the prefixes: `-p warning` lists a left-out file's warning and
+    a command's fatal error, and nothing of the info lines that `-p` omits."""
+    vault = tiny_vault(tmp_path)
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[nonsense]\n")
+    warnings, everything = tmp_path / "warnings", tmp_path / "everything"
+    script = JOURNAL_SCRIPT.format(
+        journald=JOURNALD,
+        python=sys.executable,
+        config=index_config(tmp_path, vault),
+        broken=broken,
+        warnings=warnings,
+        everything=everything,
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", script], capture_output=True, text=True, timeout=PATIENCE
+    )
+    if done.returncode != 0 and "unshare" in done.stderr:
+        pytest.skip(f"no mount namespace here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    assert "] reconciled path=Garden.md" in everything.read_text(), everything.read_text()
+    shown = warnings.read_text().splitlines()
+    assert len(shown) == 3, shown
+    assert shown[0].startswith("[warning] note left out path=Blob.md"), shown
+    # The error's two lines: journald files each line on its own, each under its priority.
+    assert shown[1].startswith("vaultd: invalid configuration in "), shown
+    assert shown[2] == "  - unknown section [nonsense]", shown
 
 
 def _by_event(lines: list[str], event: str) -> list[tuple[str, int]]:

@@ -83,6 +83,14 @@ def journal_stream(stream: Any, env: Mapping[str, str] | None = None) -> bool:
     return (found.st_dev, found.st_ino) == (device, inode)
 
 
+def for_stderr(text: str, level: str = "error") -> str:
+    """`text` as lines for stderr outside the log (a command's fatal error): each with its
+    priority when stderr is the journal, which would otherwise file them as info."""
+    if not journal_stream(sys.stderr):
+        return text
+    return "\n".join(f"<{PRIORITIES[level]}>{line}" for line in text.split("\n"))
+
+
 class RotatingFile:
     """A line-buffered text file that moves itself to `.1` (`.2`, ...) past a size."""
 

@@ -36,7 +36,9 @@ def _handle_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except VaultdError as exc:
-            click.echo(f"vaultd: {exc}", err=True)
+            from vaultd.logs import for_stderr
+
+            click.echo(for_stderr(f"vaultd: {exc}"), err=True)
             sys.exit(exc.exit_code)
 
     return wrapper  # type: ignore[return-value]
