@@ -218,6 +218,36 @@ def test_json_under_the_journal_keeps_its_timestamp_and_takes_the_prefix(tmp_pat
     assert json.loads(third)["event"] == "not the journal"
 
 
+CRASH = """
+import logging
+from vaultd.config import LogSection
+from vaultd.logs import configure
+configure(LogSection())
+logging.getLogger("chromadb.segment").warning("a library's warning")
+logging.getLogger("chromadb.segment").info("a library's chatter")
+raise RuntimeError("a bug")
+"""
+
+
+def test_a_library_warning_and_a_crash_carry_their_priority_too(tmp_path: Path) -> None:
+    """Standard logging (chromadb, watchdog) and an uncaught exception's traceback would
+    otherwise reach the journal as info."""
+    path = tmp_path / "stderr"
+    path.touch()
+    with path.open("ab") as stderr:
+        code = subprocess.run(
+            [sys.executable, "-c", CRASH],
+            stderr=stderr,
+            env={**os.environ, "JOURNAL_STREAM": stream_id(path)},
+        ).returncode
+    assert code == 1
+    lines = path.read_text().splitlines()
+    assert lines[0] == "<4>[warning] a library's warning [chromadb.segment]", lines
+    assert lines[1].startswith("<2>[critical] uncaught exception"), lines
+    assert lines[-1] == "<2>RuntimeError: a bug", lines
+    assert all(line.startswith("<2>") for line in lines[1:]), lines
+
+
 def test_the_field_helpers() -> None:
     assert iso(0) == "1970-01-01T00:00:00.000Z" and iso(None) is None
     assert ms(1.0535167929997442) == 1054 and ms(None) is None

@@ -173,6 +173,20 @@ class _Prioritized:
         return "\n".join(prefix + line for line in text.split("\n"))
 
 
+class _Forward(logging.Handler):
+    """The libraries' standard logging (chromadb, watchdog, onnxruntime: their warnings and
+    errors) in vaultd's format, so that the journal files them by their level too."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        structlog.get_logger().log(record.levelno, record.getMessage(), logger=record.name)
+
+
+def _uncaught(kind: type[BaseException], error: BaseException, trace: Any) -> None:
+    """A crash's traceback as one critical event: each of its lines under the journal's
+    priority for it, not filed as info."""
+    structlog.get_logger().critical("uncaught exception", exc_info=(kind, error, trace))
+
+
 _current_file: RotatingFile | None = None
 _level = logging.INFO
 
@@ -221,6 +235,14 @@ def configure(
         cache_logger_on_first_use=False,
     )
     _level = level
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, _Forward)]:
+        root.removeHandler(handler)
+    root.addHandler(_Forward(logging.WARNING))
+    if journal:
+        sys.excepthook = _uncaught
+    elif sys.excepthook is _uncaught:
+        sys.excepthook = sys.__excepthook__
     previous, _current_file = _current_file, new_file
     if previous is not None:
         previous.close()
