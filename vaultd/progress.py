@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
 #: No estimate before this share of the work or this many seconds of it.
 MIN_SHARE = 0.01
@@ -128,3 +128,13 @@ class Tracker:
                 elapsed,
                 estimate(self._done, self._total, elapsed),
             )
+
+
+def write_around_bars(stream: TextIO, text: str) -> None:
+    """Write `text` to a terminal with the progress bars drawn on it cleared first and drawn
+    again after, so that a line written meanwhile (a log line) never lands inside a bar."""
+    from tqdm import tqdm
+
+    with tqdm.external_write_mode(file=stream):
+        stream.write(text)
+        stream.flush()

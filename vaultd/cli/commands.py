@@ -38,7 +38,9 @@ def _handle_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except VaultdError as exc:
-            click.echo(f"vaultd: {exc}", err=True)
+            from vaultd.logs import for_stderr
+
+            click.echo(for_stderr(f"vaultd: {exc}"), err=True)
             sys.exit(exc.exit_code)
 
     return wrapper  # type: ignore[return-value]
@@ -208,7 +210,7 @@ def _duration(seconds: float) -> str:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@click.option("--quiet", "-q", is_flag=True, help="Print only errors: no progress, no log.")
 @_config_option
 @_vault_option
 @_handle_errors
@@ -225,6 +227,10 @@ def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | No
     from vaultd.index.open import open_index
 
     config = _load(config_file, vault)
+    if quiet:
+        from vaultd.logs import only_errors
+
+        only_errors()
     progress = _Progress(enabled=not quiet)
     with open_index(config) as idx:
         try:

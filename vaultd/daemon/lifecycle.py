@@ -42,6 +42,7 @@ from vaultd.daemon.worker import (
 from vaultd.errors import ManifestLostError, VaultdError
 from vaultd.index.open import Index, open_index
 from vaultd.index.status import DaemonStatus, GovernorStatus, IdentityCheck, Lag, index_status
+from vaultd.logs import iso, ms
 from vaultd.pipeline.watch import Watcher
 from vaultd.storage.probe import last_moved_aside
 
@@ -295,9 +296,9 @@ class Daemon:
             chunks=status.index.chunks,
             failed=len(status.index.failed),
             queue_depth=status.queue_depth,
-            lag_p50=status.lag.p50,
-            lag_p95=status.lag.p95,
-            last_reconcile_at=status.last_reconcile_at,
+            lag_p50_ms=ms(status.lag.p50),
+            lag_p95_ms=ms(status.lag.p95),
+            last_reconcile_at=iso(status.last_reconcile_at),
             rss_mb=status.rss_mb,
             watch=status.watch_mode,
         )

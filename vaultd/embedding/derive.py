@@ -44,6 +44,7 @@ from vaultd.config import Precision
 from vaultd.embedding.recipe import RECIPE
 from vaultd.embedding.spec import ModelSpec, file_sha256, remember_verified, verify
 from vaultd.errors import ModelError
+from vaultd.logs import ms
 
 log = structlog.get_logger(__name__)
 
@@ -409,7 +410,7 @@ def _build(build: _Build) -> Derived:
         raise ModelError(f"cannot write {record}: {exc}") from exc
     for field, path in build.outputs.items():
         remember_verified(path, shas[field])
-    log.info(f"built {build.what}", path=str(target), seconds=seconds, sha256=shas["sha256"])
+    log.info(f"built {build.what}", path=str(target), ms=ms(seconds), sha256=shas["sha256"])
     return Derived(
         path=target,
         record=record,

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import structlog
 
+from vaultd import logs
 from vaultd.config import QUARANTINE_AFTER
 from vaultd.embedding.embedder import TextEmbedder
 from vaultd.embedding.tokens import TokenCounter
@@ -483,8 +484,14 @@ class Indexer:
         summary.seconds = time.perf_counter() - started
         counted = (summary.notes_changed, summary.notes_moved, summary.notes_touched)
         if any(counted) or summary.notes_deleted or summary.notes_failed:
-            lists = ("failures", "left_out", "skipped")
-            log.info("reconciled", **{k: v for k, v in summary.as_dict().items() if k not in lists})
+            counts = {k: v for k, v in asdict(summary).items() if type(v) is int and v}
+            log.info(
+                "reconciled",
+                **logs.notes({*written, *result.gone}),
+                **counts,
+                ms=logs.ms(summary.seconds),
+                keyword_ms=logs.ms(summary.keyword_seconds),
+            )
 
     @contextlib.contextmanager
     def _parser_pool(self, notes: int) -> Iterator[ParserPool | None]:

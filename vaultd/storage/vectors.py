@@ -67,6 +67,7 @@ from vaultd.errors import (
     StoreMismatchError,
     StoreUnavailableError,
 )
+from vaultd.logs import ms
 
 #: Chroma's own loggers are chatty at INFO about telemetry and migrations.
 logging.getLogger("chromadb").setLevel(logging.WARNING)
@@ -400,7 +401,7 @@ class VectorStore:
                         "Chroma server failed; retrying",
                         operation=what,
                         attempt=attempt,
-                        pause=round(pause, 2),
+                        pause_ms=ms(pause),
                         error=_brief(exc),
                     )
                     time.sleep(pause)
