@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import shared_path
 from tests.daemon import PATIENCE, running, short_socket_dir, write_config
-from vaultd.index.indexer import COMMIT_CHUNKS
+from vaultd.index import indexer
 
 pytestmark = pytest.mark.slow
 
@@ -107,7 +107,7 @@ def test_a_first_index_stopped_at_30_60_and_90_percent_keeps_what_it_finished(
         # worth, the margin the acceptance allows): all the rest was kept.
         now = status(config)
         assert now["awaiting"] == report["chunks_awaiting"]
-        assert now["awaiting"] <= now["chunks"] - made + COMMIT_CHUNKS, (made, now)
+        assert now["awaiting"] <= now["chunks"] - made + indexer.COMMIT_CHUNKS, (made, now)
         # and the store holds those chunks' records, searchable by meaning now
         assert now["chunks"] - now["awaiting"] >= made
     left = status(config)["awaiting"]
@@ -115,7 +115,7 @@ def test_a_first_index_stopped_at_30_60_and_90_percent_keeps_what_it_finished(
     assert code == 0, summary
     # The last run embeds only what was left: every finished vector was kept.
     assert summary["chunks_embedded"] <= left
-    assert made + summary["chunks_embedded"] <= status(config)["chunks"] + 3 * COMMIT_CHUNKS
+    assert made + summary["chunks_embedded"] <= status(config)["chunks"] + 3 * indexer.COMMIT_CHUNKS
     final = status(config)
     assert final["awaiting"] == 0 and final["embedded"] == final["notes"]
     hits = json.loads(
