@@ -127,6 +127,14 @@ def on_daemon(client: Any, progress: Progress) -> dict[str, Any]:
     Every note is read, as `vaultd reindex` asks (the daemon watches the vault, so only what
     it missed costs more than that). Ctrl-C stops the waiting here, not the daemon's pass.
     """
+    try:
+        return _follow(client, progress)
+    except KeyboardInterrupt:
+        click.echo("\nvaultd: stopped waiting; the daemon goes on with the pass", err=True)
+        sys.exit(128 + signal.SIGINT)
+
+
+def _follow(client: Any, progress: Progress) -> dict[str, Any]:
     before = _status(client)
     while True:
         try:
