@@ -35,6 +35,8 @@ from machine import cpu_model  # bench/ is on sys.path when a script runs
 from vaultd.config import load_config
 from vaultd.index.indexer import COMMIT_CHUNKS, COMMIT_SECONDS
 from vaultd.index.open import open_index
+from vaultd.layout import private_umask
+from vaultd.logs import configure
 
 DEFAULT_VAULT = Path(__file__).resolve().parents[2] / "shared/corpora/obsidian-help/en"
 
@@ -54,6 +56,7 @@ def first_index(work: Path, vault: Path, run: int, cadence: str) -> dict[str, An
         encoding="utf-8",
     )
     config = load_config(config_file, env=os.environ)
+    configure(config.log)
     with open_index(config) as idx:
         indexer = idx.indexer
         indexer.commit_chunks, indexer.commit_seconds = CADENCES[cadence]
@@ -87,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.vault.is_dir():
         print(f"no such vault: {args.vault}", file=sys.stderr)
         return 2
+    private_umask()  # as the command does: the data directory is owner-only from the start
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="vaultd-bench-") as tmp:
         work = Path(tmp)

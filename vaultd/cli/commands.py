@@ -247,7 +247,7 @@ def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | No
         signals = indexing.StopSignals()
         with signals.installed(), open_index(config) as idx:
             try:
-                summary = idx.indexer.reconcile(progress, pause=signals.pause).as_dict()
+                summary = idx.indexer.reconcile(progress, pause=signals.pause)
             except indexing.Stopped as stop:
                 progress.close()
                 counts = idx.manifest.counts(idx.embedder.model_id)
@@ -259,19 +259,19 @@ def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | No
             finally:
                 progress.close()
     if as_json:
-        click.echo(json.dumps(summary, ensure_ascii=False))
+        click.echo(json.dumps(summary.as_dict(), ensure_ascii=False))
         return
     s = summary
     click.echo(
-        f"{s['notes_seen']} notes: {s['notes_changed']} new or changed, "
-        f"{s['notes_moved']} moved, {s['notes_deleted']} deleted, {s['notes_touched']} touched, "
-        f"{s['notes_failed']} failed, {s['notes_left_out']} left out; "
-        f"{s['chunks_embedded']} chunks embedded, {s['chunks_reused']} reused, "
-        f"{s['chunks_deleted']} deleted in {s['seconds']:.1f} s"
+        f"{s.notes_seen} notes: {s.notes_changed} new or changed, {s.notes_moved} moved, "
+        f"{s.notes_deleted} deleted, {s.notes_touched} touched, {s.notes_failed} failed, "
+        f"{s.notes_left_out} left out; "
+        f"{s.chunks_embedded} chunks embedded, {s.chunks_reused} reused, "
+        f"{s.chunks_deleted} deleted in {s.seconds:.1f} s"
     )
-    for entry in s["left_out"]:
+    for entry in s.left_out:
         click.echo(f"  left out: {entry['path']}: {entry['reason']}", err=True)
-    for failure in s["failures"]:
+    for failure in s.failures:
         click.echo(f"  failed: {failure['path']}: {failure['reason']}", err=True)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import click
 
 from vaultd.errors import NotReadyError
+from vaultd.index.indexer import Summary
 
 #: Progress callback: (phase, done, total), as `Indexer.reconcile` takes it.
 Progress = Callable[[str, int, int], None]
@@ -121,7 +122,7 @@ def stopped_message(report: dict[str, Any]) -> str:
     )
 
 
-def on_daemon(client: Any, progress: Progress) -> dict[str, Any]:
+def on_daemon(client: Any, progress: Progress) -> Summary:
     """Ask the running daemon for a full pass and follow it to its end; its summary.
 
     Every note is read, as `vaultd reindex` asks (the daemon watches the vault, so only what
@@ -134,7 +135,7 @@ def on_daemon(client: Any, progress: Progress) -> dict[str, Any]:
         sys.exit(128 + signal.SIGINT)
 
 
-def _follow(client: Any, progress: Progress) -> dict[str, Any]:
+def _follow(client: Any, progress: Progress) -> Summary:
     before = _status(client)
     while True:
         try:
@@ -157,8 +158,9 @@ def _follow(client: Any, progress: Progress) -> dict[str, Any]:
         finished = status.get("last_reconcile_at")
         queued = status.get("queue_depth", 0) or status.get("indexing") == "full reconcile"
         if finished is not None and finished != started and not queued:
-            summary: dict[str, Any] = status.get("last_reconcile") or {}
-            return summary
+            summary = status.get("last_reconcile") or {}
+            fields = Summary.__dataclass_fields__
+            return Summary(**{k: v for k, v in summary.items() if k in fields})
         time.sleep(POLL_SECONDS)
 
 
