@@ -209,7 +209,12 @@ def _duration(seconds: float) -> str:
 
 
 @main.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the summary as one JSON object; progress as JSON lines on stderr (not a tty).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Print only errors: no progress, no log.")
 @_config_option
 @_vault_option
@@ -221,9 +226,15 @@ def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | No
     re-embedded, renames re-use their vectors and edits embed only the chunks that changed.
 
     Two phases: every changed note is first made searchable by its words, then its chunks
-    are embedded, the most recently modified notes first. Stopped at any point (Ctrl-C),
-    nothing done is lost: the next run embeds what is left.
+    are embedded, the most recently modified notes first. The vectors are recorded every few
+    seconds as they come. Ctrl-C (or SIGTERM) stops it within a second or two and keeps
+    everything finished; the next run embeds only what is left. It then exits 130 (143 for
+    SIGTERM); a second Ctrl-C stops at once, losing the last few seconds of embedding.
+
+    With a daemon running for the vault, the daemon does the pass (reading every note, as
+    `vaultd reindex` does) and this shows its progress until it ends.
     """
+    from vaultd.cli import indexing
     from vaultd.index.open import open_index
 
     config = _load(config_file, vault)
@@ -231,12 +242,30 @@ def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | No
         from vaultd.logs import only_errors
 
         only_errors()
-    progress = _Progress(enabled=not quiet)
-    with open_index(config) as idx:
+    progress: Any = _Progress(enabled=not quiet)
+    if as_json and not quiet and not indexing.is_terminal():
+        progress = indexing.JsonProgress()
+    client = _daemon(config)
+    if client is not None:
         try:
-            summary = idx.indexer.reconcile(progress)
+            summary = indexing.on_daemon(client, progress)
         finally:
             progress.close()
+    else:
+        signals = indexing.StopSignals()
+        with signals.installed(), open_index(config) as idx:
+            try:
+                summary = idx.indexer.reconcile(progress, pause=signals.pause)
+            except indexing.Stopped as stop:
+                progress.close()
+                counts = idx.manifest.counts(idx.embedder.model_id)
+                report = indexing.stopped_report(stop, counts, idx.indexer.vectors_made)
+                if as_json:
+                    click.echo(json.dumps(report))
+                click.echo(indexing.stopped_message(report), err=True)
+                sys.exit(stop.exit_code)
+            finally:
+                progress.close()
     if as_json:
         click.echo(json.dumps(summary.as_dict(), ensure_ascii=False))
         return

@@ -35,6 +35,7 @@ import hashlib
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
@@ -76,6 +77,12 @@ Progress = Callable[[str, int, int], None]
 #: in flight is not held back long.
 BATCH_CHUNKS = 4096
 BATCH_NOTES = 1024
+#: Inside a batch, the vectors embedded are recorded (with their records in the store) once
+#: this many texts or seconds of embedding have passed, whichever comes first: a stopped or
+#: killed first index keeps all but the last few seconds of its work. Measured to cost nothing
+#: measurable on a first index (bench/commit_cadence.py, docs/benchmarks.md).
+COMMIT_CHUNKS = 256
+COMMIT_SECONDS = 2.0
 #: The keyword phase commits this many chunks at a time: nothing is embedded there, so a
 #: batch is a second or two of parsing, and fewer commits cost less.
 KEYWORD_BATCH_CHUNKS = 4096
@@ -240,6 +247,8 @@ class Indexer:
         after_full_pass: Callable[[], None] | None = None,
         parsers: Callable[[], ParserPool] | None = None,
         pool_above: int = POOL_ABOVE,
+        commit_chunks: int = COMMIT_CHUNKS,
+        commit_seconds: float = COMMIT_SECONDS,
     ) -> None:
         self.root = root
         self.discovery = discovery
@@ -250,8 +259,14 @@ class Indexer:
         self.max_tokens = max_tokens
         self.max_bytes = max_bytes
         self.batch_chunks = batch_chunks
+        #: How often a batch records the vectors embedded so far (see COMMIT_CHUNKS).
+        self.commit_chunks = commit_chunks
+        self.commit_seconds = commit_seconds
         #: Writes records to the store while the model embeds; closed with the indexer.
         self.writer = Writer(store, embedder.passage_metadata)
+        #: Texts the model embedded since start, counted as each run ends (a pass stopped
+        #: midway reports them; `Summary.chunks_embedded` counts passes that ended).
+        self.vectors_made = 0
         #: Note files read since start (to hash or to parse); status and benchmarks report it.
         self.reads = 0
         #: The note files the last full walk found (None before one), kept current by the
@@ -1142,12 +1157,33 @@ class Indexer:
             )
             self.manifest.rechunk(bad)
         computed: dict[str, np.ndarray] = {}
+        # A batch of a first index is minutes of embedding: its vectors are recorded as it
+        # goes, each group once the store holds its records (the writer's mark), so that a
+        # stop or a crash loses at most the last few seconds of it.
+        landing: deque[tuple[int, dict[str, np.ndarray]]] = deque()
+        fresh: dict[str, np.ndarray] = {}
+        recorded: set[str] = set()
+        since = time.monotonic()
+
+        def record_landed() -> None:
+            while landing and self.writer.landed(landing[0][0]):
+                _, vectors = landing.popleft()
+                self.manifest.add_vectors(self.model_id, vectors)
+                recorded.update(vectors)
 
         def embedded(hashes: list[str], vectors: np.ndarray) -> None:
+            nonlocal fresh, since
+            self.vectors_made += len(hashes)
             for text_hash, vector in zip(hashes, vectors, strict=True):
                 computed[text_hash] = vector
+                fresh[text_hash] = vector
                 for record in waiting.pop(text_hash, ()):
                     self.writer.add(record, vector)
+            now = time.monotonic()
+            if len(fresh) >= self.commit_chunks or now - since >= self.commit_seconds:
+                landing.append((self.writer.sent(), fresh))
+                fresh, since = {}, now
+            record_landed()
 
         failures: dict[str, str] = {}
         in_flight = frozenset(paths)
@@ -1174,17 +1210,21 @@ class Indexer:
                         except EmbedError as exc:
                             failures[path] = str(exc)
             self.writer.finish()
-        except BaseException:
-            self.writer.discard()
+        except BaseException as exc:
             # Abandoned (a graceful stop, an error raised), not crashed: nothing is held
-            # against these notes. Records already in the store whose vectors are not recorded
-            # are dropped by the next pass (`sync_store`).
+            # against these notes, and the vectors finished so far are kept, unless the store
+            # is what failed. Records in the store whose vectors are not recorded are dropped
+            # by the next pass (`sync_store`).
+            if isinstance(exc, StoreError) or not self._keep(computed, recorded):
+                self.writer.discard()
             with contextlib.suppress(StoreError):
                 self.manifest.clear_in_flight(paths)
             raise
         # Only now, with the store holding the records, are the vectors recorded.
         self.manifest.add_vectors(
-            self.model_id, computed, done=[p for p in paths if p not in failures]
+            self.model_id,
+            {h: v for h, v in computed.items() if h not in recorded},
+            done=[p for p in paths if p not in failures],
         )
         self._record_failures(
             summary,
@@ -1194,6 +1234,19 @@ class Indexer:
             ],
         )
         return bool(computed or failures or bad)
+
+    def _keep(self, computed: Mapping[str, np.ndarray], recorded: Container[str]) -> bool:
+        """Write the records of a batch given up and record the vectors computed for it;
+        False when the store or the manifest would not take them."""
+        try:
+            self.writer.finish()
+            self.manifest.add_vectors(
+                self.model_id, {h: v for h, v in computed.items() if h not in recorded}
+            )
+        except StoreError as exc:
+            log.warning("could not keep the vectors of the batch given up", error=str(exc))
+            return False
+        return True
 
     # -- keeping Chroma in step with the manifest ----------------------------------------------
 

@@ -4,9 +4,11 @@ Writing to Chroma costs about a millisecond a record in Python, on one core. Don
 batch's embedding, the other core waits through it; done as each run's vectors come out, it
 shares the cores with the model instead (measured on obsidian-help: 2 s of a 38 s first index).
 
-The manifest still advances only once the writer has finished and the store took every record
-of a note; a note whose records were written but which then failed, or whose batch was given
-up, is put back as the manifest has it (the indexer does that).
+The manifest still advances only once the store took every record of a note; a long batch
+checks, without waiting, which of its writes are done (`sent`, `landed`), so that the vectors
+embedded so far are recorded every few seconds while the model goes on. A note whose records
+were written but which then failed, or whose batch was given up, is put back as the manifest
+has it (the indexer does that).
 
 One writer serves an indexer for its life: chromadb's embedded client keeps a SQLite connection
 for every thread that writes, so a thread per batch would leave one open per batch.
@@ -60,6 +62,23 @@ class Writer:
         self._vectors.append(vector)
         if len(self._records) >= SLICE:
             self._send()
+
+    def sent(self) -> int:
+        """Send what is held; returns a mark that `landed` reports once it is all in the store."""
+        self._send()
+        return len(self._writes)
+
+    def landed(self, mark: int) -> bool:
+        """Whether every write up to `mark` (from `sent`, since the last `finish`) is done,
+        without waiting; raises the first such write's error."""
+        writes = self._writes[:mark]
+        if not all(write.done() for write in writes):
+            return False
+        for write in writes:
+            exc = write.exception()
+            if exc is not None:
+                raise exc
+        return True
 
     def finish(self) -> None:
         """Write what is held and wait for every write; raises the first write's error."""

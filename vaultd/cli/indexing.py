@@ -1,0 +1,177 @@
+"""`vaultd index` beyond the pass itself: stopping it cleanly, and handing it to a running daemon.
+
+A signal only sets a flag (as the daemon's do): the pass stops at its next safe point (between
+two embedding runs, two batches, or while hashing), which keeps every vector finished so far
+with its records in the store, and exits 128 + the signal's number, as a shell reports a
+command a signal stopped. A second signal stops at once, losing only what was not yet
+recorded (a few seconds of embedding: the indexer records them as it goes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+import click
+
+from vaultd.errors import NotReadyError
+from vaultd.index.indexer import Summary
+
+#: Progress callback: (phase, done, total), as `Indexer.reconcile` takes it.
+Progress = Callable[[str, int, int], None]
+
+#: How often a running daemon is asked how far its pass has come.
+POLL_SECONDS = 0.5
+
+
+class Stopped(Exception):
+    """Raised at a safe point of the pass once SIGINT or SIGTERM asked it to stop."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class StopSignals:
+    """SIGINT and SIGTERM ask the pass to stop at its next safe point (`pause`); a second one
+    ends the process at once."""
+
+    def __init__(self) -> None:
+        self.signum = 0
+
+    def pause(self, in_flight: frozenset[str]) -> None:
+        if self.signum:
+            raise Stopped(self.signum)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum:
+            os.write(2, b"vaultd: second signal, stopping now\n")
+            os._exit(128 + signum)
+        self.signum = signum
+
+    @contextmanager
+    def installed(self) -> Iterator[StopSignals]:
+        handled = (signal.SIGINT, signal.SIGTERM)
+        previous = {s: signal.signal(s, self._on_signal) for s in handled}
+        try:
+            yield self
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+
+class JsonProgress:
+    """Progress as JSON lines on stderr (`vaultd index --json` when stderr is no terminal):
+    {"progress": {"phase", "done", "total", "unit", "percent"}}, at most a few a second."""
+
+    def __init__(self, every: float = 0.25) -> None:
+        self.every = every
+        self._last = 0.0
+        self._phase = ""
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        from vaultd.progress import UNITS
+
+        now = time.monotonic()
+        if phase == self._phase and done < total and now - self._last < self.every:
+            return
+        self._phase, self._last = phase, now
+        line = {
+            "phase": phase,
+            "done": done,
+            "total": total,
+            "unit": UNITS.get(phase, ""),
+            "percent": round(100 * done / total, 1) if total else None,
+        }
+        click.echo(json.dumps({"progress": line}), err=True)
+
+    def close(self) -> None:
+        pass
+
+
+def stopped_report(stop: Stopped, counts: dict[str, int], embedded_now: int) -> dict[str, Any]:
+    """What `vaultd index --json` prints when a signal stopped it."""
+    return {
+        "stopped": signal.Signals(stop.signum).name,
+        "chunks_embedded": embedded_now,
+        "chunks": counts["chunks"],
+        "chunks_awaiting": counts["awaiting"],
+        "notes": counts["notes"],
+        "notes_embedded": counts["embedded"],
+    }
+
+
+def stopped_message(report: dict[str, Any]) -> str:
+    kept = report["chunks"] - report["chunks_awaiting"]
+    return (
+        f"vaultd: stopped by {report['stopped']}; everything finished is kept: "
+        f"{kept} of {report['chunks']} chunks embedded "
+        f"({report['notes_embedded']} of {report['notes']} notes). "
+        "Run `vaultd index` again to continue from there."
+    )
+
+
+def on_daemon(client: Any, progress: Progress) -> Summary:
+    """Ask the running daemon for a full pass and follow it to its end; its summary.
+
+    Every note is read, as `vaultd reindex` asks (the daemon watches the vault, so only what
+    it missed costs more than that). Ctrl-C stops the waiting here, not the daemon's pass.
+    """
+    try:
+        return _follow(client, progress)
+    except KeyboardInterrupt:
+        click.echo("\nvaultd: stopped waiting; the daemon goes on with the pass", err=True)
+        sys.exit(128 + signal.SIGINT)
+
+
+def _follow(client: Any, progress: Progress) -> Summary:
+    before = _status(client)
+    while True:
+        try:
+            client.request("POST", "/v1/reindex", {"paths": []})
+            break
+        except NotReadyError:
+            time.sleep(POLL_SECONDS)
+    started = before.get("last_reconcile_at")
+    told = set(before.get("reasons") or {})
+    while True:
+        status = _status(client)
+        for key, reason in (status.get("reasons") or {}).items():
+            if key not in told:
+                # The daemon retries a failed pass by itself: say why it is taking longer.
+                told.add(key)
+                click.echo(f"vaultd: the daemon reports: {reason}", err=True)
+        snapshot = status.get("progress")
+        if snapshot:
+            progress(snapshot["phase"], snapshot["done"], snapshot["total"])
+        finished = status.get("last_reconcile_at")
+        queued = status.get("queue_depth", 0) or status.get("indexing") == "full reconcile"
+        if finished is not None and finished != started and not queued:
+            summary = status.get("last_reconcile") or {}
+            fields = Summary.__dataclass_fields__
+            return Summary(**{k: v for k, v in summary.items() if k in fields})
+        time.sleep(POLL_SECONDS)
+
+
+def _status(client: Any) -> dict[str, Any]:
+    while True:
+        try:
+            status: dict[str, Any] = client.request("GET", "/v1/status")
+            return status
+        except NotReadyError:
+            time.sleep(POLL_SECONDS)
+
+
+def is_terminal() -> bool:
+    return sys.stderr.isatty()
