@@ -334,7 +334,7 @@ def kill_in_phase(
     return counts
 
 
-@pytest.mark.parametrize("trial", range(20))
+@pytest.mark.parametrize("trial", range(10))
 def test_kill_9_in_either_phase_of_the_initial_index_converges(
     trial: int, tmp_path: Path, crash_vault: tuple[Path, list[dict[str, Any]]]
 ) -> None:
@@ -366,7 +366,7 @@ def test_kill_9_in_either_phase_of_the_initial_index_converges(
     assert_same(recover(config), reference)
 
 
-@pytest.mark.parametrize("trial", range(10))
+@pytest.mark.parametrize("trial", range(5))
 def test_kill_9_during_a_burst_of_edits_converges(
     trial: int,
     tmp_path: Path,
