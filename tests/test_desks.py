@@ -22,6 +22,7 @@ import pytest
 from mcp import ClientSession
 
 from tests.daemon import NEVER_YIELD, RunningDaemon, start, wait_until
+from tests.mcp_session import error_text, session
 from tests.test_mcp import call_with_config, payload
 from vaultd.api.client import Client
 from vaultd.errors import VaultMismatchError
@@ -169,9 +170,13 @@ def test_a_socket_configured_to_another_vaults_daemon_is_a_clear_error(
         done = cli(desk, *command, "--config", str(wrong))
         assert done.returncode == VaultMismatchError.exit_code, (command, done.stdout)
         assert f"serves {vault_of(desk, 'work')}, not this vault" in done.stderr, done.stderr
-    bridge = cli(desk, "mcp", "--config", str(wrong))
-    assert bridge.returncode == VaultMismatchError.exit_code
-    assert "serves" in bridge.stderr
+
+    # The MCP bridge stays up for its client and answers each call with what is wrong.
+    async def steps(client: ClientSession, hello: Any) -> Any:
+        return await client.call_tool("search", {"query": "sourdough"})
+
+    text = error_text(session(["mcp", "--config", str(wrong)], steps, env=desk["env"]))
+    assert f"serves {vault_of(desk, 'work')}" in text, text
     # A client asking for one vault refuses every answer from another, whatever the request.
     client = Client(work.socket, vault_id=vault_id(vault_of(desk, "home")))
     with pytest.raises(VaultMismatchError):

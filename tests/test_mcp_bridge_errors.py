@@ -10,50 +10,24 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession
 
 from tests.daemon import PATIENCE, running, short_socket_dir
+from tests.mcp_session import VAULTD, error_text, session
 from tests.small_vault import write_vault
 
 pytestmark = pytest.mark.slow
-
-#: The `vaultd` command the install put beside this Python, as a client's settings name it.
-VAULTD = str(Path(sys.executable).parent / "vaultd")
 
 NOTES = {
     "Animals/Otter.md": "# Otter\n\nOtters hold hands while they sleep so they do not drift "
     "apart.\n",
     "Garden.md": "# Garden\n\nTomatoes want the south wall.\n",
 }
-
-
-def session(args: list[str], steps: Callable[[ClientSession, Any], Awaitable[Any]]) -> Any:
-    """Start `vaultd ARGS` as an MCP client does (env None: the SDK's default environment),
-    initialize, and run `steps(session, initialize's result)`."""
-    params = StdioServerParameters(command=VAULTD, args=args)
-
-    async def main() -> Any:
-        with anyio.fail_after(PATIENCE):
-            async with (
-                stdio_client(params) as (read, write),
-                ClientSession(read, write) as client,
-            ):
-                hello = await client.initialize()
-                return await steps(client, hello)
-
-    return anyio.run(main)
-
-
-def error_text(result: Any) -> str:
-    assert result.is_error, result
-    return str(result.content[0].text)
 
 
 def test_with_no_vault_configured_every_tool_says_how_to_set_one_up(

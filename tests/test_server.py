@@ -12,6 +12,7 @@ import http.client
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -529,6 +530,8 @@ def test_readme_curl_example_works_as_written(setup: Setup) -> None:
         pytest.skip("curl is not installed")
     command = readme_curl()
     assert "vaultd status --json" in command and '--unix-socket "$sock"' in command
+    # The reader puts their own vault where the README says ~/Notes.
+    command = command.replace("~/Notes", shlex.quote(str(setup.vault)))
     # As a user runs it: `vaultd` on the PATH, the config where vaultd looks for it.
     bin_dir = str(Path(sys.executable).parent)
     result = subprocess.run(

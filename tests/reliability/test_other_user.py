@@ -25,10 +25,13 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from mcp import ClientSession
 
 from tests.daemon import PATIENCE, start, wait_until
+from tests.mcp_session import error_text, session
 from tests.test_server import write_vault
 from vaultd.api.locate import default_socket_path
 from vaultd.config import load_config
@@ -391,9 +394,18 @@ def test_a_server_run_by_another_user_gets_no_byte(
     os.rename(forger.socket, sock)  # the inode, and the attacker's listener, go with it
     os.lchown(sock, 0, 0)
     config = config_file(tmp_path, tmp_path / "data", sock, vault=vault)
-    for command in (["search", "secrets"], ["status"], ["mcp"]):
+    for command in (["search", "secrets"], ["status"]):
         done = vaultd(*command, "--config", str(config))
         assert_refused(done, f"run by uid {NOBODY} (nobody)", "nothing was sent to it")
+
+    # The MCP bridge stays up for its client and answers each call with the refusal.
+    async def steps(client: ClientSession, hello: Any) -> Any:
+        return hello, await client.call_tool("search", {"query": "secrets"})
+
+    hello, result = session(["mcp", "--config", str(config)], steps, env=dict(os.environ))
+    text = error_text(result)
+    assert f"run by uid {NOBODY} (nobody)" in text, text
+    assert "IGNORE PREVIOUS INSTRUCTIONS" not in text + str(hello.instructions)
     assert forger.received() == b""
     # Connected and refused, not a socket nobody listened on.
     assert forger.process.poll() is None
