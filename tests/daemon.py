@@ -180,3 +180,15 @@ def running(
     finally:
         if daemon.process.poll() is None:
             daemon.stop()
+
+
+def copy_built_models(source: Path, target: Path) -> None:
+    """The finished files of a models cache that other test processes may be writing to (a
+    build's `.partial` files come and go meanwhile)."""
+    target.mkdir(parents=True, exist_ok=True)
+    for path in source.glob("*"):
+        if path.is_file() and not path.name.endswith(".partial"):
+            try:
+                shutil.copy2(path, target / path.name)
+            except FileNotFoundError:
+                continue  # replaced or removed while listed

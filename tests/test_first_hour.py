@@ -24,7 +24,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.stdio import get_default_environment
 
-from tests.daemon import NEVER_YIELD, PATIENCE, short_socket_dir, wait_until
+from tests.daemon import NEVER_YIELD, PATIENCE, copy_built_models, short_socket_dir, wait_until
 from vaultd.api.client import Client
 from vaultd.api.locate import find_daemon
 from vaultd.config import default_store_path
@@ -59,18 +59,6 @@ def printed_block(out: str, heading: str) -> dict[str, Any]:
     block, _ = json.JSONDecoder().raw_decode(out[start:])
     assert isinstance(block, dict)
     return block
-
-
-def copy_built_models(source: Path, target: Path) -> None:
-    """The finished files of a models cache that other test processes may be writing to (a
-    build's `.partial` files come and go meanwhile)."""
-    target.mkdir(parents=True, exist_ok=True)
-    for path in source.glob("*"):
-        if path.is_file() and not path.name.endswith(".partial"):
-            try:
-                shutil.copy2(path, target / path.name)
-            except FileNotFoundError:
-                continue  # replaced or removed while listed
 
 
 @pytest.fixture

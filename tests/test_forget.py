@@ -4,7 +4,6 @@ not vaultd's, is never removed; `--models` empties the derived models' cache."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.daemon import copy_built_models
 from tests.small_vault import write_vault
 from vaultd.cli.commands import main
 from vaultd.embedding.derive import cache_dir
@@ -27,18 +27,6 @@ def invoke(args: list[str], env: dict[str, str], input: str | None = None) -> tu
 
 def snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
-
-
-def copy_built_models(source: Path, target: Path) -> None:
-    """The finished files of a models cache that other test processes may be writing to (a
-    build's `.partial` files come and go meanwhile)."""
-    target.mkdir(parents=True, exist_ok=True)
-    for path in source.glob("*"):
-        if path.is_file() and not path.name.endswith(".partial"):
-            try:
-                shutil.copy2(path, target / path.name)
-            except FileNotFoundError:
-                continue  # replaced or removed while listed
 
 
 @pytest.fixture
