@@ -379,6 +379,17 @@ class Manifest:
         )
         return [r[0] for r in rows]
 
+    def link_sources(self, name: str) -> list[str]:
+        """The notes with a link whose target names `name` (lower-cased, without ".md"), as
+        written or under a folder: every note that may link to a note of that name."""
+        pattern = "%/" + name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        rows = self._query(
+            "SELECT DISTINCT source FROM note_links WHERE target = ? OR target LIKE ? ESCAPE '\\' "
+            "ORDER BY source",
+            (name, pattern),
+        )
+        return [r[0] for r in rows]
+
     def vectors(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         for batch in _batches(sorted(set(hashes)), 500):
