@@ -36,12 +36,13 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from vaultd.api.limits import MAX_LIST, MAX_TAGS, MAX_WAIT
+from vaultd.api.limits import MAX_TAGS, MAX_WAIT
 from vaultd.errors import VaultdError
 from vaultd.query import (
     MAX_CONDITIONS,
     MAX_IN_VALUES,
     MAX_K,
+    MAX_LIST,
     MAX_PER_NOTE,
     MAX_QUERY_CHARS,
     MAX_QUERY_TERMS,
