@@ -95,6 +95,13 @@ def answer_schema(served: Served, method: str, route: str, status: int) -> tuple
 # -- every route both ways -------------------------------------------------------------------------
 
 
+def test_the_document_is_a_valid_openapi_3_1_document(served: Served) -> None:
+    from openapi_spec_validator import validate as validate_spec
+
+    assert served.doc["openapi"] == "3.1.0"
+    validate_spec(served.doc)
+
+
 def test_the_routes_answered_are_the_routes_documented_both_ways(served: Served) -> None:
     documented = {(m.upper(), route) for route, ops in served.doc["paths"].items() for m in ops}
     dispatched = {(op.method, op.route) for op, _ in Api(None).routes}  # type: ignore[arg-type]
