@@ -385,9 +385,19 @@ def _about_note(
     operation: str, note: str, config_file: Path | None, vault: Path | None, **fields: Any
 ) -> Any:
     """The answer of an operation about NOTE (a vault path, a file in the vault or a name)."""
+    from vaultd.errors import NoteUnavailableError, QueryError
+
     config = _load(config_file, vault)
     path = _note_in_vault(note, config.require_vault())
-    return _ask(config, operation, _request(operation, path=path, **fields))
+    request = _request(operation, path=path, **fields)
+    try:
+        return _ask(config, operation, request)
+    except NoteUnavailableError as exc:
+        # No note answers to the name (the API's 404): the user's input, with or without a
+        # daemon (a daemon's refusal keeps only its words, vaultd.api.client.refused).
+        if "no indexed note" not in str(exc):
+            raise
+        raise QueryError(f"{note} is not an indexed note (see `vaultd status`)") from None
 
 
 def _echo_json(answer: Any) -> None:
