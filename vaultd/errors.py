@@ -245,6 +245,14 @@ class NoteUnavailableError(NoteError):
         self.kind = kind
 
 
+class NoteNotIndexedError(NoteUnavailableError):
+    """Raised when a path or name given for a note names no indexed note."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, "no indexed note")
+        self.args = (f"no indexed note {name!r}",)
+
+
 class QueryError(VaultdError):
     """Raised when a search's query or filters cannot be taken; the message names the part."""
 

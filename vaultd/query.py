@@ -55,6 +55,9 @@ class Condition:
 
 Mode = Literal["hybrid", "vector", "keyword"]
 MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
+#: How related notes are measured (vaultd.index.related).
+How = Literal["fused", "coverage", "passages", "centroid", "words"]
+HOWS: tuple[How, ...] = ("fused", "coverage", "passages", "centroid", "words")
 MAX_K = 100
 MAX_PER_NOTE = 100
 #: Frontmatter conditions per search, and values in one `$in`: each is a piece of SQL.
@@ -285,7 +288,7 @@ def parse_where_flag(text: str) -> Condition:
 def parse_since(value: str | float) -> int:
     """Nanoseconds since the epoch from epoch seconds or an ISO date or time (local if naive)."""
     if isinstance(value, bool):
-        raise QueryError("modified_since must be an ISO date or epoch seconds")
+        raise QueryError("since must be an ISO date or epoch seconds")
     if isinstance(value, int | float):
         seconds = float(value) if _number_ok(value) else math.nan
     else:
@@ -299,10 +302,10 @@ def parse_since(value: str | float) -> int:
                 seconds = moment.timestamp()
             except (ValueError, OverflowError, OSError):
                 raise QueryError(
-                    f"modified_since: {value!r} is neither an ISO date nor epoch seconds"
+                    f"since: {value!r} is neither an ISO date nor epoch seconds"
                 ) from None
     if not (0 <= seconds < 1e11):
-        raise QueryError(f"modified_since: {value!r} is out of range")
+        raise QueryError(f"since: {value!r} is out of range")
     return int(seconds * 1e9)
 
 

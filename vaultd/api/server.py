@@ -15,10 +15,10 @@ status outside it, so a new connection always finds room for them. A search that
 from __future__ import annotations
 
 import contextlib
+import difflib
 import errno
 import io
 import json
-import math
 import os
 import re
 import socket
@@ -36,11 +36,21 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import structlog
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 from vaultd import __version__
 from vaultd.api.client import VAULT_HEADER, VAULT_PATH_HEADER
-from vaultd.api.limits import MAX_BODY, MAX_TAGS, MAX_WAIT
+from vaultd.api.limits import MAX_BODY, MAX_WAIT
 from vaultd.api.locate import remove_record, socket_path, write_record
+from vaultd.api.operations import (
+    BY_NAME,
+    OPERATIONS,
+    Operation,
+    Request,
+    SearchRequest,
+    list_fields,
+)
 from vaultd.errors import (
     ApiError,
     NoteError,
@@ -52,8 +62,6 @@ from vaultd.errors import (
     VaultPathError,
 )
 from vaultd.layout import vault_id
-from vaultd.query import MAX_K, MAX_PER_NOTE, MODES, Filters, check_query, parse_since
-from vaultd.vaultpath import vault_path
 
 if TYPE_CHECKING:
     from vaultd.api.service import Service
@@ -76,7 +84,7 @@ MAX_BUSY = 64
 #: Searches waiting for `wait_for` at once: a thread each, blocked, outside the caps above.
 MAX_WAITING = 512
 #: Routes answered whatever the load: they are quick and take no slot.
-ALWAYS_ANSWERED = frozenset({"/v1/health", "/v1/status"})
+ALWAYS_ANSWERED = frozenset(BY_NAME[name].route for name in ("health", "status"))
 #: The longest request line read (as the standard library's handler reads it).
 MAX_REQUEST_LINE = 65536
 #: A method is an RFC 9110 token; anything else is not a request.
@@ -86,12 +94,6 @@ _HTTP_1 = re.compile(r"HTTP/0*1\.[0-9]+")
 #: A Content-Length is digits only. int() would also take a sign, spaces, "_" and non-ASCII
 #: digits ("+5", "5 ", "5_0", "٥"), which another parser in front of us may read differently.
 _LENGTH = re.compile(r"[0-9]+")
-NOTES_PREFIX = "/v1/notes/"
-RELATED_SUFFIX = "/related"
-MENTIONS_SUFFIX = "/mentions"
-OUTLINE_SUFFIX = "/outline"
-#: Most entries of a list endpoint (tags, recent notes, mentions).
-MAX_LIST = 500
 
 
 def _safe_directory(directory: Path) -> None:
@@ -585,232 +587,54 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
 
 class Api:
-    """Routes requests to the service; raises ApiError for anything the client got wrong."""
+    """Routes requests by the operation table (vaultd.api.operations): each request is checked
+    by its operation's model, answered by the service and sent as its response model. Raises
+    ApiError for anything the client got wrong."""
 
     def __init__(self, service: Service) -> None:
         self.service = service
         #: Around a search's wait (the server's long-poll lane, see SocketServer.long_poll).
         self.waiting: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
-        #: Each route's methods; a handler takes the request's body.
-        self.routes: dict[str, dict[str, Callable[[bytes], tuple[HTTPStatus, Any]]]] = {
-            "/v1/health": {"GET": lambda _: self.health()},
-            "/v1/status": {"GET": lambda _: self.status()},
-            "/v1/search": {"POST": lambda body: self.search(_json_body(body))},
-            "/v1/reindex": {"POST": lambda body: self.reindex(_json_body(body))},
-            "/openapi.json": {"GET": lambda _: self.openapi()},
-        }
+        # In the table's order, a note's views before the note: a note's path ends in .md,
+        # never in /related, so none is shadowed.
+        self.routes = [(op, _route_pattern(op.route)) for op in OPERATIONS]
 
     def handle(self, method: str, target: str, body: bytes) -> tuple[HTTPStatus, Any]:
         url = urlsplit(target)
-        path = url.path
-        query = parse_qs(url.query)
-        views = {
-            RELATED_SUFFIX: self.related,
-            MENTIONS_SUFFIX: self.mentions,
-            OUTLINE_SUFFIX: self.outline,
-        }
-        suffix = next((s for s in views if path.endswith(s)), None)
-        methods: dict[str, Callable[[bytes], tuple[HTTPStatus, Any]]] | None
-        if path.startswith(NOTES_PREFIX) and suffix is not None:
-            # A note's path ends in .md, never in /related (or another view): none shadowed.
-            note = unquote(path[len(NOTES_PREFIX) : -len(suffix)])
-            view = views[suffix]
-            methods = {"GET": lambda _: view(note, query)}
-        elif path.startswith(NOTES_PREFIX):
-            note = unquote(path[len(NOTES_PREFIX) :])
-            methods = {"GET": lambda _: self.note(note, query)}
-        elif path in ("/v1/export", "/v1/tags", "/v1/recent"):
-            listing = {"/v1/export": self.export, "/v1/tags": self.tags, "/v1/recent": self.recent}
-            methods = {"GET": lambda _: listing[path](query)}
-        else:
-            methods = self.routes.get(path)
-        if methods is None:
-            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no route {path}")
-        handler = methods.get(method)
-        if handler is None:
+        found = [(op, m) for op, pattern in self.routes if (m := pattern.fullmatch(url.path))]
+        if not found:
+            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no route {url.path}")
+        route = found[0][0].route
+        methods = {op.method: (op, m) for op, m in found if op.route == route}
+        if method not in methods:
             raise ApiError(
                 HTTPStatus.METHOD_NOT_ALLOWED,
                 "method_not_allowed",
-                f"{method} is not supported on {path}; use {' or '.join(methods)}",
+                f"{method} is not supported on {url.path}; use {' or '.join(methods)}",
                 allow=tuple(methods),
             )
-        return handler(body)
-
-    # -- endpoints -----------------------------------------------------------------------------
-
-    def health(self) -> tuple[HTTPStatus, Any]:
-        health, reasons = self.service.health()
-        vault = self.service.vault
-        body = {
-            "status": health,
-            "version": __version__,
-            "vault": str(vault),
-            "vault_id": vault_id(vault),
-            "pid": os.getpid(),
-            "data_dir": str(self.service.data_dir),
-        }
-        if reasons:
-            body["reason"] = "; ".join(reasons)
-        return HTTPStatus.OK, body
-
-    def status(self) -> tuple[HTTPStatus, Any]:
-        return HTTPStatus.OK, self.service.status()
-
-    def search(self, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
-        query = _field(body, "query", str, required=True)
+        op, match = methods[method]
+        request = _request(op, match, url.query, body)
         try:
-            check_query(query)  # before wait_for: a query that cannot run never waits
-        except QueryError as exc:
+            return self._answer(op, request)
+        except (QueryError, VaultPathError) as exc:
             raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", str(exc)) from None
-        k = _field(body, "k", int, default=10)
-        if not 1 <= k <= MAX_K:
-            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"k must be 1 to {MAX_K}")
-        mode = _field(body, "mode", str, default="hybrid")
-        if mode not in MODES:
-            raise ApiError(
-                HTTPStatus.BAD_REQUEST, "bad_request", f"mode must be one of {', '.join(MODES)}"
-            )
-        filters = _search_filters(body)
-        per_note = _field(body, "per_note", int, default=None)
-        if per_note is not None and not 0 <= per_note <= MAX_PER_NOTE:
-            raise ApiError(
-                HTTPStatus.BAD_REQUEST, "bad_request", f"per_note must be 0 to {MAX_PER_NOTE}"
-            )
-        merge = _field(body, "merge", bool, default=None)
-        snippets = _field(body, "snippets", bool, default=False)
-        explain = _field(body, "explain", bool, default=False)
-        wait_for = body.get("wait_for")
-        timeout = _field(body, "timeout", (int, float), default=10.0)
-        if isinstance(timeout, float) and not math.isfinite(timeout):
-            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "timeout must be finite")
-        if wait_for is not None:
-            if not isinstance(wait_for, str):
-                raise ApiError(
-                    HTTPStatus.BAD_REQUEST, "bad_request", 'wait_for must be a vault path or "idle"'
-                )
-            target = wait_for if wait_for == "idle" else _vault_path("wait_for", wait_for)
-            self._wait(target, float(min(max(timeout, 0), MAX_WAIT)))
-        hits = self.service.search(
-            query,
-            k=k,
-            mode=mode,
-            filters=filters,
-            per_note=per_note,
-            merge=merge,
-            snippets=snippets,
-        )
-        return HTTPStatus.OK, {"hits": [h.as_json(explain) for h in hits]}
-
-    def note(self, name: str, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
-        path = self._named_note(name)
-        body = self.service.note(path)
-        if body is None:
-            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no indexed note {path!r}")
-        if _flag(query, "text"):
-            body.update(_note_text(self.service, path, query))
-        return HTTPStatus.OK, body
-
-    def related(self, name: str, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
-        """`GET /v1/notes/{path}/related`: k, how, exclude_linked, start_line and end_line, and
-        the search filters (tag, tag_any, path_prefix, modified_since) as query parameters."""
-        path = self._named_note(name)
-        given = (query.get("k") or ["10"])[-1]
-        k = int(given) if given.isdigit() else 0
-        if not 1 <= k <= MAX_K:
-            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"k must be 1 to {MAX_K}")
-        start, end = _line_number(query, "start_line"), _line_number(query, "end_line")
-        lines = None if start is None and end is None else (start or 1, end or 1 << 31)
-        filters = _search_filters(
-            {
-                "tags": query.get("tag", []),
-                "tags_any": query.get("tag_any", []),
-                "path_prefix": (query.get("path_prefix") or [""])[-1],
-                **(
-                    {"modified_since": query["modified_since"][-1]}
-                    if "modified_since" in query
-                    else {}
-                ),
-            }
-        )
-        try:
-            found = self.service.related(
-                path,
-                k=k,
-                lines=lines,
-                exclude_linked=_flag(query, "exclude_linked"),
-                filters=filters,
-                how=(query.get("how") or ["fused"])[-1],
-            )
-        except QueryError as exc:
-            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", str(exc)) from None
-        if found is None:
-            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no indexed note {path!r}")
-        return HTTPStatus.OK, {"path": path, "related": found}
-
-    def mentions(self, name: str, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
-        """`GET /v1/notes/{path}/mentions?k=`: passages naming the note without a link."""
-        path = self._named_note(name)
-        found = self.service.mentions(path, _count(query, "k", 50))
-        if found is None:
-            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no indexed note {path!r}")
-        return HTTPStatus.OK, {"path": path, "mentions": found}
-
-    def outline(self, name: str, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
-        """`GET /v1/notes/{path}/outline`: the note's headings with their line ranges."""
-        path = self._named_note(name)
-        try:
-            found = self.service.outline(path)
         except NoteUnavailableError as exc:
             raise ApiError(HTTPStatus.NOT_FOUND, "not_found", str(exc)) from None
         except NoteError as exc:
             raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, "unreadable", str(exc)) from None
-        if found is None:
-            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no indexed note {path!r}")
-        return HTTPStatus.OK, {"path": path, "headings": found}
 
-    def tags(self, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
-        """`GET /v1/tags?prefix=`: every tag with its count of notes, most used first."""
-        return HTTPStatus.OK, {"tags": self.service.tags((query.get("prefix") or [""])[-1])}
+    def _answer(self, op: Operation, request: Request) -> tuple[HTTPStatus, Any]:
+        if op.name == "openapi":
+            from vaultd.api.openapi import schema
 
-    def recent(self, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
-        """`GET /v1/recent?k=&since=`: the notes modified most recently (since an ISO date or
-        epoch seconds), newest first."""
-        since = query.get("since")
-        try:
-            since_ns = None if not since else parse_since(since[-1])
-        except QueryError as exc:
-            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", str(exc)) from None
-        notes = self.service.recent(_count(query, "k", 20), since_ns)
-        return HTTPStatus.OK, {"notes": notes}
-
-    def _named_note(self, name: str) -> str:
-        """The indexed note's path for a path or a name as Obsidian takes it ("Canvas")."""
-        if not name:
-            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"name a note: {NOTES_PREFIX}PATH")
-        path = _vault_path("the note path", name)
-        found = self.service.find_note(path)
-        if found is None:
-            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no indexed note {path!r}")
-        return found
-
-    def reindex(self, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
-        given = _field(body, "paths", list, default=[])
-        if not all(isinstance(p, str) for p in given):
-            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "paths must be vault paths")
-        paths = list(dict.fromkeys(_vault_path("paths", p) for p in given))
-        self.service.reindex(paths)
-        return HTTPStatus.ACCEPTED, {"accepted": True, "paths": paths or "all"}
-
-    def export(self, query: Mapping[str, list[str]]) -> tuple[HTTPStatus, Any]:
-        """Every chunk record in the store, as `vaultd export` prints it (JSON lines)."""
-        return HTTPStatus.OK, Lines(self.service.export(_flag(query, "vectors")))
-
-    def openapi(self) -> tuple[HTTPStatus, Any]:
-        from vaultd.api.openapi import schema
-
-        return HTTPStatus.OK, schema()
-
-    # -- helpers -------------------------------------------------------------------------------
+            return HTTPStatus.OK, schema()
+        if isinstance(request, SearchRequest) and request.wait_for is not None:
+            self._wait(request.wait_for, min(request.timeout, MAX_WAIT))
+        answer = getattr(self.service, op.name)(request)
+        if op.stream:
+            return HTTPStatus(op.status), Lines(_dumped(item) for item in answer)
+        return HTTPStatus(op.status), _dumped(answer)
 
     def _wait(self, target: str, timeout: float) -> None:
         with self.waiting():
@@ -822,93 +646,69 @@ class Api:
                 )
 
 
-def _tag_list(body: Mapping[str, Any], name: str) -> list[str]:
-    tags: list[str] = _field(body, name, list, default=[])
-    if not all(isinstance(t, str) for t in tags):
-        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"{name} must be strings")
-    if len(tags) > MAX_TAGS:
-        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"at most {MAX_TAGS} {name}")
-    return tags
+def _route_pattern(route: str) -> re.Pattern[str]:
+    return re.compile(re.escape(route).replace(re.escape("{path}"), "(?P<path>.+)"))
 
 
-def _search_filters(body: Mapping[str, Any]) -> Filters:
-    """The filter fields of a search request, checked (400 for anything malformed)."""
-    tags = _tag_list(body, "tags")
-    tags_any = _tag_list(body, "tags_any")
-    path_prefix = _field(body, "path_prefix", str, default="")
-    where = _field(body, "where", dict, default=None)
-    since = _field(body, "modified_since", (str, int, float), default=None)
-    if isinstance(since, float) and not math.isfinite(since):
-        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "modified_since must be finite")
+def _dumped(answer: BaseModel) -> Any:
+    # Optional keys left unset are not sent: a hit with a snippet has no text.
+    return answer.model_dump(mode="json", exclude_unset=True)
+
+
+def _request(op: Operation, match: re.Match[str], query: str, body: bytes) -> Request:
+    """The request as its operation's model: a GET's query string (a repeated parameter is a
+    list where the field is one, else its last value counts) or a POST's JSON body (strictly
+    typed: "3" is no number), and the note's path from the route. 400 naming the field."""
+    if op.method == "GET":
+        lists = list_fields(op.request)
+        data: dict[str, Any] = {
+            name: values if name in lists else values[-1]
+            for name, values in parse_qs(query).items()
+        }
+        strict = False
+    else:
+        data = _json_body(body)
+        strict = True
+    if "path" in match.groupdict():
+        data["path"] = unquote(match["path"])
     try:
-        return Filters.build(tags, tags_any, path_prefix, where, since)
-    except QueryError as exc:
-        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", str(exc)) from None
+        return op.request.model_validate(data, strict=strict)
+    except ValidationError as exc:
+        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", refusal(op.request, exc)) from None
 
 
-def _count(query: Mapping[str, list[str]], name: str, default: int) -> int:
-    """A count parameter, 1 to MAX_LIST (400 otherwise)."""
-    given = (query.get(name) or [str(default)])[-1]
-    number = int(given) if given.isdigit() else 0
-    if not 1 <= number <= MAX_LIST:
-        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"{name} must be 1 to {MAX_LIST}")
-    return number
+def refusal(model: type[BaseModel], exc: ValidationError) -> str:
+    """What was wrong with a request, naming the field, as the API's 400 says it."""
+    messages: list[str] = []
+    for error in exc.errors(include_url=False):
+        name = str(error["loc"][0]) if error["loc"] else "the body"
+        kind = error["type"]
+        field = model.model_fields.get(name)
+        bounds = _bounds(field) if field is not None else None
+        if kind == "vaultd":
+            messages.append(error["msg"])
+        elif kind == "extra_forbidden":
+            near = difflib.get_close_matches(name, list(model.model_fields), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            messages.append(f"unknown field {name!r}{hint}")
+        elif kind == "missing":
+            messages.append(f"{name} is required")
+        elif bounds is not None and kind in _RANGE_ERRORS:
+            messages.append(f"{name} must be {bounds[0]} to {bounds[1]}")
+        else:
+            messages.append(f"{name}: {error['msg']}")
+    return "; ".join(dict.fromkeys(messages))
 
 
-def _flag(query: Mapping[str, list[str]], name: str) -> bool:
-    values = query.get(name)
-    return values is not None and values[-1].lower() in ("1", "true", "yes")
+_RANGE_ERRORS = frozenset(
+    {"greater_than_equal", "less_than_equal", "too_long", "too_short", "int_from_float"}
+)
 
 
-def _line_number(query: Mapping[str, list[str]], name: str) -> int | None:
-    values = query.get(name)
-    if not values:
-        return None
-    try:
-        number = int(values[-1])
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"{name} must be a line number (1-)")
-    return number
-
-
-def _note_text(service: Service, path: str, query: Mapping[str, list[str]]) -> dict[str, Any]:
-    """The note's text as it is on disk now, or the lines asked for.
-
-    Read as the indexer reads (Discovery.read_note): never through a symlink swapped in for the
-    note or a folder above it, and only while the rules still admit it; otherwise 404.
-    """
-    from vaultd.pipeline.parse import decode
-
-    start = _line_number(query, "start_line")
-    end = _line_number(query, "end_line")
-    try:
-        text, _ = decode(service.read_note(path), path)
-    except NoteUnavailableError as exc:
-        raise ApiError(HTTPStatus.NOT_FOUND, "not_found", str(exc)) from None
-    except OSError as exc:
-        raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"{path}: cannot read ({exc})") from None
-    except NoteError as exc:
-        raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, "unreadable", str(exc)) from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline ends the last line; it does not start another
-    first = start or 1
-    last = min(end or len(lines), len(lines))
-    if (end is not None and end < first) or first > max(len(lines), 1):
-        wanted = f"{first}..{end or 'the end'}"
-        raise ApiError(
-            HTTPStatus.BAD_REQUEST,
-            "bad_range",
-            f"{path} has {len(lines)} lines; {wanted} is not a range of them",
-        )
-    return {
-        "text": "\n".join(lines[first - 1 : last]),
-        "start_line": first,
-        "end_line": last,
-        "total_lines": len(lines),
-    }
+def _bounds(field: FieldInfo) -> tuple[Any, Any] | None:
+    low = next((m.ge for m in field.metadata if getattr(m, "ge", None) is not None), None)
+    high = next((m.le for m in field.metadata if getattr(m, "le", None) is not None), None)
+    return None if low is None or high is None else (low, high)
 
 
 def _json_body(body: bytes) -> dict[str, Any]:
@@ -927,30 +727,6 @@ def _json_body(body: bytes) -> dict[str, Any]:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
-
-
-def _vault_path(field_name: str, value: str) -> str:
-    """`value` normalised as `vaultd.vaultpath` says, or a 400 naming the field."""
-    try:
-        return vault_path(value)
-    except VaultPathError as exc:
-        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"{field_name}: {exc}") from None
-
-
-def _field(
-    body: Mapping[str, Any], name: str, kind: Any, *, default: Any = None, required: bool = False
-) -> Any:
-    if name not in body or body[name] is None:
-        if required:
-            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"{name} is required")
-        return default
-    value = body[name]
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    if isinstance(value, bool) and bool not in kinds:
-        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"{name} has the wrong type")
-    if not isinstance(value, kinds):
-        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", f"{name} has the wrong type")
-    return value
 
 
 def daemon_socket_path(config: Any, env: Mapping[str, str]) -> Path:

@@ -1,98 +1,87 @@
-"""What the socket API asks of a running index: the narrow interface the daemon implements.
+"""What the API asks of an index: `Reads`, answered from an open index with or without a
+daemon, and `Service`, a running daemon's whole interface.
 
-The server sees only this, never the daemon: routes check and translate a request, then call
-one of these methods. Raising NotReadyError means "starting, ask again" (503 not_ready).
+Each method is an operation of vaultd.api.operations, named after it: it takes the operation's
+request model and returns its response model. The server sees only this, never the daemon.
+The local implementation (vaultd.api.local) answers the reads over an open index; the daemon's
+(vaultd.daemon.serving) adds what needs a running daemon; the socket client
+(vaultd.api.client) is the same interface from another process.
+
+Errors are the package's: QueryError and VaultPathError for what was asked badly (400),
+NoteUnavailableError for a note that is not there (404), NoteError for one that cannot be read
+(422), NotReadyError for "starting, ask again" (503).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from vaultd.query import Filters, Mode
-    from vaultd.records import Hit
+from vaultd.api.operations import (
+    BacklinksRequest,
+    BacklinksResponse,
+    ExportRecord,
+    ExportRequest,
+    HealthRequest,
+    HealthResponse,
+    MentionsRequest,
+    MentionsResponse,
+    NoteReadRequest,
+    NoteResponse,
+    OutlineRequest,
+    OutlineResponse,
+    RecentRequest,
+    RecentResponse,
+    ReindexRequest,
+    ReindexResponse,
+    RelatedRequest,
+    RelatedResponse,
+    SearchRequest,
+    SearchResponse,
+    StatusRequest,
+    StatusResponse,
+    TagsRequest,
+    TagsResponse,
+)
 
 
-class Service(Protocol):
+class Reads(Protocol):
+    """The operations an open index answers alone."""
+
     #: The vault served and its data directory (the answers' headers, health, the record).
     vault: Path
     data_dir: Path
 
-    def health(self) -> tuple[str, list[str]]:
-        """The health ("starting", "ok" or "degraded") and the reasons it is not ok."""
-        ...
+    def search(self, request: SearchRequest) -> SearchResponse: ...
 
-    def status(self) -> dict[str, Any]:
-        """Everything `vaultd status` shows, as JSON."""
-        ...
+    def note(self, request: NoteReadRequest) -> NoteResponse: ...
 
-    def search(
-        self,
-        query: str,
-        *,
-        k: int,
-        mode: Mode,
-        filters: Filters,
-        per_note: int | None,
-        merge: bool | None,
-        snippets: bool = False,
-    ) -> list[Hit]: ...
+    def related(self, request: RelatedRequest) -> RelatedResponse: ...
 
-    def find_note(self, name: str) -> str | None:
-        """The indexed note a name means, as Obsidian resolves it (`Canvas` is
-        `Plugins/Canvas.md`; see vaultd.index.names), or None."""
-        ...
+    def mentions(self, request: MentionsRequest) -> MentionsResponse: ...
 
-    def note(self, path: str) -> dict[str, Any] | None:
-        """An indexed note as the API shows it (None: not indexed)."""
-        ...
+    def backlinks(self, request: BacklinksRequest) -> BacklinksResponse: ...
 
-    def related(
-        self,
-        path: str,
-        *,
-        k: int,
-        lines: tuple[int, int] | None,
-        exclude_linked: bool,
-        filters: Filters,
-        how: str,
-    ) -> list[dict[str, Any]] | None:
-        """The notes nearest `path` by meaning, as JSON (None: no such indexed note). Raises
-        QueryError for a range with no passage, VectorsPendingError before its vectors."""
-        ...
+    def outline(self, request: OutlineRequest) -> OutlineResponse: ...
 
-    def mentions(self, path: str, k: int) -> list[dict[str, Any]] | None:
-        """Passages of other notes naming `path` without linking to it (None: no such
-        indexed note)."""
-        ...
+    def tags(self, request: TagsRequest) -> TagsResponse: ...
 
-    def outline(self, path: str) -> list[dict[str, Any]] | None:
-        """The note's headings with their sections' line ranges, as on disk now (None: no
-        such indexed note). Raises NoteUnavailableError or NoteError as `read_note` does."""
-        ...
+    def recent(self, request: RecentRequest) -> RecentResponse: ...
 
-    def tags(self, prefix: str) -> list[dict[str, Any]]:
-        """Every tag (or those under `prefix`) with how many notes hold it."""
-        ...
+    def export(self, request: ExportRequest) -> Iterator[ExportRecord]: ...
 
-    def recent(self, k: int, since_ns: int | None) -> list[dict[str, Any]]:
-        """The most recently modified notes, newest first."""
-        ...
 
-    def read_note(self, path: str) -> bytes:
-        """The note's bytes on disk now, read as the indexer reads them."""
-        ...
+class Service(Reads, Protocol):
+    """A running daemon: the reads, and what only it can do."""
 
-    def reindex(self, paths: Sequence[str]) -> None:
-        """Compare these notes (none: the whole vault) with the index again, soon."""
-        ...
+    def health(self, request: HealthRequest) -> HealthResponse: ...
 
-    def export(self, with_vectors: bool) -> Iterator[dict[str, Any]]:
-        """Every chunk record in the store, sorted by id."""
-        ...
+    def status(self, request: StatusRequest) -> StatusResponse: ...
+
+    def reindex(self, request: ReindexRequest) -> ReindexResponse: ...
 
     def wait(self, target: str, timeout: float) -> bool:
-        """Block until `target` (a vault path, or "idle") is indexed; False on timeout."""
+        """Block until `target` (a vault path, or "idle") is indexed; False on timeout. The
+        long poll of a search's `wait_for`."""
         ...

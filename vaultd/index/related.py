@@ -37,19 +37,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from vaultd.errors import QueryError, VectorsPendingError
 from vaultd.index.links import resolve_links
 from vaultd.index.search import rrf
-from vaultd.query import STOP_WORDS, is_unspaced
+from vaultd.query import HOWS, STOP_WORDS, How, is_unspaced
 from vaultd.storage.manifest import Manifest, StoredChunk
 from vaultd.storage.vectors import VectorStore
-
-How = Literal["fused", "coverage", "passages", "centroid", "words"]
-HOWS: tuple[How, ...] = ("fused", "coverage", "passages", "centroid", "words")
 
 #: Candidate chunks asked of Chroma per query vector (or k): enough for tens of distinct notes.
 DEPTH = 40

@@ -1,0 +1,181 @@
+"""The reads of the API over an open index (vaultd.index.open.Index): the code the daemon
+serves from, and what the CLI and the MCP bridge answer with when no daemon runs.
+
+Each method takes an operation's request model, already checked, and returns its response
+model (vaultd.api.operations). A note asked for by name is resolved as Obsidian resolves it; one
+that is not indexed raises NoteUnavailableError (404 on the socket).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from http import HTTPStatus
+from typing import TYPE_CHECKING
+
+from vaultd.api.operations import (
+    BacklinksRequest,
+    BacklinksResponse,
+    ExportRecord,
+    ExportRequest,
+    MentionsRequest,
+    MentionsResponse,
+    NoteReadRequest,
+    NoteResponse,
+    OutlineRequest,
+    OutlineResponse,
+    RecentRequest,
+    RecentResponse,
+    RelatedRequest,
+    RelatedResponse,
+    SearchRequest,
+    SearchResponse,
+    TagsRequest,
+    TagsResponse,
+)
+from vaultd.errors import ApiError, NoteNotIndexedError, NoteUnavailableError
+from vaultd.index import browse
+from vaultd.index.backlinks import backlinks_of
+from vaultd.index.export import export_records
+from vaultd.index.mentions import unlinked_mentions
+from vaultd.index.names import note_named
+from vaultd.index.notes import note_view
+
+if TYPE_CHECKING:
+    from vaultd.index.open import Index
+
+
+class LocalService:
+    """`vaultd.api.service.Reads` over an open index."""
+
+    def __init__(self, index: Index) -> None:
+        self.index = index
+        self.vault = index.vault
+        self.data_dir = index.data_dir
+
+    def find_note(self, name: str) -> str:
+        """The indexed note a name means (see vaultd.index.names)."""
+        found = note_named(self.index.manifest, name)
+        if found is None:
+            raise NoteNotIndexedError(name)
+        return found
+
+    def search(self, request: SearchRequest) -> SearchResponse:
+        hits = self.index.searcher.search(
+            request.query,
+            k=request.k,
+            mode=request.mode,
+            filters=request.filters,
+            per_note=request.per_note,
+            merge=request.merge,
+            settings=self.index.config.search,
+            snippets=request.snippets,
+        )
+        return SearchResponse.model_validate({"hits": [h.as_json(request.explain) for h in hits]})
+
+    def note(self, request: NoteReadRequest) -> NoteResponse:
+        path = self.find_note(request.path)
+        view = note_view(self.index.manifest, path)
+        if view is None:
+            raise NoteNotIndexedError(path)
+        if request.text:
+            view.update(self._text(path, request.start_line, request.end_line))
+        return NoteResponse.model_validate(view)
+
+    def _text(self, path: str, start: int | None, end: int | None) -> dict[str, object]:
+        """The note's text as it is on disk now, or the lines asked for. Read as the indexer
+        reads (Discovery.read_note): never through a symlink swapped in for the note or a
+        folder above it, and only while the rules still admit it."""
+        from vaultd.pipeline.parse import decode
+
+        try:
+            data, _ = self.index.indexer.discovery.read_note(path)
+        except OSError as exc:
+            raise NoteUnavailableError(path, f"cannot read ({exc})") from None
+        text, _ = decode(data, path)
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()  # the final newline ends the last line; it does not start another
+        first = start or 1
+        last = min(end or len(lines), len(lines))
+        if (end is not None and end < first) or first > max(len(lines), 1):
+            raise ApiError(
+                HTTPStatus.BAD_REQUEST,
+                "bad_range",
+                f"{path} has {len(lines)} lines; {first}..{end or 'the end'} is not a range "
+                "of them",
+            )
+        return {
+            "text": "\n".join(lines[first - 1 : last]),
+            "start_line": first,
+            "end_line": last,
+            "total_lines": len(lines),
+        }
+
+    def related(self, request: RelatedRequest) -> RelatedResponse:
+        path = self.find_note(request.path)
+        found = self.index.related.related(
+            path,
+            request.k,
+            lines=request.lines,
+            exclude_linked=request.exclude_linked,
+            allowed=self.index.searcher.select(request.filters),
+            how=request.how,
+        )
+        return RelatedResponse.model_validate(
+            {"path": path, "related": [r.as_json() for r in found]}
+        )
+
+    def mentions(self, request: MentionsRequest) -> MentionsResponse:
+        path = self.find_note(request.path)
+        found = unlinked_mentions(self.index.manifest, path, request.k) or []
+        return MentionsResponse.model_validate(
+            {"path": path, "mentions": [m.as_json() for m in found]}
+        )
+
+    def backlinks(self, request: BacklinksRequest) -> BacklinksResponse:
+        path = self.find_note(request.path)
+        found = backlinks_of(self.index.manifest, path)[: request.k]
+        return BacklinksResponse.model_validate(
+            {
+                "path": path,
+                "backlinks": [
+                    {
+                        "path": b.path,
+                        "title": b.title,
+                        "links": b.links,
+                        "passages": [
+                            {
+                                "section": p.section,
+                                "start_line": p.start_line,
+                                "end_line": p.end_line,
+                                "text": p.text,
+                                "link_lines": list(p.link_lines),
+                            }
+                            for p in b.passages
+                        ],
+                    }
+                    for b in found
+                ],
+            }
+        )
+
+    def outline(self, request: OutlineRequest) -> OutlineResponse:
+        path = self.find_note(request.path)
+        indexer = self.index.indexer
+        headings = browse.outline(indexer.discovery, path, indexer.max_bytes)
+        return OutlineResponse.model_validate(
+            {"path": path, "headings": [h.as_json() for h in headings]}
+        )
+
+    def tags(self, request: TagsRequest) -> TagsResponse:
+        return TagsResponse.model_validate(
+            {"tags": browse.tags(self.index.manifest, request.prefix)}
+        )
+
+    def recent(self, request: RecentRequest) -> RecentResponse:
+        notes = browse.recent(self.index.manifest, request.k, request.since_ns)
+        return RecentResponse.model_validate({"notes": notes})
+
+    def export(self, request: ExportRequest) -> Iterator[ExportRecord]:
+        for record in export_records(self.index.store, with_vectors=request.vectors):
+            yield ExportRecord.model_validate(record)

@@ -1,0 +1,742 @@
+"""Every operation of the API, declared once: its route and method, a typed request model and a
+typed response model, its caps and defaults, whether it only reads, and one docstring.
+
+The rest follows from this table. The socket server validates each request by its model and
+serializes each answer by its model; `/openapi.json` is generated from it (vaultd.api.openapi);
+the MCP tools and the CLI take their fields, bounds and help from it; the `Service` protocol
+(vaultd.api.service) is typed by its models, and its local implementation (vaultd.api.local)
+answers the CLI without a daemon with the code the daemon serves from.
+
+Pydantic v2 models: a well-kept library whose JSON Schema the MCP SDK already speaks, so the
+document, the tools and the validation are one description. A request model refuses any field
+it does not declare (`extra="forbid"`): `{"query": "canvas", "limit": 2}` is a 400 naming
+`limit`, never a silent default. A request's docstring is the operation's OpenAPI summary (its
+first line) and description, its MCP tool's description and its CLI command's help.
+
+Renamed fields keep their old spelling as a second validation alias for one release
+(`modified_since` for `since`, `tag` for `tags`): `deprecated_aliases` lists them for the
+document, which marks them deprecated.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    RootModel,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from vaultd.api.limits import MAX_LIST, MAX_TAGS, MAX_WAIT
+from vaultd.errors import VaultdError
+from vaultd.query import (
+    MAX_CONDITIONS,
+    MAX_K,
+    MAX_PER_NOTE,
+    MAX_QUERY_CHARS,
+    MAX_QUERY_TERMS,
+    Filters,
+    How,
+    Mode,
+    check_query,
+    parse_where,
+)
+from vaultd.vaultpath import vault_path
+
+
+def _refusal(exc: VaultdError) -> PydanticCustomError:
+    # The message as the rule words it (it names the field), never "Value error, ...": the
+    # API, the CLI and MCP refuse the same input with the same words.
+    return PydanticCustomError("vaultd", "{message}", {"message": str(exc)})
+
+
+def _in_vault(field_name: str, value: str) -> str:
+    try:
+        return vault_path(value)
+    except VaultdError as exc:
+        raise PydanticCustomError(
+            "vaultd", "{message}", {"message": f"{field_name}: {exc}"}
+        ) from None
+
+
+# -- the parts of requests -----------------------------------------------------------------------
+
+
+class Request(BaseModel):
+    """A request: every field declared, anything else refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class NoteRequest(Request):
+    """A request about one note, named by its vault path or as Obsidian takes a name."""
+
+    path: str = Field(
+        min_length=1,
+        description="The note: its vault path, or its name as Obsidian resolves it "
+        "(`Canvas` is `Plugins/Canvas.md`); 400 when absolute or with a `..` component.",
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        return _in_vault("path", value)
+
+
+Count = Annotated[int, Field(ge=1, le=MAX_LIST)]
+LineNumber = Annotated[int, Field(ge=1)]
+Tags = Annotated[list[str], Field(max_length=MAX_TAGS)]
+
+
+class Filtered(Request):
+    """The filters a search and related notes share: every one given must pass."""
+
+    tags: Tags = Field(
+        default_factory=list,
+        validation_alias=AliasChoices("tags", "tag"),
+        description="Only notes with all of these tags; nested tags match their parents.",
+    )
+    tags_any: Tags = Field(
+        default_factory=list,
+        validation_alias=AliasChoices("tags_any", "tag_any"),
+        description="Only notes with at least one of these tags.",
+    )
+    path_prefix: str = Field(
+        "",
+        description="Only notes under this folder, or this one note's path: a vault path (400 "
+        "when absolute or with a `..` component).",
+    )
+    since: str | Annotated[float, Field(ge=0)] | None = Field(
+        None,
+        validation_alias=AliasChoices("since", "modified_since"),
+        description="Only notes changed at or after this ISO date or time (local time when "
+        "it has no offset) or epoch seconds.",
+    )
+    _filters: Filters = PrivateAttr(default_factory=Filters)
+
+    @model_validator(mode="after")
+    def _checked_filters(self) -> Filtered:
+        try:
+            self._filters = Filters.build(
+                self.tags,
+                self.tags_any,
+                self.path_prefix,
+                getattr(self, "where", None),
+                self.since,
+            )
+        except VaultdError as exc:
+            raise _refusal(exc) from None
+        return self
+
+    @property
+    def filters(self) -> Filters:
+        """The filters, parsed and checked when the request was."""
+        return self._filters
+
+
+# -- requests ------------------------------------------------------------------------------------
+
+
+class HealthRequest(Request):
+    """Liveness and readiness.
+
+    `ok`, `degraded` (with the reason) or `starting`, and which vault the daemon serves."""
+
+
+class StatusRequest(Request):
+    """Counts, queue, failures, freshness and where things are.
+
+    Everything `vaultd status` shows: notes and chunks searchable, the failed, quarantined and
+    left-out files, the model, the store, the pacing of bulk work and the save-to-searchable
+    lag."""
+
+
+class SearchRequest(Filtered):
+    """Search the vault's notes by words and by meaning.
+
+    Hybrid search fuses the keyword (BM25) and vector rankings; `keyword` and `vector` use one.
+    Filters narrow the notes before ranking: tags, a folder, frontmatter conditions (`where`)
+    and a modification time (`since`)."""
+
+    query: str = Field(
+        # Checked by vaultd.query.check_query, whose words every way in shares; stated here.
+        json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": r"\S"},
+        description=f"Not empty or only whitespace; at most {MAX_QUERY_CHARS} characters and "
+        f"{MAX_QUERY_TERMS} keyword terms (distinct words other than stop words, quoted "
+        "phrases, pairs of characters of text in scripts written without spaces); otherwise "
+        "400.",
+    )
+    k: int = Field(10, ge=1, le=MAX_K, description="How many hits.")
+    mode: Mode = Field("hybrid", description="Words and meaning fused, or one of them.")
+    where: dict[str, Any] | None = Field(
+        None,
+        max_length=MAX_CONDITIONS,
+        description="Frontmatter conditions, all of which must hold: a plain value means "
+        'equality (strings case-insensitive); an object holds operators: "$eq", "$in" (a '
+        'list), "$gt", "$gte", "$lt", "$lte" (a number or an ISO date). A list-valued field '
+        'passes when any item does. Example: {"status": "done", "year": {"$gte": 2020}}.',
+    )
+    per_note: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_PER_NOTE,
+        description="At most this many hits from one note (0: no cap); default: [search] per_note.",
+    )
+    merge: bool | None = Field(
+        None,
+        description="Merge neighbouring passages of one note into one hit; default: [search] "
+        "merge.",
+    )
+    snippets: bool = Field(
+        False,
+        description="Give each hit a short snippet with the query's terms marked **like "
+        "this** instead of its whole text; the line range stays the passage's.",
+    )
+    explain: bool = Field(False, description="Add each hit's score parts.")
+    wait_for: str | None = Field(
+        None,
+        min_length=1,
+        description='A vault path, or "idle": answer once it is indexed (400 for a path out '
+        "of the vault; 503 timeout when it is not indexed in time).",
+    )
+    timeout: float = Field(
+        10.0,
+        ge=0,
+        description=f"How long to wait for `wait_for`, in seconds; at most {MAX_WAIT:g} are "
+        "waited (ask again for longer).",
+    )
+
+    @field_validator("query")
+    @classmethod
+    def _query(cls, value: str) -> str:
+        # Before any wait_for: a query that cannot run never waits.
+        try:
+            check_query(value)
+        except VaultdError as exc:
+            raise _refusal(exc) from None
+        return value
+
+    @field_validator("where")
+    @classmethod
+    def _where(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            try:
+                parse_where(value)
+            except VaultdError as exc:
+                raise _refusal(exc) from None
+        return value
+
+    @field_validator("wait_for")
+    @classmethod
+    def _wait_for(cls, value: str | None) -> str | None:
+        return value if value in (None, "idle") else _in_vault("wait_for", str(value))
+
+
+class NoteReadRequest(NoteRequest):
+    """One indexed note with its links, backlinks and chunks.
+
+    With `text`, also the note's text as it is on disk now (or the lines asked for), read as
+    the indexer reads it."""
+
+    text: bool = Field(False, description="Add the note's text as it is on disk now.")
+    start_line: LineNumber | None = Field(None, description="With text: from this line.")
+    end_line: LineNumber | None = Field(None, description="With text: to this line.")
+
+
+class RelatedRequest(NoteRequest, Filtered):
+    """The notes nearest this one by meaning, from the stored vectors.
+
+    Each comes with its score, whether the two are linked already, and the pair of passages
+    that ties them. 503 not_ready while the note awaits its vectors."""
+
+    k: int = Field(10, ge=1, le=MAX_K, description="How many related notes.")
+    how: How = Field("fused", description="How nearness is measured.")
+    exclude_linked: bool = Field(False, description="Leave out notes linked either way.")
+    start_line: LineNumber | None = Field(None, description="Only the passages from this line.")
+    end_line: LineNumber | None = Field(None, description="Only the passages to this line.")
+
+    @property
+    def lines(self) -> tuple[int, int] | None:
+        """The line range asked for, open ends filled in."""
+        if self.start_line is None and self.end_line is None:
+            return None
+        return (self.start_line or 1, self.end_line or 1 << 31)
+
+
+class MentionsRequest(NoteRequest):
+    """Unlinked mentions: passages naming this note without a link.
+
+    A note is named by its title, file name or an alias, as a whole phrase; notes linking to it
+    already are left out."""
+
+    k: Count = Field(50, description="At most this many mentions.")
+
+
+class BacklinksRequest(NoteRequest):
+    """The notes linking to this one, each with the passages that hold the links.
+
+    A link counts when it resolves to the note as Obsidian resolves it. The note with the most
+    links comes first, then by path; each passage is the indexed chunk holding a link's line."""
+
+    k: Count = Field(50, description="At most this many linking notes.")
+
+
+class OutlineRequest(NoteRequest):
+    """The note's headings, each with its section's line range.
+
+    Read from the note as it is on disk now."""
+
+
+class TagsRequest(Request):
+    """Every tag with how many notes hold it, most used first.
+
+    A nested tag's notes count for its parents too."""
+
+    prefix: str = Field("", description="Only this tag and those below it.")
+
+
+class RecentRequest(Request):
+    """The notes modified most recently, newest first."""
+
+    k: Count = Field(20, description="How many notes.")
+    since: str | Annotated[float, Field(ge=0)] | None = Field(
+        None,
+        validation_alias=AliasChoices("since", "modified_since"),
+        description="Only notes changed at or after this ISO date or time, or epoch seconds.",
+    )
+
+    @field_validator("since")
+    @classmethod
+    def _since(cls, value: str | float | None) -> str | float | None:
+        if value is not None:
+            try:
+                Filters.build(modified_since=value)
+            except VaultdError as exc:
+                raise _refusal(exc) from None
+        return value
+
+    @property
+    def since_ns(self) -> int | None:
+        from vaultd.query import parse_since
+
+        return None if self.since is None else parse_since(self.since)
+
+
+class ReindexRequest(Request):
+    """Queue notes, or the whole vault, for a fresh comparison.
+
+    Every note named (every note, without paths) is read and hashed, whatever its size and
+    times say. A quarantined note named in paths gets one more try."""
+
+    paths: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, description="Vault paths; none: the whole vault."
+    )
+
+    @field_validator("paths")
+    @classmethod
+    def _paths(cls, value: list[str]) -> list[str]:
+        return list(dict.fromkeys(_in_vault("paths", p) for p in value))
+
+
+class ExportRequest(Request):
+    """Every chunk record in the store, sorted by id, as JSON lines."""
+
+    vectors: bool = Field(False, description="Add each record's vector.")
+
+
+class OpenapiRequest(Request):
+    """This document: the API's OpenAPI description, generated from its declarations."""
+
+
+# -- the parts of answers ------------------------------------------------------------------------
+
+
+class Response(BaseModel):
+    """An answer: exactly the keys declared. Optional keys left unset are not sent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Passage(Response):
+    start_line: int = Field(ge=1)
+    end_line: int = Field(ge=1)
+    section: str
+    text: str
+
+
+class Hit(Response):
+    path: str
+    title: str
+    section: str
+    start_line: int = Field(ge=1)
+    end_line: int = Field(ge=1)
+    score: float
+    text: str | None = Field(None, description="The passage (absent with snippets).")
+    snippet: str | None = Field(
+        None, description="With snippets: a short part of the passage, terms **marked**."
+    )
+    tags: list[str]
+    id: str
+    indexed: bool = Field(
+        description="False while the note awaits its vectors (the first index): found by its "
+        "words only, so far."
+    )
+    explain: dict[str, Any] | None = Field(
+        None,
+        description="Score parts: keyword (rank, BM25 score), vector (rank, cosine "
+        "similarity), fusion (each retriever's RRF contribution, k, total), note (what the "
+        "note adds in hybrid search), phrase (exact match and its tier), merged (the chunk ids "
+        "of a merged hit).",
+    )
+
+
+class RelatedNote(Response):
+    path: str
+    title: str
+    score: float = Field(description="What ranks it, higher first.")
+    similarity: float = Field(description="The cosine of the pair of passages that ties them.")
+    linked: bool
+    source: Passage
+    target: Passage
+
+
+class Mention(Response):
+    path: str
+    title: str
+    start_line: int = Field(ge=1)
+    end_line: int = Field(ge=1)
+    text: str = Field(description="The line, the name **marked**.")
+    name: str = Field(description="The title or alias found.")
+
+
+class LinkingPassage(Passage):
+    link_lines: list[int] = Field(description="The lines in it that hold a link to the note.")
+
+
+class Backlink(Response):
+    path: str
+    title: str
+    links: int = Field(ge=1, description="How many of its links point to the note.")
+    passages: list[LinkingPassage] = Field(
+        description="The passages holding the links (none for a link in front matter)."
+    )
+
+
+class Heading(Response):
+    level: int = Field(ge=1, le=6)
+    text: str
+    start_line: int = Field(ge=1)
+    end_line: int = Field(ge=1)
+
+
+class TagCount(Response):
+    tag: str
+    notes: int
+
+
+class RecentNote(Response):
+    path: str
+    title: str
+    modified: str = Field(description="UTC, ISO 8601.")
+    tags: list[str]
+
+
+class NoteChunk(Response):
+    id: str
+    index: int
+    section: str
+    headings: list[str]
+    start_line: int
+    end_line: int
+    tokens: int
+    text: str
+
+
+class Failure(Response):
+    path: str
+    reason: str
+    attempts: int = Field(ge=1)
+
+
+class Quarantined(Failure):
+    since: float = Field(description="When it was last tried (epoch seconds).")
+
+
+class LeftOut(Response):
+    """A file that is no note vaultd can index; not a failure."""
+
+    path: str
+    kind: Literal["too_big", "binary", "not_utf8", "unreadable"]
+    reason: str
+    since: float = Field(description="When it was last found so (epoch seconds).")
+
+
+class Lag(Response):
+    p50: float | None
+    p95: float | None
+    samples: int
+
+
+class Skipped(Response):
+    path: str
+    reason: str
+
+
+Loose = dict[str, Any]
+
+
+# -- answers -------------------------------------------------------------------------------------
+
+
+class HealthResponse(Response):
+    status: Literal["ok", "degraded", "starting"]
+    version: str
+    vault: str
+    vault_id: str
+    pid: int
+    data_dir: str
+    reason: str | None = Field(None, description="Why it is not ok.")
+
+
+class StatusResponse(Response):
+    """vaultd.index.status.DaemonStatus as JSON; no other key is sent."""
+
+    status: Literal["starting", "ok", "degraded"]
+    reasons: dict[str, str] = Field(description="Why the daemon is degraded, by part.")
+    vault: str
+    notes: int = Field(description="Notes searchable (by their words at least).")
+    chunks: int
+    found: int | None = Field(None, description="Note files found in the vault.")
+    embedded: int | None = Field(None, description="Notes with every chunk's vector.")
+    awaiting: int | None = Field(None, description="Chunks awaiting vectors.")
+    failed: list[Failure]
+    quarantined: list[Quarantined]
+    left_out: list[LeftOut]
+    model: str
+    languages: Loose | None = Field(
+        None, description="What the vault is written in, from a sample of its notes."
+    )
+    store: Loose = Field(description="The data directory and the Chroma directory or server.")
+    indexing: str | None = Field(None, description="What the worker has in hand.")
+    last_reconcile: Loose | None = None
+    last_reconcile_at: float | None = None
+    lag_seconds: Lag = Field(description="Save-to-searchable lag of recent edits.")
+    version: str
+    queue_depth: int
+    governor: Loose = Field(description="How bulk work is paced.")
+    progress: Loose | None = Field(
+        None, description="How far the full pass in hand has come, and the time left."
+    )
+    watch: Loose
+    embedded_total: int | None = None
+    notes_read_total: int | None = None
+    model_loaded: bool | None = None
+    rss_mb: float | None = None
+    identity: dict[str, Loose] | None = Field(
+        None, description="The last checks that the vault root and vaultd.db are unchanged."
+    )
+    skipped: list[Skipped] | None = Field(
+        None, description="Files and folders left out that a user would want to hear about."
+    )
+
+
+class SearchResponse(Response):
+    hits: list[Hit]
+
+
+class NoteResponse(Response):
+    path: str
+    title: str
+    aliases: list[str]
+    tags: list[str]
+    links: list[Loose]
+    backlinks: list[str]
+    frontmatter: Loose
+    sha256: str
+    status: Literal["ok", "failed", "quarantined", "left_out"]
+    error: str | None
+    chunks: list[NoteChunk]
+    text: str | None = Field(None, description="With text: the note's lines asked for.")
+    start_line: int | None = None
+    end_line: int | None = None
+    total_lines: int | None = None
+
+
+class RelatedResponse(Response):
+    path: str
+    related: list[RelatedNote]
+
+
+class MentionsResponse(Response):
+    path: str
+    mentions: list[Mention]
+
+
+class BacklinksResponse(Response):
+    path: str
+    backlinks: list[Backlink]
+
+
+class OutlineResponse(Response):
+    path: str
+    headings: list[Heading]
+
+
+class TagsResponse(Response):
+    tags: list[TagCount]
+
+
+class RecentResponse(Response):
+    notes: list[RecentNote]
+
+
+class ReindexResponse(Response):
+    accepted: bool
+    paths: list[str] | Literal["all"]
+
+
+class ExportRecord(Response):
+    """One line of an export."""
+
+    id: str
+    document: str
+    metadata: Loose
+    vector: list[float] | None = None
+
+
+class OpenapiResponse(RootModel[dict[str, Any]]):
+    pass
+
+
+# -- the table -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    name: str
+    method: Literal["GET", "POST"]
+    #: The route; `{path}` is the note's vault path, URL-encoded.
+    route: str
+    request: type[Request]
+    response: type[BaseModel]
+    #: Whether it only reads (MCP's readOnlyHint).
+    read_only: bool
+    #: The status of a successful answer.
+    status: int = 200
+    #: Error statuses of its own, beyond those any request may meet.
+    errors: tuple[int, ...] = ()
+    #: Answered as JSON lines, one `response` each, streamed.
+    stream: bool = False
+    #: Answered by the daemon alone (no index opened without one).
+    daemon_only: bool = False
+
+    @property
+    def doc(self) -> str:
+        """The operation's one docstring, dedented: OpenAPI, MCP and the CLI's help."""
+        return inspect.cleandoc(self.request.__doc__ or "")
+
+    @property
+    def summary(self) -> str:
+        return self.doc.split("\n\n", 1)[0].replace("\n", " ")
+
+    @property
+    def description(self) -> str:
+        parts = self.doc.split("\n\n", 1)
+        return parts[1].replace("\n", " ") if len(parts) > 1 else ""
+
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation("health", "GET", "/v1/health", HealthRequest, HealthResponse, True, daemon_only=True),
+    Operation("status", "GET", "/v1/status", StatusRequest, StatusResponse, True, daemon_only=True),
+    Operation("search", "POST", "/v1/search", SearchRequest, SearchResponse, True),
+    Operation(
+        "related",
+        "GET",
+        "/v1/notes/{path}/related",
+        RelatedRequest,
+        RelatedResponse,
+        True,
+        200,
+        (404,),
+    ),
+    Operation(
+        "mentions",
+        "GET",
+        "/v1/notes/{path}/mentions",
+        MentionsRequest,
+        MentionsResponse,
+        True,
+        200,
+        (404,),
+    ),
+    Operation(
+        "backlinks",
+        "GET",
+        "/v1/notes/{path}/backlinks",
+        BacklinksRequest,
+        BacklinksResponse,
+        True,
+        200,
+        (404,),
+    ),
+    Operation(
+        "outline",
+        "GET",
+        "/v1/notes/{path}/outline",
+        OutlineRequest,
+        OutlineResponse,
+        True,
+        200,
+        (404, 422),
+    ),
+    Operation(
+        "note", "GET", "/v1/notes/{path}", NoteReadRequest, NoteResponse, True, 200, (404, 422)
+    ),
+    Operation("tags", "GET", "/v1/tags", TagsRequest, TagsResponse, True),
+    Operation("recent", "GET", "/v1/recent", RecentRequest, RecentResponse, True),
+    Operation(
+        "reindex",
+        "POST",
+        "/v1/reindex",
+        ReindexRequest,
+        ReindexResponse,
+        False,
+        202,
+        daemon_only=True,
+    ),
+    Operation("export", "GET", "/v1/export", ExportRequest, ExportRecord, True, stream=True),
+    Operation("openapi", "GET", "/openapi.json", OpenapiRequest, OpenapiResponse, True),
+)
+
+BY_NAME: dict[str, Operation] = {op.name: op for op in OPERATIONS}
+
+
+def deprecated_aliases(model: type[BaseModel]) -> dict[str, str]:
+    """Old spellings still taken for one release, each with the field it now names."""
+    out: dict[str, str] = {}
+    for name, info in model.model_fields.items():
+        alias = info.validation_alias
+        if isinstance(alias, AliasChoices):
+            out.update({str(old): name for old in alias.choices[1:]})
+    return out
+
+
+def list_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The fields (and old spellings) a query string may repeat: those holding a list."""
+    lists = {n for n, info in model.model_fields.items() if _is_list(info.annotation)}
+    return frozenset(
+        lists | {old for old, new in deprecated_aliases(model).items() if new in lists}
+    )
+
+
+def _is_list(annotation: Any) -> bool:
+    return getattr(annotation, "__origin__", None) is list or annotation is list
