@@ -301,32 +301,73 @@ def _operation(name: str, usage: str = "") -> Callable[[F], F]:
     return main.command(name=name.replace("_", "-"), help=text)  # type: ignore[return-value]
 
 
-def _field(operation: str, field: str, *decls: str, **kwargs: Any) -> Callable[[F], F]:
-    """A click option for a request field, from the field's declaration: its help, default,
-    bounds (an IntRange) and choices (a Choice)."""
+#: How the CLI spells a request field where not `--field-name`, as it did before the fields were
+#: declared once (vaultd.api.operations), with the metavar of one that takes a value.
+_SPELLINGS: dict[str, tuple[str, str]] = {
+    "k": ("-k", ""),
+    "tags": ("--tag", "TAG"),
+    "tags_any": ("--any-tag", "TAG"),
+    "path_prefix": ("--path", "PREFIX"),
+    "since": ("--since", "WHEN"),
+    "vectors": ("--with-vectors", ""),
+}
+
+
+def _options(operation: str, *taken: str) -> Callable[[F], F]:
+    """A click option for each field of the operation's request but those `taken` (an
+    argument, or an option of the command's own form): its help, default, bounds (a range),
+    choices and whether it repeats or is a flag, all from the field's declaration."""
+    from vaultd.api.operations import BY_NAME
+
+    fields = BY_NAME[operation].request.model_fields
+
+    def decorate(func: F) -> F:
+        for name, info in reversed(fields.items()):
+            if name not in taken:
+                kind = _option_kind(info)
+                if _SPELLINGS.get(name, ("", ""))[1]:
+                    kind["metavar"] = _SPELLINGS[name][1]
+                func = click.option(*_option_form(name, info), name, **kind)(func)
+        return func
+
+    return decorate
+
+
+def _option_form(name: str, info: Any) -> tuple[str, ...]:
+    from typing import get_args
+
+    spelled = _SPELLINGS.get(name, ("--" + name.replace("_", "-"), ""))[0]
+    if set(get_args(info.annotation)) == {bool, type(None)}:  # unset: the daemon's setting
+        return (f"{spelled}/--no-{spelled[2:]}",)
+    return (spelled,)
+
+
+def _option_kind(info: Any) -> dict[str, Any]:
     from types import UnionType
     from typing import Literal, Union, get_args, get_origin
 
     from pydantic_core import PydanticUndefined
 
-    from vaultd.api.operations import BY_NAME
-
-    info = BY_NAME[operation].request.model_fields[field]
-    kwargs.setdefault("help", info.description)
-    if not (kwargs.get("is_flag") or kwargs.get("multiple") or "type" in kwargs):
-        kind = info.annotation
-        if get_origin(kind) in (Union, UnionType):  # `int | None`: the int
-            kind = next(a for a in get_args(kind) if a is not type(None))
-        low = next((m.ge for m in info.metadata if getattr(m, "ge", None) is not None), None)
-        high = next((m.le for m in info.metadata if getattr(m, "le", None) is not None), None)
-        if get_origin(kind) is Literal:
-            kwargs["type"] = click.Choice(list(get_args(kind)))
-        elif kind is int:
-            kwargs["type"] = click.IntRange(low, high)
-        if info.default not in (PydanticUndefined, None, ""):
-            kwargs.setdefault("default", info.default)
-            kwargs.setdefault("show_default", True)
-    return click.option(*decls, field, **kwargs)
+    kind = info.annotation
+    if get_origin(kind) in (Union, UnionType):  # `int | None`: an int, if given
+        kind = next(a for a in get_args(kind) if a is not type(None))
+    low = next((m.ge for m in info.metadata if getattr(m, "ge", None) is not None), None)
+    high = next((m.le for m in info.metadata if getattr(m, "le", None) is not None), None)
+    out: dict[str, Any] = {"help": info.description}
+    if kind is bool:
+        out.update(is_flag=True, default=None if info.default is None else bool(info.default))
+        return out
+    if get_origin(kind) is list:
+        out.update(multiple=True)
+    elif get_origin(kind) is Literal:
+        out.update(type=click.Choice(list(get_args(kind))))
+    elif kind is int:
+        out.update(type=click.IntRange(low, high))
+    elif kind is float:
+        out.update(type=click.FloatRange(low, high))
+    if info.default not in (PydanticUndefined, None, "") and not out.get("multiple"):
+        out.update(default=info.default, show_default=True)
+    return out
 
 
 def _note_option(func: F) -> F:
@@ -412,16 +453,10 @@ NOTE_USAGE = (
 
 @_operation("related", NOTE_USAGE + " Nothing is embedded: the answer is as fresh as the index.")
 @_note_option
-@_field("related", "k", "-k")
-@_field("related", "how", "--how")
-@_field("related", "exclude_linked", "--exclude-linked", is_flag=True)
+@_options("related", "path", "start_line", "end_line")
 @click.option(
     "--lines", metavar="A-B", help="Only the note's passages in these lines (a long note's part)."
 )
-@_field("related", "tags", "--tag", multiple=True, metavar="TAG")
-@_field("related", "tags_any", "--any-tag", multiple=True, metavar="TAG")
-@_field("related", "path_prefix", "--path", metavar="PREFIX")
-@_field("related", "since", "--since", metavar="WHEN")
 @_query_options
 @_handle_errors
 def related(
@@ -460,7 +495,7 @@ def related(
 
 @_operation("mentions", NOTE_USAGE)
 @_note_option
-@_field("mentions", "k", "-k")
+@_options("mentions", "path")
 @_query_options
 @_handle_errors
 def mentions(
@@ -479,7 +514,7 @@ def mentions(
 
 @_operation("backlinks", NOTE_USAGE)
 @_note_option
-@_field("backlinks", "k", "-k")
+@_options("backlinks", "path")
 @_query_options
 @_handle_errors
 def backlinks(
@@ -535,8 +570,7 @@ def tags(prefix: str, as_json: bool, config_file: Path | None, vault: Path | Non
 
 
 @_operation("recent")
-@_field("recent", "k", "-k")
-@_field("recent", "since", "--since", metavar="WHEN")
+@_options("recent")
 @_query_options
 @_handle_errors
 def recent(as_json: bool, config_file: Path | None, vault: Path | None, **fields: Any) -> None:
@@ -577,11 +611,8 @@ def _snippet(text: str, width: int) -> str:
     "daemon.",
 )
 @click.argument("query")
-@_field("search", "k", "-k")
-@_field("search", "mode", "--mode")
-@_field("search", "tags", "--tag", multiple=True, metavar="TAG")
-@_field("search", "tags_any", "--any-tag", multiple=True, metavar="TAG")
-@_field("search", "path_prefix", "--path", metavar="PREFIX")
+# The query is the argument, the conditions take the CLI's own form; waiting is a daemon's.
+@_options("search", "query", "where", "wait_for", "timeout")
 @click.option(
     "--where",
     "where",
@@ -590,11 +621,6 @@ def _snippet(text: str, width: int) -> str:
     help="A frontmatter condition: 'status=done', 'status=a,b' (one of), 'year>=2020', "
     "'due<2025-01-01'; repeatable, all must hold.",
 )
-@_field("search", "since", "--since", metavar="WHEN")
-@_field("search", "per_note", "--per-note")
-@_field("search", "merge", "--merge/--no-merge", default=None)
-@_field("search", "snippets", "--snippets", is_flag=True)
-@_field("search", "explain", "--explain", is_flag=True)
 @click.option(
     "--all",
     "all_vaults",
@@ -659,7 +685,7 @@ def _marked(text: str) -> str:
     "export",
     "With a daemon running, it exports (it owns the data directory); otherwise this opens it.",
 )
-@_field("export", "vectors", "--with-vectors", is_flag=True)
+@_options("export")
 @_config_option
 @_vault_option
 @_handle_errors
