@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from click.testing import CliRunner
-
 from tests.small_vault import indexed
-from vaultd.cli.commands import main
 from vaultd.index.backlinks import backlinks_of
 
 NOTES = {
@@ -46,11 +43,3 @@ def test_backlinks_resolve_as_obsidian_and_carry_their_passages(tmp_path: Path) 
     assert "../Plugins/Canvas.md" in found[2].passages[0].text
     assert [b.path for b in archived] == ["Archive/Deep/Index.md"]
     assert none == []
-    # And `vaultd backlinks` says so for a person, the index closed again.
-    shown = CliRunner().invoke(main, ["backlinks", "Canvas", "--config", str(tmp_path / "c.toml")])
-    assert shown.exit_code == 0, shown.output
-    assert shown.stdout.splitlines()[:2] == [
-        "Home.md  Home  (2 links)",
-        "   line 3: Start with [[Canvas]] for boards.",
-    ]
-    assert "Notes/Board.md  Board  (1 link)" in shown.stdout

@@ -58,6 +58,9 @@ COMMANDS = {
     "export": ["export"],
 }
 
+#: For a person: the same lines both ways too.
+TEXT = {"backlinks-text": ["backlinks", "Canvas"], "search-text": ["search", "board", "-k", "2"]}
+
 #: And what they refuse: the same message and exit code both ways.
 REFUSED = {
     "related-nowhere": ["related", "Nowhere", "--json"],
@@ -70,7 +73,7 @@ REFUSED = {
 def _run_all(config: Path) -> dict[str, tuple[int, str, str]]:
     runner = CliRunner()
     out: dict[str, tuple[int, str, str]] = {}
-    for name, args in {**COMMANDS, **REFUSED}.items():
+    for name, args in {**COMMANDS, **TEXT, **REFUSED}.items():
         result = runner.invoke(main, [*args, "--config", str(config)], env=dict(os.environ))
         out[name] = (result.exit_code, result.stdout, result.stderr)
     return out
@@ -116,3 +119,13 @@ def test_the_same_refusal_with_and_without_a_daemon(
     (code, out, why), served = (answers[0][command], answers[1][command])
     assert code != 0 and not out and why.startswith("vaultd: "), why
     assert served == (code, out, why)
+
+
+def test_the_same_lines_for_a_person(answers: tuple[Answers, Answers]) -> None:
+    for command in TEXT:
+        assert answers[0][command][0] == 0, answers[0][command]
+        assert answers[1][command] == answers[0][command], command
+    assert answers[0]["backlinks-text"][1].splitlines() == [
+        "Home.md  Home  (1 link)",
+        "   line 3: Start here, then open [[Canvas]] and lay cards on a board.",
+    ]

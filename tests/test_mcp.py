@@ -151,25 +151,12 @@ def test_an_assistant_lists_the_tools_searches_and_reads(daemon: RunningDaemon) 
     assert got["filtered"]["hits"] == []
 
 
-def test_backlinks_name_the_linking_notes_with_their_passages(daemon: RunningDaemon) -> None:
+def test_backlinks_and_every_filter_of_the_api_search(daemon: RunningDaemon) -> None:
     async def steps(session: ClientSession) -> Any:
         found = payload(await session.call_tool("backlinks", {"path": "Kelp forest"}))
         none = payload(await session.call_tool("backlinks", {"path": "Garden.md"}))
-        return found, none
-
-    found, none = call(daemon, steps)
-    assert found["path"] == "Kelp forest.md"
-    [otter] = found["backlinks"]
-    assert (otter["path"], otter["title"], otter["links"]) == ("Animals/Otter.md", "Otter", 1)
-    [passage] = otter["passages"]
-    assert passage["link_lines"] == [9] and "See [[Kelp forest]]." in passage["text"]
-    assert none == {"path": "Garden.md", "backlinks": []}
-
-
-def test_every_filter_of_the_api_search_is_a_search_argument(daemon: RunningDaemon) -> None:
-    async def steps(session: ClientSession) -> Any:
         base = {"query": "otter", "mode": "keyword"}
-        return [
+        filtered = [
             payload(await session.call_tool("search", {**base, **extra}))["hits"]
             for extra in (
                 {},
@@ -179,8 +166,16 @@ def test_every_filter_of_the_api_search_is_a_search_argument(daemon: RunningDaem
                 {"path_prefix": "Animals/"},
             )
         ]
+        return found, none, filtered
 
-    every, where, tags_any, future, folder = call(daemon, steps)
+    found, none, (every, where, tags_any, future, folder) = call(daemon, steps)
+    assert found["path"] == "Kelp forest.md"
+    [otter] = found["backlinks"]
+    assert (otter["path"], otter["title"], otter["links"]) == ("Animals/Otter.md", "Otter", 1)
+    [passage] = otter["passages"]
+    assert passage["link_lines"] == [9] and "See [[Kelp forest]]." in passage["text"]
+    assert none == {"path": "Garden.md", "backlinks": []}
+    # Each filter the API's search takes, the tool takes, and it narrows the hits.
     assert {h["path"] for h in every} == {"Animals/Otter.md", "Garden.md"}
     assert {h["path"] for h in where} == {"Garden.md"}
     assert {h["path"] for h in tags_any} == {"Garden.md"}
