@@ -59,6 +59,8 @@ def listed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, list[Any]]:
             await client.call_tool("search", {"query": "canvas", "k": 101}),
             await client.call_tool("recent_notes", {"since": "yesterdayish"}),
             await client.call_tool("links", {"path": "Canvas", "text": True}),
+            # The old spelling, still taken this release: checked, then refused for its date.
+            await client.call_tool("search", {"query": "canvas", "modified_since": "soonish"}),
         ]
         return tools, calls
 
@@ -93,8 +95,9 @@ def test_reads_are_read_only_and_descriptions_are_dedented(listed: tuple[Any, li
 def test_what_the_model_refuses_the_tool_refuses_in_the_apis_words(
     listed: tuple[Any, list[Any]],
 ) -> None:
-    unknown, too_many, bad_date, not_offered = (error_text(r) for r in listed[1])
+    unknown, too_many, bad_date, not_offered, old = (error_text(r) for r in listed[1])
     assert "unknown field 'limit'" in unknown and "no vault to serve" not in unknown
     assert "k must be 1 to 100" in too_many
     assert "'yesterdayish' is neither an ISO date nor epoch seconds" in bad_date
     assert "unknown field 'text'" in not_offered
+    assert "'soonish' is neither an ISO date nor epoch seconds" in old and "unknown" not in old

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from vaultd import __version__
 from vaultd.api.client import Client, RemoteService
 from vaultd.api.limits import MAX_BODY
-from vaultd.api.operations import BY_NAME, Operation, Request
+from vaultd.api.operations import BY_NAME, Operation, Request, deprecated_aliases
 from vaultd.api.server import refusal
 from vaultd.errors import (
     ConfigError,
@@ -269,7 +269,8 @@ class Bridge:
 
     def run(self, tool: ToolSpec, given: Mapping[str, Any]) -> dict[str, Any]:
         model = tool.op.request
-        offered = set(tool.schema()["properties"])
+        # And the old spellings the API still takes this release (`modified_since`).
+        offered = set(tool.schema()["properties"]) | set(deprecated_aliases(model))
         problems = [f"unknown field {name!r}" for name in given if name not in offered]
         request: Request | None = None
         if not problems:
