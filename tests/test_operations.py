@@ -4,14 +4,16 @@ typed by the same models. No daemon, no index: the models alone."""
 
 from __future__ import annotations
 
+import re
 import typing
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel, ValidationError
 
 from vaultd.api import service as service_module
-from vaultd.api.limits import MAX_LIST, MAX_TAGS
+from vaultd.api.limits import MAX_TAGS
 from vaultd.api.local import LocalService
 from vaultd.api.operations import (
     BY_NAME,
@@ -25,7 +27,7 @@ from vaultd.api.operations import (
 )
 from vaultd.api.server import refusal
 from vaultd.daemon.serving import DaemonService
-from vaultd.query import MAX_K, MAX_PER_NOTE
+from vaultd.query import MAX_K, MAX_LIST, MAX_PER_NOTE
 
 #: The least each request needs to be valid.
 MINIMAL: dict[str, dict[str, Any]] = {
@@ -133,3 +135,56 @@ def test_the_local_and_the_daemons_service_answer_every_operation() -> None:
     reads = {n for n in BY_NAME if n != "openapi" and not BY_NAME[n].daemon_only}
     assert reads <= set(dir(LocalService))
     assert set(BY_NAME) - {"openapi"} <= set(dir(DaemonService))
+
+
+# -- one place for each name ---------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1] / "vaultd"
+#: The server side: it declares nothing by hand, it reads the table.
+SERVER_SIDE = ["api/server.py", "api/openapi.py", "api/service.py", "api/local.py"]
+SERVER_SIDE += ["api/limits.py", "daemon/serving.py", "query.py"]
+#: Field names too common to tell a declaration from other uses (a route's `path`, JSON's
+#: `text`, OpenAPI's `paths` and `query`): held by the typed tests above instead.
+COMMON = {"path", "paths", "k", "text", "query", "tags", "prefix", "how", "mode", "merge"}
+COMMON |= {"explain", "timeout", "vectors", "start_line", "end_line"}
+
+
+#: The clients (the CLI and the MCP bridge) are held by their own tests.
+CLIENTS = {"cli/commands.py", "cli/mcp_bridge.py", "api/client.py"}
+
+
+def api_field_names() -> set[str]:
+    names: set[str] = set()
+    for op in OPERATIONS:
+        names |= set(op.request.model_fields) | set(deprecated_aliases(op.request))
+    return names - COMMON
+
+
+def test_no_server_side_module_but_the_table_writes_a_field_name_as_a_string() -> None:
+    for name in sorted(api_field_names()):
+        quoted = re.compile(rf"[\"']{re.escape(name)}[\"']")
+        written = [f for f in SERVER_SIDE if quoted.search((ROOT / f).read_text(encoding="utf-8"))]
+        assert not written, f"{name!r} is written by hand in {written}"
+
+
+def test_exclude_linked_is_named_by_the_model_and_the_code_acting_on_it() -> None:
+    holding = {
+        str(p.relative_to(ROOT))
+        for p in ROOT.rglob("*.py")
+        if "exclude_linked" in p.read_text(encoding="utf-8")
+    }
+    assert holding - CLIENTS == {"api/operations.py", "api/local.py", "index/related.py"}
+
+
+def test_each_cap_and_choice_is_assigned_once() -> None:
+    sources = {
+        p: p.read_text(encoding="utf-8")
+        for p in ROOT.rglob("*.py")
+        if str(p.relative_to(ROOT)) not in CLIENTS
+    }
+    for cap in ("MAX_K", "MAX_LIST", "MAX_PER_NOTE", "MAX_TAGS", "MAX_WAIT", "MODES", "HOWS"):
+        assigned = [p for p, text in sources.items() if re.search(rf"^{cap}\b.*=", text, re.M)]
+        assert len(assigned) == 1, (cap, assigned)
+    for choice in ('"hybrid", "vector", "keyword"', '"fused", "coverage", "passages"'):
+        listed = [p for p, text in sources.items() if choice in text]
+        assert [p.name for p in listed] == ["query.py"], (choice, listed)

@@ -59,6 +59,8 @@ MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
 How = Literal["fused", "coverage", "passages", "centroid", "words"]
 HOWS: tuple[How, ...] = ("fused", "coverage", "passages", "centroid", "words")
 MAX_K = 100
+#: Most entries of a list answer (recent notes, mentions, backlinks).
+MAX_LIST = 500
 MAX_PER_NOTE = 100
 #: Frontmatter conditions per search, and values in one `$in`: each is a piece of SQL.
 MAX_CONDITIONS = 32

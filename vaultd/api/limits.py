@@ -9,5 +9,3 @@ MAX_BODY = 1024 * 1024
 MAX_WAIT = 60.0
 #: Tag filters per search; each one is a sub-query, and SQLite's expression depth is finite.
 MAX_TAGS = 64
-#: Most entries of a list answer (tags, recent notes, mentions, backlinks).
-MAX_LIST = 500

@@ -36,11 +36,13 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from vaultd.api.limits import MAX_LIST, MAX_TAGS, MAX_WAIT
+from vaultd.api.limits import MAX_TAGS, MAX_WAIT
 from vaultd.errors import VaultdError
 from vaultd.query import (
     MAX_CONDITIONS,
+    MAX_IN_VALUES,
     MAX_K,
+    MAX_LIST,
     MAX_PER_NOTE,
     MAX_QUERY_CHARS,
     MAX_QUERY_TERMS,
@@ -160,6 +162,30 @@ class StatusRequest(Request):
     lag."""
 
 
+_SCALAR: list[dict[str, Any]] = [
+    {"type": "string"},
+    {"type": "number"},
+    {"type": "boolean"},
+    {"type": "null"},
+]
+#: One frontmatter condition of `where`, as vaultd.query.parse_where reads it.
+_CONDITION: dict[str, Any] = {
+    "anyOf": [
+        *_SCALAR,
+        {
+            "type": "object",
+            "minProperties": 1,
+            "properties": {
+                "$eq": {"anyOf": _SCALAR},
+                "$in": {"type": "array", "items": {"anyOf": _SCALAR}, "maxItems": MAX_IN_VALUES},
+                **{op: {"type": ["number", "string"]} for op in ("$gt", "$gte", "$lt", "$lte")},
+            },
+            "additionalProperties": False,
+        },
+    ]
+}
+
+
 class SearchRequest(Filtered):
     """Search the vault's notes by words and by meaning.
 
@@ -180,6 +206,7 @@ class SearchRequest(Filtered):
     where: dict[str, Any] | None = Field(
         None,
         max_length=MAX_CONDITIONS,
+        json_schema_extra={"additionalProperties": _CONDITION},
         description="Frontmatter conditions, all of which must hold: a plain value means "
         'equality (strings case-insensitive); an object holds operators: "$eq", "$in" (a '
         'list), "$gt", "$gte", "$lt", "$lte" (a number or an ISO date). A list-valued field '

@@ -14,10 +14,8 @@ from typing import Any
 
 from vaultd.pipeline.discover import Discovery
 from vaultd.pipeline.parse import parse_note
+from vaultd.query import MAX_LIST
 from vaultd.storage.manifest import Manifest
-
-#: At most this many notes from `recent`.
-MAX_RECENT = 500
 
 
 def tags(manifest: Manifest, prefix: str = "") -> list[dict[str, Any]]:
@@ -29,7 +27,7 @@ def tags(manifest: Manifest, prefix: str = "") -> list[dict[str, Any]]:
 
 def recent(manifest: Manifest, k: int, since_ns: int | None = None) -> list[dict[str, Any]]:
     """The `k` most recently modified notes, newest first (since `since_ns`, when given)."""
-    notes = manifest.recent(max(1, min(k, MAX_RECENT)), since_ns)
+    notes = manifest.recent(max(1, min(k, MAX_LIST)), since_ns)
     for note in notes:
         note["modified"] = _iso(note.pop("mtime_ns"))
     return notes

@@ -43,7 +43,11 @@ def bm25(
     """
     table = _KEYWORD_TABLES[index]
     ranking = f"-bm25({table}, {', '.join(str(float(w)) for w in weights)})"
-    also = f" AND rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)" if require else ""
+    also = (
+        f" AND {table}.rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)"
+        if require
+        else ""
+    )
     extra: list[Any] = [require] if require else []
     if paths is None:
         # Rank inside FTS5 first and join only the winners: most of a query's cost
