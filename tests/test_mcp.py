@@ -129,6 +129,7 @@ def test_an_assistant_lists_the_tools_searches_and_reads(daemon: RunningDaemon) 
         "outline",
         "tags",
         "recent_notes",
+        "backlinks",
     }
     schema = got["tools"]["search"].input_schema
     assert {"query", "k", "mode", "tags", "path_prefix"} <= set(schema["properties"])
@@ -148,6 +149,38 @@ def test_an_assistant_lists_the_tools_searches_and_reads(daemon: RunningDaemon) 
     assert got["private"].is_error and "no indexed note" in got["private"].content[0].text
     assert got["escape"].is_error
     assert got["filtered"]["hits"] == []
+
+
+def test_backlinks_and_every_filter_of_the_api_search(daemon: RunningDaemon) -> None:
+    async def steps(session: ClientSession) -> Any:
+        found = payload(await session.call_tool("backlinks", {"path": "Kelp forest"}))
+        none = payload(await session.call_tool("backlinks", {"path": "Garden.md"}))
+        base = {"query": "otter", "mode": "keyword"}
+        filtered = [
+            payload(await session.call_tool("search", {**base, **extra}))["hits"]
+            for extra in (
+                {},
+                {"where": {"tags": "garden/veg"}},
+                {"tags_any": ["garden", "nothing"]},
+                {"since": "2100-01-01"},
+                {"path_prefix": "Animals/"},
+            )
+        ]
+        return found, none, filtered
+
+    found, none, (every, where, tags_any, future, folder) = call(daemon, steps)
+    assert found["path"] == "Kelp forest.md"
+    [otter] = found["backlinks"]
+    assert (otter["path"], otter["title"], otter["links"]) == ("Animals/Otter.md", "Otter", 1)
+    [passage] = otter["passages"]
+    assert passage["link_lines"] == [9] and "See [[Kelp forest]]." in passage["text"]
+    assert none == {"path": "Garden.md", "backlinks": []}
+    # Each filter the API's search takes, the tool takes, and it narrows the hits.
+    assert {h["path"] for h in every} == {"Animals/Otter.md", "Garden.md"}
+    assert {h["path"] for h in where} == {"Garden.md"}
+    assert {h["path"] for h in tags_any} == {"Garden.md"}
+    assert future == []
+    assert {h["path"] for h in folder} == {"Animals/Otter.md"}
 
 
 def test_links_lists_outgoing_links(daemon: RunningDaemon) -> None:

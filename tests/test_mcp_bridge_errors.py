@@ -43,7 +43,7 @@ def test_with_no_vault_configured_every_tool_says_how_to_set_one_up(
         return hello, tools, search, read
 
     hello, tools, search, read = session(["mcp"], steps)
-    assert len(tools.tools) == 8
+    assert len(tools.tools) == 9
     assert "not set up" in hello.instructions and "vaultd init" in hello.instructions
     for result in (search, read):
         text = error_text(result)

@@ -266,6 +266,8 @@ class DaemonError(VaultdError):
         super().__init__(f"{message} ({code}, HTTP {status})")
         self.status = status
         self.code = code
+        #: As the daemon worded it (vaultd.api.client.refused raises it again so).
+        self.message = message
 
 
 class NoDaemonError(VaultdError):

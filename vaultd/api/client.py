@@ -1,4 +1,5 @@
-"""A small client for the daemon's Unix-socket API (the CLI uses it; so can scripts).
+"""A small client for the daemon's Unix-socket API (the CLI uses it; so can scripts), and
+`RemoteService`: the API's `Service` from another process, each operation one request.
 
 Nothing is sent to a server that is not the user's: before a request the socket's path is
 walked (vaultd.trust: no directory on the way another user owns or may write) and, once
@@ -16,10 +17,49 @@ import struct
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-from urllib.parse import unquote
+from typing import Any, TypeVar
+from urllib.parse import quote, unquote, urlencode
 
-from vaultd.errors import DaemonError, TrustError, VaultdError, VaultMismatchError
+from pydantic import BaseModel
+
+from vaultd.api.operations import (
+    BY_NAME,
+    BacklinksRequest,
+    BacklinksResponse,
+    ExportRecord,
+    ExportRequest,
+    HealthRequest,
+    HealthResponse,
+    MentionsRequest,
+    MentionsResponse,
+    NoteReadRequest,
+    NoteResponse,
+    OutlineRequest,
+    OutlineResponse,
+    RecentRequest,
+    RecentResponse,
+    ReindexRequest,
+    ReindexResponse,
+    RelatedRequest,
+    RelatedResponse,
+    Request,
+    SearchRequest,
+    SearchResponse,
+    StatusRequest,
+    StatusResponse,
+    TagsRequest,
+    TagsResponse,
+)
+from vaultd.errors import (
+    DaemonError,
+    NoteError,
+    NoteUnavailableError,
+    NotReadyError,
+    QueryError,
+    TrustError,
+    VaultdError,
+    VaultMismatchError,
+)
 from vaultd.trust import check_path, user_name
 
 #: Every answer names the vault its daemon serves (its id, see vaultd.layout.vault_id).
@@ -205,3 +245,119 @@ class Client:
             f"the daemon on {self.path} serves {vault}, not this vault; give each vault its own "
             "[server] socket (or leave it unset: the default socket is per vault)"
         )
+
+
+Answer = TypeVar("Answer", bound=BaseModel)
+
+#: What a daemon's refusal was when it was raised there (vaultd.api.service): raised here again
+#: as the same kind, with the same message, so a command fails alike with or without a daemon.
+_REFUSED: dict[tuple[int, str], type[VaultdError]] = {
+    (400, "bad_request"): QueryError,
+    (400, "bad_json"): QueryError,
+    (400, "bad_range"): QueryError,
+    (404, "not_found"): NoteUnavailableError,
+    (422, "unreadable"): NoteError,
+    (503, "not_ready"): NotReadyError,
+}
+
+
+def refused(error: DaemonError) -> VaultdError:
+    """The error a daemon's refusal stands for (vaultd.api.service lists them), its message as
+    the daemon worded it; any other error answer as it came."""
+    kind = _REFUSED.get((error.status, error.code))
+    if kind is None:
+        return error
+    again = kind.__new__(kind)  # not its __init__: the message is whole already
+    VaultdError.__init__(again, error.message)
+    return again
+
+
+def wire(request: Request, route: str, method: str) -> tuple[str, dict[str, Any] | None]:
+    """A request model as its operation's request: the target (the note's path in the route,
+    a GET's fields as query parameters, a list's items repeated) and a POST's JSON body. Only
+    the fields that differ from their defaults are sent."""
+    fields = request.model_dump(mode="json", exclude_defaults=True)
+    path = fields.pop("path", None)
+    target = route.replace("{path}", quote(path)) if path is not None else route
+    if method == "POST":
+        return target, fields
+    params = [
+        (name, _param(item))
+        for name, value in fields.items()
+        for item in (value if isinstance(value, list) else [value])
+    ]
+    return target + (f"?{urlencode(params)}" if params else ""), None
+
+
+def _param(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class RemoteService:
+    """`vaultd.api.service.Service` answered by a running daemon: each operation is one request
+    (its route and method from vaultd.api.operations), each answer checked by its model. What
+    the daemon refuses is raised as the error it raised there (see `refused`)."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    @property
+    def vault(self) -> Path:
+        return Path(self.health(HealthRequest()).vault)
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.health(HealthRequest()).data_dir)
+
+    def _call(self, name: str, request: Request, answer: type[Answer]) -> Answer:
+        op = BY_NAME[name]
+        target, body = wire(request, op.route, op.method)
+        try:
+            found = self.client.request(op.method, target, body)
+        except DaemonError as exc:
+            raise refused(exc) from None
+        return answer.model_validate(found)
+
+    def health(self, request: HealthRequest) -> HealthResponse:
+        return self._call("health", request, HealthResponse)
+
+    def status(self, request: StatusRequest) -> StatusResponse:
+        return self._call("status", request, StatusResponse)
+
+    def search(self, request: SearchRequest) -> SearchResponse:
+        return self._call("search", request, SearchResponse)
+
+    def note(self, request: NoteReadRequest) -> NoteResponse:
+        return self._call("note", request, NoteResponse)
+
+    def related(self, request: RelatedRequest) -> RelatedResponse:
+        return self._call("related", request, RelatedResponse)
+
+    def mentions(self, request: MentionsRequest) -> MentionsResponse:
+        return self._call("mentions", request, MentionsResponse)
+
+    def backlinks(self, request: BacklinksRequest) -> BacklinksResponse:
+        return self._call("backlinks", request, BacklinksResponse)
+
+    def outline(self, request: OutlineRequest) -> OutlineResponse:
+        return self._call("outline", request, OutlineResponse)
+
+    def tags(self, request: TagsRequest) -> TagsResponse:
+        return self._call("tags", request, TagsResponse)
+
+    def recent(self, request: RecentRequest) -> RecentResponse:
+        return self._call("recent", request, RecentResponse)
+
+    def reindex(self, request: ReindexRequest) -> ReindexResponse:
+        return self._call("reindex", request, ReindexResponse)
+
+    def export(self, request: ExportRequest) -> Iterator[ExportRecord]:
+        op = BY_NAME["export"]
+        target, _ = wire(request, op.route, op.method)
+        try:
+            for line in self.client.lines(target):
+                yield ExportRecord.model_validate(line)
+        except DaemonError as exc:
+            raise refused(exc) from None

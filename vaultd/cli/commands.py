@@ -10,7 +10,8 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
@@ -283,267 +284,306 @@ def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | No
         click.echo(f"  failed: {failure['path']}: {failure['reason']}", err=True)
 
 
-@main.command()
-@click.argument("note")
-@click.option(
-    "-k", "k", type=click.IntRange(1, 100), default=10, show_default=True, help="How many notes."
-)
-@click.option(
-    "--how",
-    type=click.Choice(["fused", "coverage", "passages", "centroid", "words"]),
-    default="fused",
-    show_default=True,
-    help="How much the notes cover each other, their best pair of passages, the note's mean, "
-    "its distinctive words, or coverage and words fused (docs/search.md).",
-)
-@click.option(
-    "--exclude-linked", is_flag=True, help="Leave out notes it links to or that link to it."
-)
-@click.option(
-    "--lines",
-    metavar="A-B",
-    help="Only the note's passages in these lines (a passage of a long note).",
-)
-@click.option("--tag", "tags", multiple=True, metavar="TAG", help="Only notes with this tag.")
-@click.option("--path", "path_prefix", default="", metavar="PREFIX", help="Only under a folder.")
-@click.option("--since", metavar="WHEN", help="Only notes changed since this date or time.")
-@click.option("--json", "as_json", is_flag=True, help='Print {"path": ..., "related": [...]}.')
-@_config_option
-@_vault_option
-@_handle_errors
-def related(
-    note: str,
-    k: int,
-    how: str,
-    exclude_linked: bool,
-    lines: str | None,
-    tags: tuple[str, ...],
-    path_prefix: str,
-    since: str | None,
-    as_json: bool,
-    config_file: Path | None,
-    vault: Path | None,
-) -> None:
-    """The notes most related to NOTE by meaning, from the stored vectors.
+# -- the query commands: each an operation of vaultd.api.operations, asked of one Service --------
+#
+# A command builds its operation's request model from its options, asks the vault's daemon
+# (vaultd.api.client.RemoteService) or, with none running, the index opened read-only
+# (vaultd.api.local.LocalService, the code the daemon answers with), and prints the response
+# model. Its help, its options' bounds, choices, defaults and help come from the model.
 
-    NOTE is a vault path ("Folder/Note.md"), the path of the note's file, or its name as
-    Obsidian takes it ("Note", "folder/note"). Each related note
-    is shown with the pair of passages that ties the two; a note linked already (either way)
-    is marked. Nothing is embedded: the answer is as fresh as the index.
-    """
-    from urllib.parse import quote, urlencode
 
+def _operation(name: str, usage: str = "") -> Callable[[F], F]:
+    """A `vaultd NAME` command whose help is the operation's docstring (and `usage`, what is
+    the command's own)."""
+    from vaultd.api.operations import BY_NAME
+
+    text = BY_NAME[name].doc + (f"\n\n{usage}" if usage else "")
+    return main.command(name=name.replace("_", "-"), help=text)  # type: ignore[return-value]
+
+
+#: How the CLI spells a request field where not `--field-name`, as it did before the fields were
+#: declared once (vaultd.api.operations), with the metavar of one that takes a value.
+_SPELLINGS: dict[str, tuple[str, str]] = {
+    "k": ("-k", ""),
+    "tags": ("--tag", "TAG"),
+    "tags_any": ("--any-tag", "TAG"),
+    "path_prefix": ("--path", "PREFIX"),
+    "since": ("--since", "WHEN"),
+    "vectors": ("--with-vectors", ""),
+}
+
+
+def _options(operation: str, *taken: str) -> Callable[[F], F]:
+    """A click option for each field of the operation's request but those `taken` (an
+    argument, or an option of the command's own form): its help, default, bounds (a range),
+    choices and whether it repeats or is a flag, all from the field's declaration."""
+    from vaultd.api.operations import BY_NAME
+
+    fields = BY_NAME[operation].request.model_fields
+
+    def decorate(func: F) -> F:
+        for name, info in reversed(fields.items()):
+            if name not in taken:
+                kind = _option_kind(info)
+                if _SPELLINGS.get(name, ("", ""))[1]:
+                    kind["metavar"] = _SPELLINGS[name][1]
+                func = click.option(*_option_form(name, info), name, **kind)(func)
+        return func
+
+    return decorate
+
+
+def _option_form(name: str, info: Any) -> tuple[str, ...]:
+    from typing import get_args
+
+    spelled = _SPELLINGS.get(name, ("--" + name.replace("_", "-"), ""))[0]
+    if set(get_args(info.annotation)) == {bool, type(None)}:  # unset: the daemon's setting
+        return (f"{spelled}/--no-{spelled[2:]}",)
+    return (spelled,)
+
+
+def _option_kind(info: Any) -> dict[str, Any]:
+    from types import UnionType
+    from typing import Literal, Union, get_args, get_origin
+
+    from pydantic_core import PydanticUndefined
+
+    kind = info.annotation
+    if get_origin(kind) in (Union, UnionType):  # `int | None`: an int, if given
+        kind = next(a for a in get_args(kind) if a is not type(None))
+    low = next((m.ge for m in info.metadata if getattr(m, "ge", None) is not None), None)
+    high = next((m.le for m in info.metadata if getattr(m, "le", None) is not None), None)
+    out: dict[str, Any] = {"help": info.description}
+    if kind is bool:
+        out.update(is_flag=True, default=None if info.default is None else bool(info.default))
+        return out
+    if get_origin(kind) is list:
+        out.update(multiple=True)
+    elif get_origin(kind) is Literal:
+        out.update(type=click.Choice(list(get_args(kind))))
+    elif kind is int:
+        out.update(type=click.IntRange(low, high))
+    elif kind is float:
+        out.update(type=click.FloatRange(low, high))
+    if info.default not in (PydanticUndefined, None, "") and not out.get("multiple"):
+        out.update(default=info.default, show_default=True)
+    return out
+
+
+def _note_option(func: F) -> F:
+    return click.argument("note")(func)
+
+
+def _json_option(func: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")(func)
+
+
+def _query_options(func: F) -> F:
+    for decorate in (_vault_option, _config_option, _json_option):
+        func = decorate(func)
+    return func
+
+
+def _request(operation: str, **fields: Any) -> Any:
+    """The operation's request from a command's options (None: not given), refused with the
+    words the daemon would use."""
+    from pydantic import ValidationError
+
+    from vaultd.api.operations import BY_NAME
+    from vaultd.api.server import refusal
     from vaultd.errors import QueryError
-    from vaultd.query import Filters
+
+    model = BY_NAME[operation].request
+    try:
+        return model.model_validate({k: v for k, v in fields.items() if v is not None})
+    except ValidationError as exc:
+        raise QueryError(refusal(model, exc)) from None
+
+
+@contextmanager
+def _service(config: Any) -> Iterator[Any]:
+    """The vault's daemon, else its index opened read-only: one interface, one answer."""
+    client = _daemon(config)
+    if client is not None:
+        from vaultd.api.client import RemoteService
+
+        yield RemoteService(client)
+        return
+    # Only here: opening the index loads the model and the store, a daemon's answer not.
+    from vaultd.api.local import LocalService
+    from vaultd.index.open import open_index
+
+    with open_index(config, create=False) as idx:
+        yield LocalService(idx)
+
+
+def _ask(config: Any, operation: str, request: Any) -> Any:
+    with _service(config) as service:
+        return getattr(service, operation)(request)
+
+
+def _about_note(
+    operation: str, note: str, config_file: Path | None, vault: Path | None, **fields: Any
+) -> Any:
+    """The answer of an operation about NOTE (a vault path, a file in the vault or a name)."""
+    from vaultd.errors import NoteUnavailableError, QueryError
 
     config = _load(config_file, vault)
     path = _note_in_vault(note, config.require_vault())
-    span: tuple[int, int] | None = None
+    request = _request(operation, path=path, **fields)
+    try:
+        return _ask(config, operation, request)
+    except NoteUnavailableError as exc:
+        # No note answers to the name (the API's 404): the user's input, with or without a
+        # daemon (a daemon's refusal keeps only its words, vaultd.api.client.refused).
+        if "no indexed note" not in str(exc):
+            raise
+        raise QueryError(f"{note} is not an indexed note (see `vaultd status`)") from None
+
+
+def _echo_json(answer: Any) -> None:
+    click.echo(json.dumps(answer.model_dump(mode="json", exclude_unset=True), ensure_ascii=False))
+
+
+NOTE_USAGE = (
+    'NOTE is a vault path ("Folder/Note.md"), the path of the note\'s file, or its name as '
+    'Obsidian takes it ("Note", "folder/note").'
+)
+
+
+@_operation("related", NOTE_USAGE + " Nothing is embedded: the answer is as fresh as the index.")
+@_note_option
+@_options("related", "path", "start_line", "end_line")
+@click.option(
+    "--lines", metavar="A-B", help="Only the note's passages in these lines (a long note's part)."
+)
+@_query_options
+@_handle_errors
+def related(
+    note: str,
+    lines: str | None,
+    as_json: bool,
+    config_file: Path | None,
+    vault: Path | None,
+    **fields: Any,
+) -> None:
+    from vaultd.errors import QueryError
+
     if lines:
         first, _, last = lines.partition("-")
         if not (first.isdigit() and last.isdigit() and 1 <= int(first) <= int(last)):
             raise QueryError(f"--lines takes A-B (line numbers, A <= B), not {lines!r}")
-        span = (int(first), int(last))
-    filters = Filters.build(tags, (), path_prefix, (), since)
-    client = _daemon(config)
-    if client is not None:
-        params: list[tuple[str, str]] = [("k", str(k)), ("how", how)]
-        params += [("exclude_linked", "1")] if exclude_linked else []
-        params += [("start_line", str(span[0])), ("end_line", str(span[1]))] if span else []
-        params += [("tag", t) for t in tags]
-        params += [("path_prefix", path_prefix)] if path_prefix else []
-        params += [("modified_since", since)] if since else []
-        target = f"/v1/notes/{quote(path)}/related?{urlencode(params)}"
-        answer = client.request("GET", target)
-        path, found = answer["path"], answer["related"]  # the note the name means
-    else:
-        from vaultd.index.open import open_index
-        from vaultd.index.related import checked_how
-
-        with open_index(config, create=False) as idx:
-            path = _named(idx, path)
-            found = [
-                r.as_json()
-                for r in idx.related.related(
-                    path,
-                    k,
-                    lines=span,
-                    exclude_linked=exclude_linked,
-                    allowed=idx.searcher.select(filters),
-                    how=checked_how(how),
-                )
-            ]
+        fields.update(start_line=int(first), end_line=int(last))
+    answer = _about_note("related", note, config_file, vault, **fields)
     if as_json:
-        click.echo(json.dumps({"path": path, "related": found}, ensure_ascii=False))
+        _echo_json(answer)
         return
-    if not found:
+    if not answer.related:
         click.echo("no related notes")
-    for rank, r in enumerate(found, 1):
-        linked = "  [linked]" if r["linked"] else ""
+    for rank, r in enumerate(answer.related, 1):
+        linked = "  [linked]" if r.linked else ""
         click.echo(
-            click.style(f"{rank}. {r['path']}", bold=True)
-            + f"  {r['title']}  (score {r['score']:.3f}){linked}"
+            click.style(f"{rank}. {r.path}", bold=True)
+            + f"  {r.title}  (score {r.score:.3f}){linked}"
         )
-        source, target_passage = r["source"], r["target"]
         click.echo(
-            f"   lines {source['start_line']}-{source['end_line']} here ~ "
-            f"lines {target_passage['start_line']}-{target_passage['end_line']} there "
-            f"({r['similarity']:.3f}): " + _snippet(target_passage["text"], 160)
+            f"   lines {r.source.start_line}-{r.source.end_line} here ~ "
+            f"lines {r.target.start_line}-{r.target.end_line} there "
+            f"({r.similarity:.3f}): " + _snippet(r.target.text, 160)
         )
 
 
-def _ask(config: Any, target: str, here: Callable[[Any], Any]) -> Any:
-    """The daemon's answer to GET `target`, or without a daemon `here(index)`: the same
-    index-layer function the daemon calls, on the index opened read-only."""
-    client = _daemon(config)
-    if client is not None:
-        return client.request("GET", target)
-    from vaultd.index.open import open_index
-
-    with open_index(config, create=False) as idx:
-        return here(idx)
-
-
-def _named(idx: Any, note: str) -> str:
-    """The indexed note NOTE means: its path, or its name as Obsidian resolves it."""
-    from vaultd.errors import QueryError
-    from vaultd.index.names import note_named
-
-    found = note_named(idx.manifest, note)
-    if found is None:
-        raise QueryError(f"{note} is not an indexed note (see `vaultd status`)")
-    return found
-
-
-@main.command()
-@click.argument("note")
-@click.option(
-    "-k", "k", type=click.IntRange(1, 500), default=50, show_default=True, help="At most this many."
-)
-@click.option("--json", "as_json", is_flag=True, help='Print {"path": ..., "mentions": [...]}.')
-@_config_option
-@_vault_option
+@_operation("mentions", NOTE_USAGE)
+@_note_option
+@_options("mentions", "path")
+@_query_options
 @_handle_errors
 def mentions(
-    note: str, k: int, as_json: bool, config_file: Path | None, vault: Path | None
+    note: str, as_json: bool, config_file: Path | None, vault: Path | None, **fields: Any
 ) -> None:
-    """Unlinked mentions of NOTE: passages of other notes that name it (its title, file name
-    or an alias) without linking to it; the name is marked **like this**."""
-    from urllib.parse import quote
-
-    from vaultd.index.mentions import unlinked_mentions
-
-    config = _load(config_file, vault)
-    path = _note_in_vault(note, config.require_vault())
-
-    def here(idx: Any) -> dict[str, Any]:
-        named = _named(idx, path)
-        found = unlinked_mentions(idx.manifest, named, k) or []
-        return {"path": named, "mentions": [m.as_json() for m in found]}
-
-    answer = _ask(config, f"/v1/notes/{quote(path)}/mentions?k={k}", here)
+    answer = _about_note("mentions", note, config_file, vault, **fields)
     if as_json:
-        click.echo(json.dumps(answer, ensure_ascii=False))
+        _echo_json(answer)
         return
-    if not answer["mentions"]:
+    if not answer.mentions:
         click.echo("no unlinked mentions")
-    for m in answer["mentions"]:
-        click.echo(click.style(f"{m['path']}:{m['start_line']}-{m['end_line']}", bold=True))
-        click.echo("   " + _marked(" ".join(m["text"].split())))
+    for m in answer.mentions:
+        click.echo(click.style(f"{m.path}:{m.start_line}-{m.end_line}", bold=True))
+        click.echo("   " + _marked(" ".join(m.text.split())))
 
 
-@main.command()
-@click.argument("note")
-@click.option("--json", "as_json", is_flag=True, help='Print {"path": ..., "headings": [...]}.')
-@_config_option
-@_vault_option
+@_operation("backlinks", NOTE_USAGE)
+@_note_option
+@_options("backlinks", "path")
+@_query_options
+@_handle_errors
+def backlinks(
+    note: str, as_json: bool, config_file: Path | None, vault: Path | None, **fields: Any
+) -> None:
+    answer = _about_note("backlinks", note, config_file, vault, **fields)
+    if as_json:
+        _echo_json(answer)
+        return
+    if not answer.backlinks:
+        click.echo("no backlinks")
+    for b in answer.backlinks:
+        many = f"{b.links} links" if b.links > 1 else "1 link"
+        click.echo(click.style(b.path, bold=True) + f"  {b.title}  ({many})")
+        for p in b.passages:
+            lines = ", ".join(str(n) for n in p.link_lines)
+            click.echo(f"   line {lines}: " + _snippet(p.text, 200))
+
+
+@_operation(
+    "outline",
+    NOTE_USAGE + " A part of the note is then read by its lines (the MCP tool read_note, or "
+    "GET /v1/notes/PATH?text=1&start_line=A&end_line=B).",
+)
+@_note_option
+@_query_options
 @_handle_errors
 def outline(note: str, as_json: bool, config_file: Path | None, vault: Path | None) -> None:
-    """NOTE's headings, indented by level, each with its section's line range, as the note is
-    on disk now: a part of it is then read by its lines (the MCP tool read_note, or
-    GET /v1/notes/PATH?text=1&start_line=A&end_line=B)."""
-    from urllib.parse import quote
-
-    from vaultd.index.browse import outline as outline_of
-
-    config = _load(config_file, vault)
-    path = _note_in_vault(note, config.require_vault())
-
-    def here(idx: Any) -> dict[str, Any]:
-        named = _named(idx, path)
-        found = outline_of(idx.indexer.discovery, named, idx.indexer.max_bytes)
-        return {"path": named, "headings": [h.as_json() for h in found]}
-
-    answer = _ask(config, f"/v1/notes/{quote(path)}/outline", here)
+    answer = _about_note("outline", note, config_file, vault)
     if as_json:
-        click.echo(json.dumps(answer, ensure_ascii=False))
+        _echo_json(answer)
         return
-    if not answer["headings"]:
+    if not answer.headings:
         click.echo("no headings")
-    for h in answer["headings"]:
-        indent = "  " * (h["level"] - 1)
-        click.echo(f"{indent}{h['text']}  ({h['start_line']}-{h['end_line']})")
+    for h in answer.headings:
+        click.echo(f"{'  ' * (h.level - 1)}{h.text}  ({h.start_line}-{h.end_line})")
 
 
-@main.command()
+@_operation("tags", 'PREFIX ("project") is the tag whose own and nested tags are listed.')
 @click.argument("prefix", required=False, default="")
-@click.option("--json", "as_json", is_flag=True, help='Print {"tags": [...]}.')
-@_config_option
-@_vault_option
+@_query_options
 @_handle_errors
 def tags(prefix: str, as_json: bool, config_file: Path | None, vault: Path | None) -> None:
-    """Every tag with how many notes hold it, most used first; with PREFIX ("project"), only
-    that tag and those below it. A nested tag's notes count for its parents too."""
-    from urllib.parse import urlencode
-
-    from vaultd.index.browse import tags as tags_of
-
-    config = _load(config_file, vault)
-    target = "/v1/tags" + (f"?{urlencode({'prefix': prefix})}" if prefix else "")
-    answer = _ask(config, target, lambda idx: {"tags": tags_of(idx.manifest, prefix)})
+    request = _request("tags", prefix=prefix)
+    answer = _ask(_load(config_file, vault), "tags", request)
     if as_json:
-        click.echo(json.dumps(answer, ensure_ascii=False))
+        _echo_json(answer)
         return
-    if not answer["tags"]:
+    if not answer.tags:
         click.echo("no tags")
-    for t in answer["tags"]:
-        click.echo(f"{t['notes']:>6}  #{t['tag']}")
+    for t in answer.tags:
+        click.echo(f"{t.notes:>6}  #{t.tag}")
 
 
-@main.command()
-@click.option(
-    "-k", "k", type=click.IntRange(1, 500), default=20, show_default=True, help="How many notes."
-)
-@click.option("--since", metavar="WHEN", help="Only notes changed since this date or time.")
-@click.option("--json", "as_json", is_flag=True, help='Print {"notes": [...]}.')
-@_config_option
-@_vault_option
+@_operation("recent")
+@_options("recent")
+@_query_options
 @_handle_errors
-def recent(
-    k: int, since: str | None, as_json: bool, config_file: Path | None, vault: Path | None
-) -> None:
-    """The notes modified most recently, newest first."""
-    from urllib.parse import urlencode
-
-    from vaultd.index.browse import recent as recent_notes
-    from vaultd.query import parse_since
-
-    config = _load(config_file, vault)
-    since_ns = None if since is None else parse_since(since)  # exits 2 for a bad date
-    params = {"k": str(k), **({"since": since} if since else {})}
-    answer = _ask(
-        config,
-        f"/v1/recent?{urlencode(params)}",
-        lambda idx: {"notes": recent_notes(idx.manifest, k, since_ns)},
-    )
+def recent(as_json: bool, config_file: Path | None, vault: Path | None, **fields: Any) -> None:
+    request = _request("recent", **fields)  # a bad date exits 2 before anything is opened
+    answer = _ask(_load(config_file, vault), "recent", request)
     if as_json:
-        click.echo(json.dumps(answer, ensure_ascii=False))
+        _echo_json(answer)
         return
-    if not answer["notes"]:
+    if not answer.notes:
         click.echo("no notes")
-    for n in answer["notes"]:
-        tagged = "  " + " ".join(f"#{t}" for t in n["tags"]) if n["tags"] else ""
-        click.echo(f"{n['modified']}  {n['path']}  {n['title']}{tagged}")
+    for n in answer.notes:
+        tagged = "  " + " ".join(f"#{t}" for t in n.tags) if n.tags else ""
+        click.echo(f"{n.modified}  {n.path}  {n.title}{tagged}")
 
 
 def _note_in_vault(note: str, vault: Path) -> str:
@@ -564,39 +604,15 @@ def _snippet(text: str, width: int) -> str:
     return flat[:width] + "…" if len(flat) > width else flat
 
 
-@main.command()
+@_operation(
+    "search",
+    "Put a phrase in double quotes to rank passages holding it exactly first. Exits 2 for a "
+    "query or filter that cannot be searched (empty, too long, malformed), with or without a "
+    "daemon.",
+)
 @click.argument("query")
-@click.option(
-    "-k", "k", type=click.IntRange(1, 100), default=10, show_default=True, help="How many hits."
-)
-@click.option(
-    "--mode",
-    type=click.Choice(["hybrid", "vector", "keyword"]),
-    default="hybrid",
-    show_default=True,
-    help="Keyword (BM25), vector, or both fused.",
-)
-@click.option(
-    "--tag",
-    "tags",
-    multiple=True,
-    metavar="TAG",
-    help="Only notes with this tag (nested tags match their parents); repeatable.",
-)
-@click.option(
-    "--any-tag",
-    "tags_any",
-    multiple=True,
-    metavar="TAG",
-    help="Only notes with at least one of these tags; repeatable.",
-)
-@click.option(
-    "--path",
-    "path_prefix",
-    default="",
-    metavar="PREFIX",
-    help="Only notes under this folder (or this exact note path).",
-)
+# The query is the argument, the conditions take the CLI's own form; waiting is a daemon's.
+@_options("search", "query", "where", "wait_for", "timeout")
 @click.option(
     "--where",
     "where",
@@ -606,120 +622,55 @@ def _snippet(text: str, width: int) -> str:
     "'due<2025-01-01'; repeatable, all must hold.",
 )
 @click.option(
-    "--since",
-    metavar="WHEN",
-    help="Only notes changed since this ISO date or time (local) or epoch seconds.",
-)
-@click.option(
-    "--per-note",
-    type=click.IntRange(0, 100),
-    help="At most this many hits from one note; 0: no cap. Default: [search] per_note.",
-)
-@click.option(
-    "--merge/--no-merge",
-    default=None,
-    help="Merge neighbouring passages of one note into one hit. Default: [search] merge.",
-)
-@click.option(
-    "--snippets",
+    "--all",
+    "all_vaults",
     is_flag=True,
-    help="Show each hit as a short snippet with the query's terms marked **like this**.",
+    help="Ask every running daemon (every *.sock beside the configured socket, by default "
+    "$XDG_RUNTIME_DIR/vaultd/) and merge their hits, each labelled with its vault.",
 )
-@click.option("--json", "as_json", is_flag=True, help='Print {"hits": [...]}.')
-@click.option("--explain", is_flag=True, help="Show each hit's score parts.")
-@_config_option
-@_vault_option
+@_query_options
 @_handle_errors
 def search(
-    query: str,
-    k: int,
-    mode: str,
-    tags: tuple[str, ...],
-    tags_any: tuple[str, ...],
-    path_prefix: str,
     where: tuple[str, ...],
-    since: str | None,
-    per_note: int | None,
-    merge: bool | None,
-    snippets: bool,
+    all_vaults: bool,
     as_json: bool,
-    explain: bool,
     config_file: Path | None,
     vault: Path | None,
+    **fields: Any,
 ) -> None:
-    """Search the index: hybrid keyword and vector retrieval by default.
+    from vaultd.query import parse_where_flag, where_json
 
-    Put a phrase in double quotes to rank passages holding it exactly first.
-
-    Exits 2 for a query or filter that cannot be searched (empty, too long, malformed), with or
-    without a daemon.
-    """
-    from vaultd.query import Filters, check_query, parse_where_flag, where_json
-
-    # Here, not only in the daemon: the same query fails the same way with or without one.
-    check_query(query)
+    conditions = where_json([parse_where_flag(c) for c in where]) if where else None
+    # Here, before anything is opened: the same query fails the same way with or without a
+    # daemon, and every daemon asked would refuse it alike.
+    request = _request("search", where=conditions, **fields)
     config = _load(config_file, vault)
-    conditions = [parse_where_flag(c) for c in where]
-    filters = Filters.build(tags, tags_any, path_prefix, conditions, since)
-    client = _daemon(config)
-    if client is not None:
-        body: dict[str, Any] = {
-            "query": query,
-            "k": k,
-            "mode": mode,
-            "tags": list(tags),
-            "tags_any": list(tags_any),
-            "path_prefix": path_prefix,
-            "where": where_json(conditions),
-            "modified_since": since,
-            "per_note": per_note,
-            "merge": merge,
-            "explain": explain,
-            "snippets": snippets,
-        }
-        from vaultd.records import Hit
-
-        found = client.request("POST", "/v1/search", body)["hits"]
-        hits = [Hit.from_json(h) for h in found]
-    else:
-        # Only here: opening the index loads the model and the store, a daemon's answer not.
-        from vaultd.index.open import open_index
-
-        with open_index(config, create=False) as idx:
-            hits = idx.searcher.search(
-                query,
-                k=k,
-                mode=mode,  # type: ignore[arg-type]  # click.Choice guarantees the literal
-                filters=filters,
-                per_note=per_note,
-                merge=merge,
-                settings=config.search,
-                snippets=snippets,
-            )
-    if as_json:
-        out = [h.as_json(explain) for h in hits]
-        click.echo(json.dumps({"hits": out}, ensure_ascii=False))
+    if all_vaults:
+        _search_every_vault(config, request, as_json)
         return
-    if not hits:
+    answer = _ask(config, "search", request)
+    if as_json:
+        _echo_json(answer)
+        return
+    if not answer.hits:
         click.echo("no hits")
-    for rank, h in enumerate(hits, 1):
-        place = f"{h.path}:{h.start_line}-{h.end_line}"
-        section = f" › {h.section}" if h.section else ""
+    for rank, h in enumerate(answer.hits, 1):
         # During a first index a note is found by its words before its vectors are in.
         pending = "" if h.indexed else "  [words only: vectors pending]"
-        click.echo(
-            click.style(f"{rank}. {place}", bold=True)
-            + f"  {h.title}{section}  ({h.score:.4f}){pending}"
-        )
-        if explain:
+        _echo_hit(rank, f"{h.path}:{h.start_line}-{h.end_line}", h, f"({h.score:.4f}){pending}")
+        if h.explain is not None:
             from vaultd.query import explain_line
 
-            click.echo(f"   {explain_line(h.parts)}")
+            click.echo(f"   {explain_line(h.explain)}")
         if h.snippet is not None:
             click.echo("   " + _marked(" ".join(h.snippet.split())))
-            continue
-        snippet = " ".join(h.text.split())
-        click.echo("   " + (snippet[:200] + "…" if len(snippet) > 200 else snippet))
+        else:
+            click.echo("   " + _snippet(h.text or "", 200))
+
+
+def _echo_hit(rank: int, place: str, hit: Any, score: str) -> None:
+    section = f" › {hit.section}" if hit.section else ""
+    click.echo(click.style(f"{rank}. {place}", bold=True) + f"  {hit.title}{section}  {score}")
 
 
 def _marked(text: str) -> str:
@@ -730,29 +681,19 @@ def _marked(text: str) -> str:
     return "".join(click.style(p, bold=True) if i % 2 else p for i, p in enumerate(parts))
 
 
-@main.command()
-@click.option("--with-vectors", is_flag=True, help="Include each chunk's vector.")
+@_operation(
+    "export",
+    "With a daemon running, it exports (it owns the data directory); otherwise this opens it.",
+)
+@_options("export")
 @_config_option
 @_vault_option
 @_handle_errors
-def export(with_vectors: bool, config_file: Path | None, vault: Path | None) -> None:
-    """Print every chunk record in the store as JSON lines, sorted by id.
-
-    With a daemon running, it exports (it owns the data directory); otherwise this opens it.
-    """
-    from vaultd.index.export import export_records
-    from vaultd.index.open import open_index
-
-    config = _load(config_file, vault)
-    client = _daemon(config)
-    if client is not None:
-        # The daemon owns the data directory while it runs: it exports.
-        target = "/v1/export" + ("?vectors=1" if with_vectors else "")
-        for line in client.lines(target):
-            click.echo(json.dumps(line, ensure_ascii=False, sort_keys=True))
-        return
-    with open_index(config, create=False) as idx:
-        for line in export_records(idx.store, with_vectors=with_vectors):
+def export(config_file: Path | None, vault: Path | None, **fields: Any) -> None:
+    request = _request("export", **fields)
+    with _service(_load(config_file, vault)) as service:
+        for record in service.export(request):
+            line = record.model_dump(mode="json", exclude_unset=True)
             click.echo(json.dumps(line, ensure_ascii=False, sort_keys=True))
 
 
@@ -1176,9 +1117,9 @@ def _socket_dir(config: Any) -> Path:
     )
 
 
-def _ask_daemon(sock: Path, body: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+def _ask_daemon(sock: Path, request: Any) -> tuple[str, list[dict[str, Any]]]:
     """(the daemon's vault, its hits); raises VaultdError when it does not answer."""
-    from vaultd.api.client import Client
+    from vaultd.api.client import Client, RemoteService
 
     client = Client(sock, timeout=30)
     health = client.health()
@@ -1186,12 +1127,12 @@ def _ask_daemon(sock: Path, body: dict[str, Any]) -> tuple[str, list[dict[str, A
         raise VaultdError("no daemon answers")
     # The daemon's own id from now on: an answer from another daemon on this socket is refused.
     client.vault_id = str(health.get("vault_id", "")) or None
-    hits: list[dict[str, Any]] = client.request("POST", "/v1/search", body)["hits"]
-    return str(health.get("vault", sock)), hits
+    found = RemoteService(client).search(request)
+    return str(health.get("vault", sock)), found.model_dump(mode="json", exclude_unset=True)["hits"]
 
 
 def search_all_daemons(
-    directory: Path, body: dict[str, Any], k: int
+    directory: Path, request: Any
 ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """Ask every daemon with a socket in `directory`; fuse their hits by reciprocal rank.
 
@@ -1203,7 +1144,7 @@ def search_all_daemons(
 
     sockets = sorted(p for p in directory.glob("*.sock") if p.is_socket())
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(sockets)))) as pool:
-        futures = {s: pool.submit(_ask_daemon, s, body) for s in sockets}
+        futures = {s: pool.submit(_ask_daemon, s, request) for s in sockets}
     fused: list[tuple[float, float, str, dict[str, Any]]] = []
     silent: list[dict[str, str]] = []
     for sock, future in futures.items():
@@ -1218,86 +1159,29 @@ def search_all_daemons(
     if not fused and len(silent) == len(sockets):
         raise VaultdError(f"no running vaultd daemon answers in {directory}")
     fused.sort(key=lambda item: (-item[0], -item[1], item[2]))
-    return [{**hit, "score": round(rrf, 6)} for rrf, _, _, hit in fused[:k]], silent
+    return [{**hit, "score": round(rrf, 6)} for rrf, _, _, hit in fused[: request.k]], silent
 
 
-def _search_body(options: dict[str, Any]) -> dict[str, Any]:
-    """The /v1/search request for `vaultd search` options, as the one-vault path sends it."""
-    body: dict[str, Any] = {
-        "query": options["query"],
-        "k": options["k"],
-        "mode": options["mode"],
-        "tags": list(options.get("tags", ())),
-        "path_prefix": options.get("path_prefix", ""),
-        "explain": options.get("explain", False),
-    }
-    if options.get("tags_any"):
-        body["tags_any"] = list(options["tags_any"])
-    if options.get("where"):
-        from vaultd.query import parse_where_flag, where_json
-
-        body["where"] = where_json([parse_where_flag(c) for c in options["where"]])
-    for option, field in (
-        ("since", "modified_since"),
-        ("per_note", "per_note"),
-        ("merge", "merge"),
-    ):
-        if options.get(option) is not None:
-            body[field] = options[option]
-    return body
-
-
-def _search_every_vault(kwargs: dict[str, Any]) -> None:
-    from vaultd.query import Filters, check_query
-
-    # Each daemon would refuse them alike, and be counted as not answering.
-    check_query(kwargs["query"])
-    Filters.build(path_prefix=kwargs.get("path_prefix", ""))
-    config = _load(kwargs["config_file"], kwargs["vault"])
-    directory = _socket_dir(config)
-    body = _search_body(kwargs)
-    hits, silent = search_all_daemons(directory, body, kwargs["k"])
+def _search_every_vault(config: Any, request: Any, as_json: bool) -> None:
+    hits, silent = search_all_daemons(_socket_dir(config), request)
     for item in silent:
         click.echo(f"vaultd: skipped {item['socket']}: {item['error']}", err=True)
-    if kwargs["as_json"]:
+    if as_json:
         click.echo(json.dumps({"hits": hits}, ensure_ascii=False))
         return
     if not hits:
         click.echo("no hits")
     for rank, h in enumerate(hits, 1):
-        where = f"[{h['vault_name']}] {h['path']}:{h['start_line']}-{h['end_line']}"
-        section = f" › {h['section']}" if h["section"] else ""
-        click.echo(
-            click.style(f"{rank}. {where}", bold=True) + f"  {h['title']}{section}  ({h['score']})"
-        )
-        snippet = " ".join(h["text"].split())
-        click.echo("   " + (snippet[:200] + "…" if len(snippet) > 200 else snippet))
+        place = f"[{h['vault_name']}] {h['path']}:{h['start_line']}-{h['end_line']}"
+        _echo_hit(rank, place, _Labelled(h), f"({h['score']})")
+        click.echo("   " + _snippet(h.get("text") or h.get("snippet") or "", 200))
 
 
-def _with_all_option(command: click.Command) -> None:
-    """Give `vaultd search` an --all flag without touching its own code."""
-    assert command.callback is not None
-    one_vault = command.callback
-    command.params.append(
-        click.Option(
-            ["--all", "all_vaults"],
-            is_flag=True,
-            help="Ask every running daemon (every *.sock beside the configured socket, by "
-            "default $XDG_RUNTIME_DIR/vaultd/) and merge their hits, each labelled with its vault.",
-        )
-    )
+class _Labelled:
+    """A labelled hit of `--all` as `_echo_hit` reads one."""
 
-    @wraps(one_vault)
-    @_handle_errors
-    def callback(*, all_vaults: bool = False, **kwargs: Any) -> Any:
-        if all_vaults:
-            return _search_every_vault(kwargs)
-        return one_vault(**kwargs)
-
-    command.callback = callback
-
-
-_with_all_option(search)
+    def __init__(self, hit: dict[str, Any]) -> None:
+        self.title, self.section = hit["title"], hit["section"]
 
 
 # -- AI tools: `vaultd mcp` ----------------------------------------------------------------------

@@ -22,27 +22,28 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
-from urllib.parse import quote, urlencode
+from typing import TYPE_CHECKING, Any, Protocol
 
 import click
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from vaultd import __version__
-from vaultd.api.client import Client
+from vaultd.api.client import Client, RemoteService
 from vaultd.api.limits import MAX_BODY
+from vaultd.api.operations import BY_NAME, Operation, Request, deprecated_aliases
+from vaultd.api.server import refusal
 from vaultd.errors import (
     ConfigError,
     DaemonError,
+    NoteError,
+    NotReadyError,
     QueryError,
     VaultdError,
-    VaultPathError,
 )
-from vaultd.query import MAX_QUERY_CHARS, check_query
-from vaultd.vaultpath import vault_path
 
 if TYPE_CHECKING:
     from vaultd.config import Config
@@ -51,11 +52,12 @@ INSTRUCTIONS = (
     "Tools over the user's Obsidian vault, kept indexed by the vaultd daemon. Use `search` to "
     "find passages (each hit has a note path and a 1-based line range), `read_note` to read a "
     "whole note or just those lines (`outline` gives each section's lines), `links` to follow "
-    "a note's links and backlinks, `related` for the notes most related to a note by meaning "
-    "and words (linked or not), `unlinked_mentions` for notes naming it without a link, and "
-    "`tags` and `recent_notes` to find one's way in. Ask `search` for `snippets` to get short "
-    "passages with the matched terms marked **like this**. A note is named by its path "
-    "('Plugins/Canvas.md') or, as in Obsidian, by its name ('Canvas')."
+    "a note's links and backlinks (`backlinks` for the passages that link to it), `related` "
+    "for the notes most related to a note by meaning and words (linked or not), "
+    "`unlinked_mentions` for notes naming it without a link, and `tags` and `recent_notes` to "
+    "find one's way in. Ask `search` for `snippets` to get short passages with the matched "
+    "terms marked **like this**. A note is named by its path ('Plugins/Canvas.md') or, as in "
+    "Obsidian, by its name ('Canvas')."
 )
 #: Added to the instructions when no daemon answers as the bridge starts.
 NO_DAEMON = (
@@ -70,14 +72,8 @@ SET_UP = (
 )
 NO_VAULT = f"vaultd has no vault to serve (no config file names one, and no --vault): {SET_UP}"
 
-#: What a search hit tells the assistant (the chunk id and score parts are vaultd's business);
-#: "text" or, when snippets are asked for, "snippet".
-#: How a tool's `path` argument is described: a path, or a name as Obsidian resolves it.
-NOTE_FIELD = (
-    "The note: its path in the vault ('Plugins/Canvas.md') or its name as in Obsidian "
-    "('Canvas', 'canvas.md', 'Plugins/Canvas'; among notes of one name, the one nearest the "
-    "vault's root)."
-)
+#: What a search hit tells the assistant (the chunk id is vaultd's business); "text" or, when
+#: snippets are asked for, "snippet", and "explain" when asked for.
 HIT_FIELDS = ("path", "title", "section", "start_line", "end_line", "score", "tags")
 
 
@@ -88,52 +84,48 @@ def _tool_error(message: str) -> Exception:
 
 
 class Answers(Protocol):
-    """Where the tools' requests go: the socket API's requests, answered as its client does
-    (an error answer raises DaemonError; anything else wrong, another VaultdError)."""
+    """Where the tools' operations go: `Service.<operation>(request)` of the daemon or of the
+    index (a refusal raises the VaultdError it stands for)."""
 
-    def request(self, method: str, target: str, body: Any = None) -> Any: ...
+    def call(self, operation: str, request: Request) -> BaseModel: ...
 
 
 class Unconfigured:
-    """No vault to serve: every request answers with what is wrong and how to fix it."""
+    """No vault to serve: every call answers with what is wrong and how to fix it."""
 
     def __init__(self, problem: str) -> None:
         self.problem = problem
 
-    def request(self, method: str, target: str, body: Any = None) -> Any:
+    def call(self, operation: str, request: Request) -> BaseModel:
         raise _tool_error(self.problem)
 
 
 class FromIndex:
-    """The daemon's answers without a daemon: its routes (`vaultd.api.server.Api`) over the
-    index opened read-only for each request, one at a time."""
+    """The daemon's answers without a daemon: the same reads (vaultd.api.local) over the index
+    opened read-only for each call, one at a time."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
         # open_index takes the data directory's lock: two calls at once would refuse each other.
         self._one_at_a_time = threading.Lock()
 
-    def request(self, method: str, target: str, body: Any = None) -> Any:
+    def call(self, operation: str, request: Request) -> BaseModel:
         # Here, not at the top: only a bridge without a daemon loads the model and the store.
-        from vaultd.api.server import Api
-        from vaultd.daemon.serving import DaemonService
-        from vaultd.daemon.state import State
-        from vaultd.errors import ApiError
+        from vaultd.api.local import LocalService
         from vaultd.index.open import open_index
 
-        payload = b"" if body is None else json.dumps(body).encode()
         with self._one_at_a_time, open_index(self.config, create=False) as index:
-            api = Api(DaemonService(index, State(), lambda: None, dict))
-            try:
-                _, answer = api.handle(method, target, payload)
-            except ApiError as exc:
-                raise DaemonError(exc.status, exc.code, exc.message) from None
+            answer: BaseModel = getattr(LocalService(index), operation)(request)
         return answer
+
+
+#: What a daemon that answered said (vaultd.api.client.refused): its answer, not a daemon gone.
+_ANSWERED = (DaemonError, QueryError, NoteError, NotReadyError)
 
 
 class DaemonOrIndex:
     """The vault's daemon while one answers; the index itself when none does (never started,
-    or gone since), looking for a daemon again at every request."""
+    or gone since), looking for a daemon again at every call."""
 
     def __init__(
         self,
@@ -151,12 +143,12 @@ class DaemonOrIndex:
         self.client = self._locate()
         return self.client
 
-    def request(self, method: str, target: str, body: Any = None) -> Any:
+    def call(self, operation: str, request: Request) -> BaseModel:
         client = self.client or self._locate()
         if client is not None:
             try:
-                answer = client.request(method, target, body)
-            except DaemonError:
+                answer: BaseModel = getattr(RemoteService(client), operation)(request)
+            except _ANSWERED:
                 raise
             except VaultdError as exc:
                 if client.reachable():
@@ -174,238 +166,179 @@ class DaemonOrIndex:
                 return answer
         if self._index is None:
             raise _tool_error(f"no vaultd daemon answers; {self._fix}")
-        return self._index.request(method, target, body)
+        return self._index.call(operation, request)
+
+
+# -- the tools: each an operation of vaultd.api.operations -----------------------------------------
+
+
+def _hits(answer: dict[str, Any]) -> dict[str, Any]:
+    keep = (*HIT_FIELDS, "text", "snippet", "explain")
+    return {"hits": [{k: hit[k] for k in keep if k in hit} for hit in answer["hits"]]}
+
+
+def _lines(answer: dict[str, Any]) -> dict[str, Any]:
+    keep = ("path", "title", "start_line", "end_line", "total_lines", "text")
+    return {k: answer.get(k, "") for k in keep}
+
+
+def _links(answer: dict[str, Any]) -> dict[str, Any]:
+    return {k: answer.get(k, "") for k in ("path", "title", "links", "backlinks")}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """An MCP tool: the operation it asks, under the tool's own name. Its input schema is the
+    operation's request model's, less the fields the tool sets itself (`fixed`) or does not
+    offer (`hidden`); its description is the operation's docstring unless the tool shows a part
+    of the answer (`shape`) and says so."""
+
+    name: str
+    operation: str
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    hidden: tuple[str, ...] = ()
+    shape: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    description: str | None = None
+
+    @property
+    def op(self) -> Operation:
+        return BY_NAME[self.operation]
+
+    def schema(self) -> dict[str, Any]:
+        schema = self.op.request.model_json_schema()
+        left_out = set(self.fixed) | set(self.hidden)
+        if left_out:
+            schema["properties"] = {
+                k: v for k, v in schema["properties"].items() if k not in left_out
+            }
+            if "required" in schema:
+                schema["required"] = [k for k in schema["required"] if k not in left_out]
+        return schema
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec("search", "search", shape=_hits),
+    ToolSpec(
+        "read_note",
+        "note",
+        fixed={"text": True},
+        shape=_lines,
+        description="Read a note, or the lines start_line..end_line of it (e.g. a search hit's "
+        "range), as it is on disk now.",
+    ),
+    ToolSpec(
+        "links",
+        "note",
+        hidden=("text", "start_line", "end_line"),
+        shape=_links,
+        description="A note's outgoing links (wiki-links and embeds), each with the vault path "
+        "it resolves to, and the notes that link to it.",
+    ),
+    ToolSpec("related", "related"),
+    ToolSpec("unlinked_mentions", "mentions"),
+    ToolSpec("backlinks", "backlinks"),
+    ToolSpec("outline", "outline"),
+    ToolSpec("tags", "tags"),
+    ToolSpec("recent_notes", "recent"),
+)
+
+
+def _arguments(model: type[Request], given: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments as sent, a list or an object sent as a JSON string (as some clients do)
+    read as what it holds."""
+    out = dict(given)
+    for name, value in given.items():
+        info = model.model_fields.get(name)
+        if info is None or not isinstance(value, str) or info.annotation is str:
+            continue
+        try:
+            parsed = json.loads(value)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(parsed, list | dict):
+            out[name] = parsed
+    return out
 
 
 class Bridge:
-    """The tools' logic: requests to the daemon, answers as plain data."""
+    """The tools' logic: each call checked by its operation's request model (the daemon's
+    words for what is wrong), asked of `answers`, and answered as plain data."""
 
     def __init__(self, answers: Answers) -> None:
         self.answers = answers
 
-    def _request(self, method: str, target: str, body: Any = None) -> Any:
-        if body is not None:
-            # The daemon cuts a body over its limit while it arrives, and the broken send would
-            # read as a daemon gone: say what is too big before sending any of it.
-            size = len(json.dumps(body).encode())
-            if size > MAX_BODY:
-                raise _tool_error(
-                    f"the request is {size} bytes; the daemon takes at most {MAX_BODY} bytes "
-                    "(fewer or shorter tags, or a shorter query)"
-                )
+    def run(self, tool: ToolSpec, given: Mapping[str, Any]) -> dict[str, Any]:
+        model = tool.op.request
+        # And the old spellings the API still takes this release (`modified_since`).
+        offered = set(tool.schema()["properties"]) | set(deprecated_aliases(model))
+        problems = [f"unknown field {name!r}" for name in given if name not in offered]
+        request: Request | None = None
+        if not problems:
+            try:
+                request = model.model_validate({**_arguments(model, given), **tool.fixed})
+            except ValidationError as exc:
+                problems.append(refusal(model, exc))
+        size = len(json.dumps(dict(given)).encode())
+        if size > MAX_BODY:
+            # The daemon cuts a body over its limit while it arrives, and the broken send
+            # would read as a daemon gone: say what is too big before sending any of it.
+            problems.append(
+                f"the request is {size} bytes; the daemon takes at most {MAX_BODY} bytes "
+                "(fewer or shorter tags, or a shorter query)"
+            )
+        if problems or request is None:
+            raise _tool_error("; ".join(problems))
         try:
-            return self.answers.request(method, target, body)
+            answer = self.answers.call(tool.operation, request)
         except VaultdError as exc:
             # What the daemon refused and what kept it from answering read the same: the
             # message, which says what to do.
             raise _tool_error(str(exc)) from exc
+        found = answer.model_dump(mode="json", exclude_unset=True)
+        return tool.shape(found) if tool.shape is not None else found
 
-    def note(self, path: str, **query: int | str | None) -> dict[str, Any]:
-        try:
-            name = vault_path(path)  # the daemon's own rule, said here before any request
-        except VaultPathError as exc:
-            raise _tool_error(str(exc)) from exc
-        params = urlencode({k: v for k, v in query.items() if v is not None})
-        target = "/v1/notes/" + quote(name) + (f"?{params}" if params else "")
-        found: dict[str, Any] = self._request("GET", target)
-        return found
 
-    def search(
-        self,
-        query: str,
-        k: int,
-        mode: str,
-        tags: list[str],
-        path_prefix: str,
-        snippets: bool = False,
-    ) -> dict[str, Any]:
-        try:
-            check_query(query)  # the rule every way in shares, with its message
-        except QueryError as exc:
-            raise _tool_error(str(exc)) from exc
-        body = {
-            "query": query,
-            "k": k,
-            "mode": mode,
-            "tags": tags,
-            "path_prefix": path_prefix,
-            "snippets": snippets,
-        }
-        hits = self._request("POST", "/v1/search", body)["hits"]
-        passage = "snippet" if snippets else "text"
-        return {"hits": [{key: hit[key] for key in (*HIT_FIELDS, passage)} for hit in hits]}
+def _tool(bridge: Bridge, spec: ToolSpec) -> Any:
+    from mcp.server.mcpserver.tools.base import Tool
+    from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+    from mcp_types import ToolAnnotations
 
-    def read_note(self, path: str, start_line: int | None, end_line: int | None) -> dict[str, Any]:
-        # The daemon reads the file: only indexed notes, the rules as they are now, and never
-        # through a symlink swapped in for the note (see Discovery.open_note).
-        note = self.note(path, text="1", start_line=start_line, end_line=end_line)
-        return {
-            "path": note["path"],  # the note the name means
-            "title": note.get("title", ""),
-            "start_line": note["start_line"],
-            "end_line": note["end_line"],
-            "total_lines": note["total_lines"],
-            "text": note["text"],
-        }
+    class Arguments(ArgModelBase):
+        """The arguments handed on whole: the request model checks them (`Bridge.run`)."""
 
-    def related(self, path: str, k: int, exclude_linked: bool) -> dict[str, Any]:
-        try:
-            name = vault_path(path)
-        except VaultPathError as exc:
-            raise _tool_error(str(exc)) from exc
-        params = urlencode({"k": k, **({"exclude_linked": "1"} if exclude_linked else {})})
-        found = self._request("GET", f"/v1/notes/{quote(name)}/related?{params}")
-        return {"path": found["path"], "related": found["related"]}
+        model_config = ConfigDict(extra="allow")
 
-    def _view(self, path: str, view: str, **query: int) -> dict[str, Any]:
-        try:
-            name = vault_path(path)
-        except VaultPathError as exc:
-            raise _tool_error(str(exc)) from exc
-        params = f"?{urlencode(query)}" if query else ""
-        found: dict[str, Any] = self._request("GET", f"/v1/notes/{quote(name)}/{view}{params}")
-        return found
+        def model_dump_one_level(self) -> dict[str, Any]:
+            return {"arguments": dict(self.model_extra or {})}
 
-    def mentions(self, path: str, k: int) -> dict[str, Any]:
-        return self._view(path, "mentions", k=k)
+    def run(arguments: dict[str, Any]) -> dict[str, Any]:
+        return bridge.run(spec, arguments)
 
-    def outline(self, path: str) -> dict[str, Any]:
-        return self._view(path, "outline")
-
-    def tags(self, prefix: str) -> dict[str, Any]:
-        query = f"?{urlencode({'prefix': prefix})}" if prefix else ""
-        found: dict[str, Any] = self._request("GET", f"/v1/tags{query}")
-        return found
-
-    def recent(self, k: int, since: str | None) -> dict[str, Any]:
-        params = urlencode({"k": k, **({"since": since} if since else {})})
-        found: dict[str, Any] = self._request("GET", f"/v1/recent?{params}")
-        return found
-
-    def links(self, path: str) -> dict[str, Any]:
-        note = self.note(path)
-        return {
-            "path": note["path"],
-            "title": note.get("title", ""),
-            "links": note.get("links", []),
-            "backlinks": note.get("backlinks", []),
-        }
+    return Tool(
+        fn=run,
+        name=spec.name,
+        title=None,
+        description=spec.description or spec.op.doc,
+        parameters=spec.schema(),
+        fn_metadata=FuncMetadata(arg_model=Arguments, output_model=dict[str, Any]),
+        is_async=False,
+        context_kwarg=None,
+        annotations=ToolAnnotations(read_only_hint=spec.op.read_only),
+    )
 
 
 def build_server(answers: Answers, instructions: str = INSTRUCTIONS) -> Any:
-    """The MCP server with vaultd's tools, their requests answered by `answers`."""
+    """The MCP server with vaultd's tools (`TOOLS`), their calls answered by `answers`."""
     from mcp.server.mcpserver import MCPServer
 
     bridge = Bridge(answers)
-    server = MCPServer(
-        name="vaultd", instructions=instructions, version=__version__, log_level="WARNING"
+    return MCPServer(
+        name="vaultd",
+        instructions=instructions,
+        version=__version__,
+        log_level="WARNING",
+        tools=[_tool(bridge, spec) for spec in TOOLS],
     )
-
-    @server.tool()
-    def search(
-        query: Annotated[
-            str,
-            Field(
-                description=f"What to look for, in words (at most {MAX_QUERY_CHARS} characters)."
-            ),
-        ],
-        k: Annotated[int, Field(ge=1, le=100, description="How many hits.")] = 10,
-        mode: Annotated[
-            Literal["hybrid", "vector", "keyword"],
-            Field(description="keyword (BM25), vector (meaning), or both fused (default)."),
-        ] = "hybrid",
-        tags: Annotated[
-            list[str] | None,
-            Field(description="Only notes with all these tags (nested tags match parents)."),
-        ] = None,
-        path_prefix: Annotated[
-            str, Field(description="Only notes under this folder, or this exact note path.")
-        ] = "",
-        snippets: Annotated[
-            bool,
-            Field(
-                description="Short snippets with the matched terms marked **like this**, "
-                "instead of whole passages (the line range stays the passage's)."
-            ),
-        ] = False,
-    ) -> dict[str, Any]:
-        """Search the vault; each hit is a passage with its note path and line range."""
-        return bridge.search(query, k, mode, list(tags or []), path_prefix, snippets)
-
-    @server.tool()
-    def read_note(
-        path: Annotated[str, Field(description=NOTE_FIELD)],
-        start_line: Annotated[
-            int | None, Field(ge=1, description="First line to read (1-based); default 1.")
-        ] = None,
-        end_line: Annotated[
-            int | None, Field(ge=1, description="Last line to read (inclusive); default the end.")
-        ] = None,
-    ) -> dict[str, Any]:
-        """Read a note, or the lines start_line..end_line of it (e.g. a search hit's range)."""
-        return bridge.read_note(path, start_line, end_line)
-
-    @server.tool()
-    def links(
-        path: Annotated[str, Field(description=NOTE_FIELD)],
-    ) -> dict[str, Any]:
-        """A note's outgoing links (wiki-links and embeds) and the notes that link to it."""
-        return bridge.links(path)
-
-    @server.tool()
-    def related(
-        path: Annotated[str, Field(description=NOTE_FIELD)],
-        k: Annotated[int, Field(ge=1, le=100, description="How many notes.")] = 10,
-        exclude_linked: Annotated[
-            bool, Field(description="Leave out notes it links to or that link to it.")
-        ] = False,
-    ) -> dict[str, Any]:
-        """The notes most related to a note, by meaning and by its distinctive words, nearest
-        first: each with its
-        similarity, whether the two are linked already, and the pair of passages (line ranges
-        and text) that ties them."""
-        return bridge.related(path, k, exclude_linked)
-
-    @server.tool()
-    def unlinked_mentions(
-        path: Annotated[str, Field(description=NOTE_FIELD)],
-        k: Annotated[int, Field(ge=1, le=500, description="At most this many.")] = 50,
-    ) -> dict[str, Any]:
-        """Passages of other notes that name this note (its title, file name or an alias)
-        without linking to it: links waiting to be made. Each has its note path, line range
-        and the line with the name marked **like this**."""
-        return bridge.mentions(path, k)
-
-    @server.tool()
-    def outline(
-        path: Annotated[str, Field(description=NOTE_FIELD)],
-    ) -> dict[str, Any]:
-        """A note's headings in order, each with its level and its section's line range (to
-        read one section with read_note)."""
-        return bridge.outline(path)
-
-    @server.tool()
-    def tags(
-        prefix: Annotated[
-            str, Field(description="Only this tag and those below it, e.g. 'project'.")
-        ] = "",
-    ) -> dict[str, Any]:
-        """The vault's tags with how many notes hold each, most used first (a nested tag's
-        notes count for its parents too)."""
-        return bridge.tags(prefix)
-
-    @server.tool()
-    def recent_notes(
-        k: Annotated[int, Field(ge=1, le=500, description="How many notes.")] = 20,
-        since: Annotated[
-            str | None,
-            Field(description="Only notes changed since this ISO date or time (or epoch s)."),
-        ] = None,
-    ) -> dict[str, Any]:
-        """The notes modified most recently, newest first: path, title, time and tags."""
-        return bridge.recent(k, since)
-
-    return server
 
 
 def serve(config_file: Path | None, vault: Path | None, socket_file: Path | None) -> None:

@@ -1,0 +1,131 @@
+"""The CLI's query commands answer the same JSON with a daemon as without one, against one
+index: the daemon serves what the CLI would compute from the index itself."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.daemon import short_socket_dir, start, write_config
+from vaultd.cli.commands import main
+
+Answers = dict[str, tuple[int, str, str]]
+
+NOTES = {
+    "Plugins/Canvas.md": (
+        "---\ntags: [plugin/core]\naliases: [Board]\nstatus: done\n---\n# Canvas\n\n"
+        "An infinite board for cards, notes and media.\n\n## Cards\n\n"
+        "Cards hold text, notes or links. See [[Home]].\n"
+    ),
+    "Home.md": "# Home\n\nStart here, then open [[Canvas]] and lay cards on a board.\n",
+    "Ideas/Garden.md": (
+        "---\ntags: [garden]\nstatus: open\n---\n# Garden\n\n"
+        "Tomatoes want the south wall. The canvas of the shed needs paint.\n"
+    ),
+    "Ideas/Board games.md": "# Board games\n\nCards and boards for an evening; the canvas bag.\n",
+}
+
+#: Each command with the options it is run with, both ways.
+COMMANDS = {
+    "search": ["search", "cards on a board", "--json", "-k", "5", "--tag", "plugin", "--explain"],
+    "search-filters": [
+        "search",
+        "canvas",
+        "--json",
+        "--where",
+        "status=open,done",
+        "--since",
+        "2000-01-01",
+        "--any-tag",
+        "garden",
+        "--any-tag",
+        "plugin",
+        "--path",
+        "Ideas/",
+        "--snippets",
+    ],
+    "related": ["related", "Canvas", "--json", "-k", "3", "--since", "2000-01-01"],
+    "mentions": ["mentions", "Canvas", "--json"],
+    "backlinks": ["backlinks", "Canvas", "--json"],
+    "outline": ["outline", "Canvas", "--json"],
+    "tags": ["tags", "--json"],
+    "recent": ["recent", "--json", "-k", "3", "--since", "2000-01-01"],
+    "export": ["export"],
+}
+
+#: For a person: the same lines both ways too.
+TEXT = {"backlinks-text": ["backlinks", "Canvas"], "search-text": ["search", "board", "-k", "2"]}
+
+#: And what they refuse: the same message and exit code both ways.
+REFUSED = {
+    "related-nowhere": ["related", "Nowhere", "--json"],
+    "outline-nowhere": ["outline", "Nowhere", "--json"],
+    "mentions-nowhere": ["mentions", "Nowhere", "--json"],
+    "related-no-passage": ["related", "Canvas", "--json", "--lines", "100-200"],
+}
+
+
+def _run_all(config: Path) -> dict[str, tuple[int, str, str]]:
+    runner = CliRunner()
+    out: dict[str, tuple[int, str, str]] = {}
+    for name, args in {**COMMANDS, **TEXT, **REFUSED}.items():
+        result = runner.invoke(main, [*args, "--config", str(config)], env=dict(os.environ))
+        out[name] = (result.exit_code, result.stdout, result.stderr)
+    return out
+
+
+@pytest.fixture(scope="module")
+def answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Answers, Answers]]:
+    root = tmp_path_factory.mktemp("parity")
+    vault = root / "vault"
+    for path, text in NOTES.items():
+        (vault / path).parent.mkdir(parents=True, exist_ok=True)
+        (vault / path).write_text(text, encoding="utf-8")
+    socket = short_socket_dir() / "vaultd.sock"
+    config = write_config(root / "vaultd.toml", vault, root / "data", socket)
+    indexed = CliRunner().invoke(main, ["index", "--quiet", "--config", str(config)])
+    assert indexed.exit_code == 0, indexed.output
+    alone = _run_all(config)
+    daemon = start(config, socket, root / "vaultd.log")
+    try:
+        daemon.wait_idle()
+        served = _run_all(config)
+    finally:
+        daemon.stop()
+    yield alone, served
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_the_same_json_with_and_without_a_daemon(
+    command: str, answers: tuple[Answers, Answers]
+) -> None:
+    (code, alone, why), (_, served, _) = (answers[0][command], answers[1][command])
+    assert code == 0, why
+    without = [json.loads(line) for line in alone.splitlines()]
+    with_daemon = [json.loads(line) for line in served.splitlines()]
+    assert without and without[0] != {"hits": []}, alone
+    assert with_daemon == without
+
+
+@pytest.mark.parametrize("command", sorted(REFUSED))
+def test_the_same_refusal_with_and_without_a_daemon(
+    command: str, answers: tuple[Answers, Answers]
+) -> None:
+    (code, out, why), served = (answers[0][command], answers[1][command])
+    assert code != 0 and not out and why.startswith("vaultd: "), why
+    assert served == (code, out, why)
+
+
+def test_the_same_lines_for_a_person(answers: tuple[Answers, Answers]) -> None:
+    for command in TEXT:
+        assert answers[0][command][0] == 0, answers[0][command]
+        assert answers[1][command] == answers[0][command], command
+    assert answers[0]["backlinks-text"][1].splitlines() == [
+        "Home.md  Home  (1 link)",
+        "   line 3: Start here, then open [[Canvas]] and lay cards on a board.",
+    ]
