@@ -6,8 +6,8 @@ chunker, `Chunk`s go from the chunker to the embedder and the store.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
 BlockKind = Literal[
@@ -20,6 +20,29 @@ BlockKind = Literal[
 #: vaultd/pipeline/__init__.py for the extractor contract).
 NoteKind = Literal["note", "canvas", "pdf", "image", "code", "excalidraw"]
 NOTE_KINDS: tuple[str, ...] = get_args(NoteKind)
+#: A file name's ending -> its kind (the longest ending that matches wins, so a drawing's
+#: `.excalidraw.md` is no plain note). Source code is chosen by `[attachments] code` globs.
+KIND_SUFFIXES: dict[str, NoteKind] = {
+    ".excalidraw.md": "excalidraw",
+    ".excalidraw": "excalidraw",
+    ".md": "note",
+    ".canvas": "canvas",
+    ".pdf": "pdf",
+    ".png": "image",
+    ".jpg": "image",
+    ".jpeg": "image",
+    ".webp": "image",
+}
+
+
+def kind_of(path: str) -> NoteKind | None:
+    """The kind of file a vault path names by its ending (any case), or None for a file that
+    no extractor reads (a source file is `code` only by the config's globs)."""
+    name = path.rsplit("/", 1)[-1].lower()
+    for suffix, kind in KIND_SUFFIXES.items():
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return kind
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +123,23 @@ class Block:
     @property
     def location(self) -> Location:
         return Location(self.page, self.page_end, self.node, self.symbol)
+
+
+def lay_out(blocks: Iterable[Block]) -> tuple[str, tuple[Block, ...]]:
+    """An extractor's passages as a body and blocks: the texts joined by blank lines, each
+    block given its 1-based, inclusive line range in that body (whatever it had)."""
+    laid: list[Block] = []
+    texts: list[str] = []
+    line = 1
+    for block in blocks:
+        text = block.text.strip("\n")
+        if not text.strip():
+            continue
+        end = line + text.count("\n")
+        laid.append(replace(block, start_line=line, end_line=end, text=text))
+        texts.append(text)
+        line = end + 2
+    return "\n\n".join(texts), tuple(laid)
 
 
 @dataclass(frozen=True, slots=True)
