@@ -301,9 +301,12 @@ def test_a_pdf_outline_is_the_heading_path_of_its_pages() -> None:
 
 
 def test_an_edited_page_moved_card_and_renamed_pdf_cost_only_what_changed(
-    tmp_path: Path,
+    indexed: Index,
 ) -> None:
-    vault = tmp_path / "vault"
+    """On the module's index (one model load less), in a folder of its own; last of the tests
+    that use it, since it adds files (pytest runs a file's tests in order, on one worker)."""
+    vault = indexed.vault / "changing"
+    index = indexed
     pages = ["Alpha page about herons", "Beta page about egrets", "Gamma page about storks"]
     write(vault / "birds.pdf", make_pdf(pages))
     cards = [
@@ -311,32 +314,30 @@ def test_an_edited_page_moved_card_and_renamed_pdf_cost_only_what_changed(
         {"id": "two", "type": "text", "text": "Second card on sea birds", "x": 0, "y": 300},
     ]
     write(vault / "wall.canvas", canvas(cards))
-    config = load_config(config_for(tmp_path, vault), env={})
-    with open_index(config, env={}) as index:
-        first = index.indexer.reconcile()
-        assert first.notes_changed == 2 and first.chunks_embedded == 5
-        before = {c.page: c.hash for c in index.manifest.chunks_of("birds.pdf")}
-        assert sorted(before) == [1, 2, 3]
+    first = index.indexer.reconcile()
+    assert first.notes_changed == 2 and first.chunks_embedded == 5
+    before = {c.page: c.hash for c in index.manifest.chunks_of("changing/birds.pdf")}
+    assert sorted(before) == [1, 2, 3]
 
-        pages[1] = "Beta page about spoonbills now"
-        write(vault / "birds.pdf", make_pdf(pages))
-        edited = index.indexer.reconcile()
-        assert edited.chunks_embedded == 1
-        after = {c.page: c.hash for c in index.manifest.chunks_of("birds.pdf")}
-        assert after[1] == before[1] and after[3] == before[3] and after[2] != before[2]
+    pages[1] = "Beta page about spoonbills now"
+    write(vault / "birds.pdf", make_pdf(pages))
+    edited = index.indexer.reconcile()
+    assert edited.chunks_embedded == 1
+    after = {c.page: c.hash for c in index.manifest.chunks_of("changing/birds.pdf")}
+    assert after[1] == before[1] and after[3] == before[3] and after[2] != before[2]
 
-        cards[0]["y"], cards[1]["y"] = 600, 0  # the cards swap places: the same texts
-        write(vault / "wall.canvas", canvas(cards))
-        moved = index.indexer.reconcile()
-        assert moved.notes_changed == 1 and moved.chunks_embedded == 0
-        assert [c.node for c in index.manifest.chunks_of("wall.canvas")] == ["two", "one"]
+    cards[0]["y"], cards[1]["y"] = 600, 0  # the cards swap places: the same texts
+    write(vault / "wall.canvas", canvas(cards))
+    moved = index.indexer.reconcile()
+    assert moved.notes_changed == 1 and moved.chunks_embedded == 0
+    assert [c.node for c in index.manifest.chunks_of("changing/wall.canvas")] == ["two", "one"]
 
-        os.rename(vault / "birds.pdf", vault / "renamed.pdf")
-        renamed = index.indexer.reconcile()
-        assert renamed.notes_moved == 1 and renamed.chunks_embedded == 0
-        assert [c.page for c in index.manifest.chunks_of("renamed.pdf")] == [1, 2, 3]
-        hit = index.searcher.search("spoonbills", k=1)[0]
-        assert (hit.path, hit.page) == ("renamed.pdf", 2)
+    os.rename(vault / "birds.pdf", vault / "renamed.pdf")
+    renamed = index.indexer.reconcile()
+    assert renamed.notes_moved == 1 and renamed.chunks_embedded == 0
+    assert [c.page for c in index.manifest.chunks_of("changing/renamed.pdf")] == [1, 2, 3]
+    hit = index.searcher.search("spoonbills", k=1)[0]
+    assert (hit.path, hit.page) == ("changing/renamed.pdf", 2)
 
 
 def test_kinds_turned_off_are_counted_not_indexed(tmp_path: Path) -> None:
