@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import shared_path
+from vaultd.cli.doctor import check_vault
 from vaultd.config import load_config
 from vaultd.errors import LeftOutError
 from vaultd.index.extract import Extraction, extract_note
@@ -24,7 +26,9 @@ from vaultd.index.links import resolve_links
 from vaultd.index.open import Index, open_index
 from vaultd.index.status import index_status
 from vaultd.pipeline import pdf
-from vaultd.records import Hit
+from vaultd.records import Hit, Location
+
+LOCATION_COLUMNS = ("page", "page_end", "node", "symbol")
 
 #: The real PDF the page test reads (two pages of asymptote-doc), and the page of it whose
 #: sentence is searched for; the PDF whose outline is read, and the one mutated.
@@ -260,6 +264,10 @@ def test_bad_files_are_left_out_with_their_reason_and_kinds_are_counted(indexed:
     assert left["bad/fake.pdf"] == ("damaged", "not a PDF file (no %PDF header)")
     assert left["bad/broken.canvas"][0] == "damaged"
     assert "not a JSON Canvas file" in left["bad/broken.canvas"][1]
+    # Damaged and encrypted files are so for their bytes: not read again until they change.
+    again = indexed.indexer.reconcile()
+    assert again.left_out == [] and again.notes_changed == 0
+    assert {e.path for e in indexed.manifest.left_out()} == set(left)
     status = index_status(indexed).as_json()
     assert status["kinds"]["canvas"] == {"ok": 2, "left_out": 1}
     assert status["kinds"]["excalidraw"] == {"ok": 2}
@@ -353,3 +361,38 @@ def test_kinds_turned_off_are_counted_not_indexed(tmp_path: Path) -> None:
         status = index_status(index).as_json()
     assert status["kinds"] == {"note": {"ok": 1}}
     assert status["not_indexed"] == {"canvas": 1, "other": 1, "pdf": 1}
+    check, _ = check_vault(config)
+    assert check.message.endswith("1 notes (not indexed: 1 canvas, 1 other, 1 pdf) in 1 folders")
+
+
+def test_a_schema_9_manifest_gains_kinds_and_locations_in_place(tmp_path: Path) -> None:
+    """Its notes are Markdown notes (kind 'note') and its chunks have no location: nothing is
+    read or embedded again for them."""
+    from vaultd.storage.manifest import Manifest
+    from vaultd.storage.schema import register
+
+    manifest = Manifest(tmp_path)
+    manifest.close()
+    db = sqlite3.connect(tmp_path / "vaultd.db")
+    register(db)  # the keyword index's triggers call it
+    db.execute(
+        "INSERT INTO notes(path, size, mtime_ns, sha256, status, indexed_at) "
+        "VALUES ('a.md', 1, 1, 'h', 'ok', 0)"
+    )
+    db.execute(
+        "INSERT INTO chunks(id, path, idx, hash, title, section, headings, start_line, "
+        "end_line, tokens, text) VALUES ('c', 'a.md', 0, 'x', 'A', '', '[]', 1, 1, 3, 'words')"
+    )
+    for table, column in (("notes", "kind"), *(("chunks", c) for c in LOCATION_COLUMNS)):
+        db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    db.execute("PRAGMA user_version = 9")
+    db.commit()
+    db.close()
+    manifest = Manifest(tmp_path)
+    try:
+        assert manifest.kind_counts() == {"note": {"ok": 1}}
+        [chunk] = manifest.chunks_of("a.md")
+        assert (chunk.text, chunk.location) == ("words", Location())
+        assert [chunk_id for chunk_id, _ in manifest.keyword("words", 5)] == ["c"]
+    finally:
+        manifest.close()
