@@ -18,6 +18,7 @@ from vaultd.embedding.tokens import TokenCounter, chunk_budget
 from vaultd.errors import LeftOutError, NotAFileError, NoteError
 from vaultd.index.extract import Extraction, extract_note
 from vaultd.index.models import resolve
+from vaultd.isolation import close_children
 from vaultd.pipeline.chunk import chunk_note
 from vaultd.records import chunk_json
 
@@ -83,6 +84,13 @@ def _too_big(size: int, max_bytes: int, *, more: bool = False) -> str:
 
 def preview_file(file: Path, config: Config) -> dict[str, Any]:
     """Parse and chunk `file` as indexing would; a note that cannot be indexed says why."""
+    try:
+        return _preview(file, config)
+    finally:
+        close_children()  # a PDF's reader, if one was started
+
+
+def _preview(file: Path, config: Config) -> dict[str, Any]:
     path = note_path(file, config.vault.path)
     # The model's own tokenizer, converted first if it is shipped in another format.
     spec = converted(load_spec(resolve(config)), cache_dir(os.environ))
