@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import IO, Any
+from typing import Any
 
 from vaultd.errors import LeftOutError
 
@@ -63,8 +63,9 @@ class _Child:
         try:
             process.stdin.write(len(data).to_bytes(8, "big") + data)
             process.stdin.flush()
-            size = int.from_bytes(_read(process.stdout, 8, deadline), "big")
-            answer = _answer(_read(process.stdout, size, deadline))
+            out = process.stdout.fileno()
+            size = int.from_bytes(_read(out, 8, deadline), "big")
+            answer = _answer(_read(out, size, deadline))
         except TimeoutError as exc:
             self.close()
             raise LeftOutError(
@@ -108,15 +109,15 @@ def _close_pipes(process: subprocess.Popen[bytes]) -> None:
                 pipe.close()
 
 
-def _read(stream: IO[bytes], size: int, deadline: float) -> bytes:
-    """`size` bytes from a child's pipe by `deadline` (TimeoutError), or EOFError."""
-    fd = stream.fileno()
+def _read(fd: int, size: int, deadline: float | None = None) -> bytes:
+    """`size` bytes from a pipe, by `deadline` if given (else TimeoutError), or EOFError."""
     chunks: list[bytes] = []
     left = size
     while left:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
-            raise TimeoutError
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                raise TimeoutError
         chunk = os.read(fd, min(left, 1 << 20))
         if not chunk:
             raise EOFError
@@ -177,17 +178,6 @@ def _limit_self(memory_mb: int) -> None:
             os._exit(1)  # the parent died before the line above
 
 
-def _read_exactly(fd: int, size: int) -> bytes | None:
-    chunks: list[bytes] = []
-    while size:
-        chunk = os.read(fd, min(size, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
-
-
 def child_main(work: Callable[[bytes], dict[str, Any]]) -> None:
     """Serve files as the worker `run_child` starts: limits first, then one file at a time
     until stdin ends. After running out of memory it answers and exits (a fresh one follows)."""
@@ -195,10 +185,10 @@ def child_main(work: Callable[[bytes], dict[str, Any]]) -> None:
     _limit_self(memory_mb)
     stdin, stdout = sys.stdin.buffer.fileno(), sys.stdout.buffer
     while True:
-        header = _read_exactly(stdin, 8)
-        data = _read_exactly(stdin, int.from_bytes(header, "big")) if header else None
-        if data is None:
-            return
+        try:
+            data = _read(stdin, int.from_bytes(_read(stdin, 8), "big"))
+        except EOFError:
+            return  # the parent is done with this worker
         answer: dict[str, Any]
         spent = False
         try:

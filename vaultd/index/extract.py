@@ -20,7 +20,7 @@ from vaultd.config import AttachmentsSection, parse_duration
 from vaultd.errors import LeftOutError
 from vaultd.isolation import run_child
 from vaultd.pipeline import canvas, excalidraw, pdf
-from vaultd.pipeline.parse import DEFAULT_MAX_BYTES, links_in, parse_note
+from vaultd.pipeline.parse import DEFAULT_MAX_BYTES, check_size, links_in, parse_note
 from vaultd.records import Note, NoteKind, kind_of
 
 #: The module run as the child that reads a PDF.
@@ -73,10 +73,10 @@ def extract_note(
     if kind == "note":
         return parse_note(path, data, max_bytes=max_bytes)
     if kind == "canvas":
-        _cap(path, data, max_bytes)
+        check_size(path, data, max_bytes)  # a JSON file is read whole
         return canvas.extract(path, data, links_in=links_in)
     if kind == "excalidraw":
-        _cap(path, data, max_bytes)
+        check_size(path, data, max_bytes)  # a JSON file is read whole
         return excalidraw.extract(path, data, links_in=links_in)
     if kind == "pdf":
         if not isolated:
@@ -86,14 +86,3 @@ def extract_note(
         )
         return pdf.note_of(path, found)
     raise LeftOutError(path, f"no extractor for {kind} files in this build; skipped", "no_text")
-
-
-def _cap(path: str, data: bytes, max_bytes: int) -> None:
-    # The discovery's cap is on the file; a JSON file is read whole, so the note's cap holds.
-    if len(data) > max_bytes:
-        raise LeftOutError(
-            path,
-            f"{len(data) / 1048576:.1f} MiB is over the {max_bytes / 1048576:.0f} MiB "
-            "limit ([vault] max_file_mb); skipped",
-            "too_big",
-        )
