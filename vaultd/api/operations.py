@@ -37,7 +37,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from vaultd.api.limits import MAX_TAGS, MAX_WAIT
-from vaultd.errors import VaultdError
+from vaultd.errors import LeftOutKind, VaultdError
 from vaultd.query import (
     MAX_CONDITIONS,
     MAX_IN_VALUES,
@@ -52,6 +52,7 @@ from vaultd.query import (
     check_query,
     parse_where,
 )
+from vaultd.records import NoteKind
 from vaultd.vaultpath import vault_path
 
 
@@ -417,6 +418,13 @@ class Hit(Response):
         description="False while the note awaits its vectors (the first index): found by its "
         "words only, so far."
     )
+    kind: NoteKind = Field(description="What kind of file the passage is from.")
+    page: int | None = Field(None, ge=1, description="A PDF passage's first page.")
+    page_end: int | None = Field(None, ge=1, description="A PDF passage's last page.")
+    node: str | None = Field(None, description="A canvas card's (or drawing element's) id.")
+    symbol: str | None = Field(
+        None, description="A source passage's symbol, such as `class Indexer > def reconcile`."
+    )
     explain: dict[str, Any] | None = Field(
         None,
         description="Score parts: keyword (rank, BM25 score), vector (rank, cosine "
@@ -502,7 +510,7 @@ class LeftOut(Response):
     """A file that is no note vaultd can index; not a failure."""
 
     path: str
-    kind: Literal["too_big", "binary", "not_utf8", "unreadable"]
+    kind: LeftOutKind
     reason: str
     since: float = Field(description="When it was last found so (epoch seconds).")
 
@@ -548,6 +556,12 @@ class StatusResponse(Response):
     failed: list[Failure]
     quarantined: list[Quarantined]
     left_out: list[LeftOut]
+    kinds: dict[str, dict[str, int]] | None = Field(
+        None, description="Files recorded by kind, then by status."
+    )
+    not_indexed: dict[str, int] | None = Field(
+        None, description="Files of kinds not indexed (turned off in [attachments]), by kind."
+    )
     model: str
     languages: Loose | None = Field(
         None, description="What the vault is written in, from a sample of its notes."

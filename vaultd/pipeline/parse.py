@@ -158,8 +158,8 @@ def decode(data: bytes, path: str) -> tuple[str, list[str]]:
     return text, errors
 
 
-def parse_note(path: str, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Note:
-    """Parse one note. Raises only `NoteError`, for content that must not be indexed."""
+def check_size(path: str, data: bytes, max_bytes: int) -> None:
+    """Raise LeftOutError ("too_big") for a file over the note's cap (`[vault] max_file_mb`)."""
     if len(data) > max_bytes:
         raise LeftOutError(
             path,
@@ -167,6 +167,11 @@ def parse_note(path: str, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) ->
             "limit ([vault] max_file_mb); skipped",
             "too_big",
         )
+
+
+def parse_note(path: str, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Note:
+    """Parse one note. Raises only `NoteError`, for content that must not be indexed."""
+    check_size(path, data, max_bytes)
     try:
         text, errors = decode(data, path)
         return _parse_text(unicodedata.normalize("NFC", path), text, errors)
@@ -502,6 +507,14 @@ def _body_links(masked: str, path: str, first_line: int) -> list[Link]:
         dataclasses.replace(link, line=first_line + bisect.bisect_left(newlines, start))
         for start, link in found
     ]
+
+
+def links_in(text: str, path: str, first_line: int = 1) -> tuple[Link, ...]:
+    """The links written in a Markdown text that is part of a file of another kind (a canvas
+    card, a drawing's text element), each with its line counted from `first_line`; what
+    Obsidian hides (code spans, comments, math) is not read, as in a note."""
+    masked = _INLINE_HIDDEN.sub(_blank, text)
+    return tuple(_body_links(masked, path, first_line))
 
 
 def _markdown_link(embed: bool, raw: str, own_name: str) -> Link | None:
