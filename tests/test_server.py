@@ -672,18 +672,20 @@ def test_the_mcp_bridge_uses_the_same_rule(setup: Setup) -> None:
     from mcp.server.mcpserver.exceptions import ToolError
 
     from vaultd.api.client import Client
-    from vaultd.cli.mcp_bridge import Bridge
+    from vaultd.cli.mcp_bridge import TOOLS, Bridge, DaemonOrIndex
     from vaultd.errors import VaultPathError
     from vaultd.vaultpath import vault_path
 
-    bridge = Bridge(Client(setup.sock, timeout=30))
+    client = Client(setup.sock, timeout=30)
+    bridge = Bridge(DaemonOrIndex(lambda: client, None, "start it"))
+    links = next(tool for tool in TOOLS if tool.name == "links")
     for path in OUTSIDE:
         with pytest.raises(VaultPathError) as rule:
             vault_path(path)
         with pytest.raises(ToolError) as refused:
-            bridge.note(path)
-        assert str(refused.value) == str(rule.value)
-    assert bridge.note("Garden//Compost.md")["path"] == "Garden/Compost.md"
+            bridge.run(links, {"path": path})
+        assert str(rule.value) in str(refused.value)
+    assert bridge.run(links, {"path": "Garden//Compost.md"})["path"] == "Garden/Compost.md"
 
 
 # -- queries: one rule for the empty and the too big, with or without a daemon ------------------

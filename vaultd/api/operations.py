@@ -494,6 +494,10 @@ class NoteChunk(Response):
     end_line: int
     tokens: int
     text: str
+    page: int | None = Field(None, ge=1)
+    page_end: int | None = Field(None, ge=1)
+    node: str | None = None
+    symbol: str | None = None
 
 
 class Failure(Response):
@@ -596,6 +600,7 @@ class SearchResponse(Response):
 
 class NoteResponse(Response):
     path: str
+    kind: NoteKind
     title: str
     aliases: list[str]
     tags: list[str]
