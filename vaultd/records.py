@@ -41,6 +41,8 @@ class Block:
     level: int = 0
     #: The heading's text for headings; the fence info string (language) for code.
     info: str = ""
+    #: In source code: the definitions the block is in, `class Indexer > def reconcile`.
+    symbol: str = ""
 
 
 @dataclass(frozen=True, slots=True)
