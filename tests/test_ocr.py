@@ -1,0 +1,124 @@
+"""Text in images: real screenshots of obsidian-help through RapidOCR's shipped models."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+import sys
+import tracemalloc
+import zlib
+from io import BytesIO
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from vaultd.errors import LeftOutError
+from vaultd.pipeline import ocr
+
+IMAGES = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "attachments" / "images"
+#: A small screenshot (794 x 370) of a note's properties: "Properties", "date 2023-01-01".
+SCREENSHOT = "daily-notes-and-date-properties.png"
+
+pytestmark = pytest.mark.corpus
+
+
+def test_a_word_visible_only_in_a_screenshot_is_its_text(tmp_path: Path) -> None:
+    shutil.copy(IMAGES / SCREENSHOT, tmp_path / SCREENSHOT)
+    note = ocr.extract(f"Attachments/{SCREENSHOT}", (tmp_path / SCREENSHOT).read_bytes())
+    assert note.title == SCREENSHOT
+    assert "Properties" in note.body and "2023-01-01" in note.body
+    rows = note.body.split("\n")
+    for block in note.blocks:
+        assert block.text == "\n".join(rows[block.start_line - 1 : block.end_line])
+    assert [r for b in note.blocks for r in b.text.split("\n")] == rows
+    # The function the PDF extractor calls on a rendered page: here the screenshot's top rows.
+    with Image.open(tmp_path / SCREENSHOT) as image:
+        top = image.crop((0, 0, image.width, image.height // 3))
+        assert "Properties" in ocr.page_text(top)
+
+
+def png_bomb(width: int, height: int) -> bytes:
+    """A valid black-and-white PNG of `width` x `height` pixels: a few hundred kB of file
+    that a decoder makes a byte or three per pixel of."""
+    compress = zlib.compressobj(1)
+    row = b"\x00" * (1 + (width + 7) // 8)  # filter byte, then one bit a pixel
+    idat = b"".join(compress.compress(row) for _ in range(height)) + compress.flush()
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = zlib.crc32(kind + body)
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+    )
+
+
+def test_an_oversize_image_is_left_out_from_its_header_without_decoding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bomb = png_bomb(20_000, 20_000)  # 400 megapixels
+    assert len(bomb) < 1024 * 1024
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", None)  # Pillow would call it a bomb
+    with Image.open(BytesIO(bomb)) as image:  # a real PNG: Pillow reads it as one
+        assert image.size == (20_000, 20_000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(LeftOutError) as caught:
+            ocr.extract("huge.png", bomb)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert caught.value.kind == "too_big"
+    assert caught.value.reason.startswith("20000 x 20000 pixels is over the 25 megapixel")
+    assert peak < 8 * 1024 * 1024, f"{peak} bytes allocated: the image was decoded"
+
+    screenshot = (IMAGES / SCREENSHOT).read_bytes()
+    with pytest.raises(LeftOutError, match="over the 0 MiB limit for images") as caught:
+        ocr.extract(SCREENSHOT, screenshot, max_bytes=1024)
+    assert caught.value.kind == "too_big"
+    with pytest.raises(LeftOutError, match="not a PNG, JPEG or WebP image"):
+        ocr.extract("notes.png", b"# not an image at all\n")
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG", "WEBP", "WEBP-lossless"])
+def test_the_size_is_read_from_the_header_of_every_format(fmt: str) -> None:
+    for path in sorted(IMAGES.glob("*.png"), key=lambda p: p.stat().st_size)[:4]:
+        with Image.open(path) as image:
+            out = BytesIO()
+            rgba = image.convert("RGBA")
+            if fmt == "WEBP-lossless":
+                rgba.save(out, "WEBP", lossless=True)
+            else:
+                (rgba.convert("RGB") if fmt == "JPEG" else rgba).save(out, fmt[:4])
+            header = ocr.read_header(out.getvalue())
+            assert header is not None, path.name
+            assert (header.width, header.height) == image.size, path.name
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
+def test_ocr_runs_with_no_network(tmp_path: Path) -> None:
+    probe = subprocess.run(["unshare", "-rn", "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip("no user namespaces here")
+    script = (
+        "import socket, sys\n"
+        "from vaultd.pipeline import ocr\n"
+        "try:\n"
+        "    socket.create_connection(('pypi.org', 443), timeout=2)\n"
+        "    sys.exit('the network is reachable: the test proves nothing')\n"
+        "except OSError:\n"
+        "    pass\n"
+        f"print(ocr.extract('s.png', open({str(IMAGES / SCREENSHOT)!r}, 'rb').read()).body)\n"
+    )
+    done = subprocess.run(
+        ["unshare", "-rn", sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Properties" in done.stdout
