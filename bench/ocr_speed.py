@@ -1,0 +1,102 @@
+"""OCR through vaultd's module against RapidOCR's own, side by side on the same images.
+
+The issue asks that vaultd's OCR run within 10% of the engine's bare throughput. Both sides
+use one engine each, built alike (one intra-op thread, as vaultd runs it); each image is read
+by the two in turn, in an order that alternates, so that a busy machine weighs on both alike.
+Usage:
+
+    python bench/ocr_speed.py [IMAGES] [--limit N] [--threads N]
+
+IMAGES defaults to ../shared/corpora/attachments/images beside the checkout; --limit takes the
+N smallest files. Bare is `RapidOCR()(path)`, the engine loading the file itself; vaultd is
+`vaultd.pipeline.ocr.extract(path, bytes)`: the header check, Pillow's decoding (palette images
+expanded to their colours, transparency on white), the engine, and the rows and blocks. The
+engine loads a palette image's colour indexes as grey levels, so on those the two sides see
+other pixels; the ratio is given over all images and over those both see alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from pathlib import Path
+
+from machine import cpu_model  # bench/ is on sys.path when a script runs
+from PIL import Image
+from rapidocr_onnxruntime import RapidOCR
+
+from vaultd.pipeline import ocr
+
+DEFAULT_IMAGES = (
+    Path(__file__).resolve().parents[2] / "shared" / "corpora" / "attachments" / "images"
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("images", nargs="?", type=Path, default=DEFAULT_IMAGES)
+    parser.add_argument("--limit", type=int, default=0, help="the N smallest images only")
+    parser.add_argument("--threads", type=int, default=ocr.DEFAULT_THREADS)
+    args = parser.parse_args()
+
+    files = sorted(
+        (p for p in args.images.iterdir() if p.suffix.lower() in ocr.EXTENSIONS),
+        key=lambda p: p.stat().st_size,
+    )
+    if args.limit:
+        files = files[: args.limit]
+    bare = RapidOCR(intra_op_num_threads=args.threads, inter_op_num_threads=1)
+    ours = ocr.engine(args.threads)
+    # Warm both: onnxruntime's first runs allocate its arenas.
+    warm = files[0]
+    bare(str(warm))
+    ocr.extract(warm.name, warm.read_bytes(), threads=args.threads)
+    assert ours is not bare
+
+    print(f"machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{'image':40} {'pixels':>9} {'bare s':>7} {'vaultd s':>8} {'rows':>9}")
+    totals = {"all": [0.0, 0.0], "alike": [0.0, 0.0]}
+    for i, path in enumerate(files):
+        data = path.read_bytes()
+        with Image.open(path) as image:
+            alike = image.mode != "P"
+            pixels = image.width * image.height
+
+        def run_bare(path: Path = path) -> tuple[float, int]:
+            started = time.perf_counter()
+            result, _ = bare(str(path))
+            return time.perf_counter() - started, len(result or [])
+
+        def run_ours(path: Path = path, data: bytes = data) -> tuple[float, int]:
+            started = time.perf_counter()
+            note = ocr.extract(path.name, data, threads=args.threads)
+            return time.perf_counter() - started, note.body.count("\n") + bool(note.body)
+
+        if i % 2:
+            ours_s, ours_rows = run_ours()
+            bare_s, bare_boxes = run_bare()
+        else:
+            bare_s, bare_boxes = run_bare()
+            ours_s, ours_rows = run_ours()
+        for key in ("all", "alike") if alike else ("all",):
+            totals[key][0] += bare_s
+            totals[key][1] += ours_s
+        mark = "" if alike else " (palette)"
+        print(
+            f"{path.name[:40]:40} {pixels:9d} {bare_s:7.2f} {ours_s:8.2f} "
+            f"{ours_rows:4d}/{bare_boxes:<4d}{mark}"
+        )
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for key, (bare_s, ours_s) in totals.items():
+        if bare_s:
+            print(
+                f"{key:>5}: bare {bare_s:.1f} s, vaultd {ours_s:.1f} s, "
+                f"vaultd/bare time {ours_s / bare_s:.3f}"
+            )
+
+
+if __name__ == "__main__":
+    main()
