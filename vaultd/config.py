@@ -327,6 +327,44 @@ class SearchSection:
     merge: bool = field(default=False, metadata={"parse": _boolean})
 
 
+@dataclass(frozen=True, slots=True)
+class AttachmentsSection:
+    """`[attachments]`: which files besides Markdown notes are indexed (docs/parsing.md).
+
+    Markdown notes and Excalidraw drawings (`*.excalidraw.md`, `*.excalidraw`) are always
+    indexed; files of a kind turned off here are counted by `status` and `doctor`, not indexed.
+    """
+
+    #: JSON Canvas: text cards, file and link cards, edges and groups.
+    canvas: bool = field(default=True, metadata={"parse": _boolean})
+    #: The text layer of PDFs, page by page.
+    pdf: bool = field(default=True, metadata={"parse": _boolean})
+    #: Text in images and in PDF pages without a text layer (`pip install '.[ocr]'`).
+    ocr: bool = field(default=False, metadata={"parse": _boolean})
+    #: Globs (gitignore-style, from the vault root) of source files to index by symbol.
+    code: tuple[str, ...] = field(default=(), metadata={"parse": _globs})
+    #: Bigger PDFs are left out with their reason (manuals run to tens of MB; `max_file_mb`
+    #: is for notes).
+    max_pdf_mb: float = field(default=64.0, metadata={"parse": _positive_number})
+    #: Bigger images (in file size, or in pixels decoded) are left out with their reason.
+    max_image_mb: float = field(default=20.0, metadata={"parse": _positive_number})
+    max_image_megapixels: float = field(default=40.0, metadata={"parse": _positive_number})
+    #: The extraction worker (a child process for each PDF or image): its wall-clock limit and
+    #: its address-space limit. A file that hits either is left out, the daemon unharmed.
+    extract_timeout: str = field(default="60s", metadata={"parse": _duration})
+    extract_memory_mb: int = field(default=1024, metadata={"parse": _integer(64, 65536)})
+
+    def kinds(self) -> frozenset[str]:
+        """The kinds of file indexed (`records.NoteKind`)."""
+        on = {"note", "excalidraw"}
+        on |= {k for k, enabled in (("canvas", self.canvas), ("pdf", self.pdf)) if enabled}
+        if self.ocr:
+            on.add("image")
+        if self.code:
+            on.add("code")
+        return frozenset(on)
+
+
 #: Section name -> its dataclass, in the order the example file documents them.
 SECTIONS: dict[str, type[Any]] = {
     "vault": VaultSection,
@@ -338,6 +376,7 @@ SECTIONS: dict[str, type[Any]] = {
     "watch": WatchSection,
     "log": LogSection,
     "search": SearchSection,
+    "attachments": AttachmentsSection,
 }
 
 
@@ -359,6 +398,7 @@ class Config:
     watch: WatchSection = field(default_factory=WatchSection)
     log: LogSection = field(default_factory=LogSection)
     search: SearchSection = field(default_factory=SearchSection)
+    attachments: AttachmentsSection = field(default_factory=AttachmentsSection)
     #: The file these settings came from; None when only defaults and flags were used.
     source: Path | None = None
 

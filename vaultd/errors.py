@@ -133,7 +133,11 @@ class NoteError(VaultdError):
 
 
 #: Why a file is no note vaultd can index (see `LeftOutError`).
-LeftOutKind = Literal["too_big", "binary", "not_utf8", "unreadable"]
+#: no_text, encrypted, damaged and too_costly (over the extraction worker's time or memory) are
+#: an attachment's (a PDF's, an image's): see vaultd/pipeline/__init__.py.
+LeftOutKind = Literal[
+    "too_big", "binary", "not_utf8", "unreadable", "no_text", "encrypted", "damaged", "too_costly"
+]
 LEFT_OUT_KINDS: tuple[str, ...] = get_args(LeftOutKind)
 
 

@@ -6,13 +6,82 @@ chunker, `Chunk`s go from the chunker to the embedder and the store.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, get_args
 
 BlockKind = Literal[
     "heading", "paragraph", "list", "code", "table", "quote", "html", "math", "rule", "other"
 ]
+
+#: What a vault file is, and so which extractor turns its bytes into a `Note`: a Markdown
+#: note, a JSON Canvas, a PDF's text layer, the text in an image, source code by symbol, or
+#: an Excalidraw drawing's text. Every kind keeps the note's guarantees (see
+#: vaultd/pipeline/__init__.py for the extractor contract).
+NoteKind = Literal["note", "canvas", "pdf", "image", "code", "excalidraw"]
+NOTE_KINDS: tuple[str, ...] = get_args(NoteKind)
+#: A file name's ending -> its kind (the longest ending that matches wins, so a drawing's
+#: `.excalidraw.md` is no plain note). Source code is chosen by `[attachments] code` globs.
+KIND_SUFFIXES: dict[str, NoteKind] = {
+    ".excalidraw.md": "excalidraw",
+    ".excalidraw": "excalidraw",
+    ".md": "note",
+    ".canvas": "canvas",
+    ".pdf": "pdf",
+    ".png": "image",
+    ".jpg": "image",
+    ".jpeg": "image",
+    ".webp": "image",
+}
+
+
+def kind_of(path: str) -> NoteKind | None:
+    """The kind of file a vault path names by its ending (any case), or None for a file that
+    no extractor reads (a source file is `code` only by the config's globs)."""
+    name = path.rsplit("/", 1)[-1].lower()
+    for suffix, kind in KIND_SUFFIXES.items():
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return kind
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where in a file that has no lines worth naming a passage is: beside the line range,
+    which every block and chunk keeps (for a PDF or a canvas it counts lines of the text
+    extracted, so it still orders and bounds passages).
+
+    `page`..`page_end` are 1-based and inclusive (PDF pages); `node` is a canvas card's id (or
+    an Excalidraw element's); `symbol` a source symbol's path (`class Indexer > def reconcile`).
+    """
+
+    page: int | None = None
+    page_end: int | None = None
+    node: str | None = None
+    symbol: str | None = None
+
+    @property
+    def identity(self) -> bool:
+        """Whether the passage is a unit of its own (a card, a symbol, a page), which the
+        chunker never packs with its neighbours."""
+        return self.node is not None or self.symbol is not None or self.page is not None
+
+    def as_json(self) -> dict[str, Any]:
+        """The fields that are set (a Markdown note's passages have none)."""
+        return {
+            k: v
+            for k, v in (
+                ("page", self.page),
+                ("page_end", self.page_end),
+                ("node", self.node),
+                ("symbol", self.symbol),
+            )
+            if v is not None
+        }
+
+
+#: A passage without a location: a Markdown note's.
+NOWHERE = Location()
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +110,36 @@ class Block:
     level: int = 0
     #: The heading's text for headings; the fence info string (language) for code.
     info: str = ""
-    #: In source code: the definitions the block is in, `class Indexer > def reconcile`.
-    symbol: str = ""
+    #: Where it is besides its lines: a PDF page range, a canvas card, a source symbol.
+    #: A block with an identity (`Location.identity`) becomes chunks of its own.
+    page: int | None = None
+    page_end: int | None = None
+    node: str | None = None
+    symbol: str | None = None
+    #: The heading path an extractor gives the block directly (a canvas card's group label,
+    #: a PDF outline's headings), instead of heading blocks before it; None for Markdown.
+    headings: tuple[str, ...] | None = None
+
+    @property
+    def location(self) -> Location:
+        return Location(self.page, self.page_end, self.node, self.symbol)
+
+
+def lay_out(blocks: Iterable[Block]) -> tuple[str, tuple[Block, ...]]:
+    """An extractor's passages as a body and blocks: the texts joined by blank lines, each
+    block given its 1-based, inclusive line range in that body (whatever it had)."""
+    laid: list[Block] = []
+    texts: list[str] = []
+    line = 1
+    for block in blocks:
+        text = block.text.strip("\n")
+        if not text.strip():
+            continue
+        end = line + text.count("\n")
+        laid.append(replace(block, start_line=line, end_line=end, text=text))
+        texts.append(text)
+        line = end + 2
+    return "\n\n".join(texts), tuple(laid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +159,8 @@ class Note:
     blocks: tuple[Block, ...] = ()
     #: Problems found while parsing; the note is still usable.
     errors: tuple[str, ...] = ()
+    #: What kind of file it came from (which extractor made it).
+    kind: NoteKind = "note"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +182,15 @@ class Chunk:
     hash: str
     #: The `title > section` line, as cut to fit (`embed_text` begins with it).
     context: str = ""
+    #: Where it is besides its lines (see `Location`); None for a Markdown note's chunks.
+    page: int | None = None
+    page_end: int | None = None
+    node: str | None = None
+    symbol: str | None = None
+
+    @property
+    def location(self) -> Location:
+        return Location(self.page, self.page_end, self.node, self.symbol)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +307,17 @@ class Hit:
     indexed: bool = True
     #: When asked for: a short part of `text` with the query's terms marked `**like this**`.
     snippet: str | None = None
+    #: The kind of file the passage is from, and where in it besides its lines (see
+    #: `Location`). Not yet in `as_json`: the API's hit schema gains them with its rewrite.
+    kind: str = "note"
+    page: int | None = None
+    page_end: int | None = None
+    node: str | None = None
+    symbol: str | None = None
+
+    @property
+    def location(self) -> Location:
+        return Location(self.page, self.page_end, self.node, self.symbol)
 
     def as_json(self, explain: bool = False) -> dict[str, Any]:
         """The hit as the CLI's `--json` and the socket API print it."""
@@ -237,6 +356,11 @@ class Hit:
             parts=item.get("explain", {}),
             indexed=bool(item.get("indexed", True)),
             snippet=item.get("snippet"),
+            kind=item.get("kind", "note"),
+            page=item.get("page"),
+            page_end=item.get("page_end"),
+            node=item.get("node"),
+            symbol=item.get("symbol"),
         )
 
 
@@ -251,4 +375,10 @@ def chunk_json(chunk: Any) -> dict[str, Any]:
         "end_line": chunk.end_line,
         "tokens": chunk.tokens,
         "text": chunk.text,
+        **Location(
+            getattr(chunk, "page", None),
+            getattr(chunk, "page_end", None),
+            getattr(chunk, "node", None),
+            getattr(chunk, "symbol", None),
+        ).as_json(),
     }

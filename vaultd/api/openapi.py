@@ -6,6 +6,7 @@ from typing import Any
 
 from vaultd import __version__
 from vaultd.api.limits import MAX_BODY, MAX_TAGS
+from vaultd.errors import LEFT_OUT_KINDS
 from vaultd.query import (
     MAX_CONDITIONS,
     MAX_IN_VALUES,
@@ -311,7 +312,7 @@ _LEFT_OUT = {
     "required": ["path", "kind", "reason", "since"],
     "properties": {
         "path": {"type": "string"},
-        "kind": {"type": "string", "enum": ["too_big", "binary", "not_utf8", "unreadable"]},
+        "kind": {"type": "string", "enum": list(LEFT_OUT_KINDS)},
         "reason": {"type": "string"},
         "since": {"type": "number", "description": "when it was last found so (epoch seconds)"},
     },
@@ -425,6 +426,8 @@ _STATUS = {
         },
         "quarantined": {"type": "array", "items": _QUARANTINED},
         "left_out": {"type": "array", "items": _LEFT_OUT},
+        "kinds": {"type": "object", "description": "files recorded by kind, then by status"},
+        "not_indexed": {"type": "object", "description": "files of kinds not indexed, by kind"},
         "model": {"type": "string"},
         "languages": {
             "type": "object",

@@ -838,6 +838,8 @@ def _status_text(report: dict[str, Any]) -> str:
     """`vaultd status` for a person: one line per fact, problems last."""
     import time
 
+    from vaultd.index.status import kinds_text
+
     lines: list[str] = []
     say = lines.append
     state = report["status"] if report["daemon"] else "no daemon running"
@@ -849,6 +851,7 @@ def _status_text(report: dict[str, Any]) -> str:
     aside = f", {len(left_out)} left out" if left_out else ""
     found = f" of {report['found']} found" if report.get("found") is not None else ""
     say(f"notes:    {report['notes']}{found} ({report['chunks']} chunks){aside}")
+    lines.extend(kinds_text(report))  # canvases, PDFs...; files of kinds not indexed
     if report.get("awaiting"):
         say(
             f"vectors:  {report.get('embedded', 0)} of {report['notes']} notes embedded, "

@@ -410,7 +410,7 @@ def check_vault(config: Config) -> tuple[Check, int | None]:
             Check("vault", "fail", f"{path} is not readable", f"chmod u+rx {_q(path)}"),
             None,
         )
-    discovery = Discovery(path, IgnoreRules.from_config(config.vault))
+    discovery = Discovery(path, IgnoreRules.from_config(config.vault, config.attachments))
     try:
         notes = [state.path for state in discovery.walk()]
     except VaultdError as exc:

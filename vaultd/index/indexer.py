@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import threading
 import time
@@ -50,13 +51,14 @@ from vaultd.embedding.embedder import TextEmbedder
 from vaultd.embedding.tokens import TokenCounter
 from vaultd.errors import EmbedError, LeftOutError, NoteError, NoteUnavailableError, StoreError
 from vaultd.faults import Faults
+from vaultd.index.extract import Extraction
 from vaultd.index.parsers import POOL_ABOVE, Parsed, ParserPool, parse_and_chunk
 from vaultd.index.writer import Record, Writer
 from vaultd.pipeline.chunk import chunk_id
 from vaultd.pipeline.detect import Scan, classify, due_for_check, keep_unreadable, scan, trusted
 from vaultd.pipeline.discover import Discovery, file_state
 from vaultd.progress import text_weight
-from vaultd.records import Change, Chunk, FileState, KnownNote, Note
+from vaultd.records import NOWHERE, Change, Chunk, FileState, KnownNote, Location, Note
 from vaultd.storage.manifest import Manifest, NoteUpdate, StoredChunk, tag_ancestors
 from vaultd.storage.vectors import Metadata, VectorStore
 
@@ -171,6 +173,10 @@ class _Loaded:
         return None if self.failure is not None else (self.change.path, self.data)
 
 
+#: The manifest's meta key for the last full walk's count of files of kinds not indexed.
+NOT_INDEXED_META = "not_indexed"
+
+
 def sha256_file(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -190,9 +196,12 @@ def chunk_metadata(
     mtime_ns: int,
     sha256: str,
     model_id: str,
+    kind: str = "note",
+    location: Location = NOWHERE,
 ) -> Metadata:
-    """The metadata stored with each chunk in Chroma; empty lists are left out (Chroma rejects
-    them). `link_targets` are the chunk's own (see `links_within`)."""
+    """The metadata stored with each chunk in Chroma; empty lists and unset locations are
+    left out (Chroma rejects None and empty lists). `link_targets` are the chunk's own (see
+    `links_within`)."""
     folders = PurePosixPath(path).parent.parts
     meta: dict[str, Any] = {
         "path": path,
@@ -205,6 +214,8 @@ def chunk_metadata(
         "mtime": mtime_ns / 1e9,
         "note_hash": sha256,
         "model": model_id,
+        "kind": kind,
+        **location.as_json(),
     }
     lists = {
         "tags": list(tags),
@@ -241,6 +252,7 @@ class Indexer:
         counter: TokenCounter,
         max_tokens: int,
         max_bytes: int,
+        extraction: Extraction | None = None,
         quarantine_after: int = QUARANTINE_AFTER,
         batch_chunks: int = BATCH_CHUNKS,
         faults: Faults | None = None,
@@ -258,6 +270,8 @@ class Indexer:
         self.counter = counter
         self.max_tokens = max_tokens
         self.max_bytes = max_bytes
+        #: How files other than notes are read (their kinds, the extraction worker's limits).
+        self.extraction = extraction or Extraction()
         self.batch_chunks = batch_chunks
         #: How often a batch records the vectors embedded so far (see COMMIT_CHUNKS).
         self.commit_chunks = commit_chunks
@@ -474,6 +488,7 @@ class Indexer:
         # it (else more notes are indexed than found).
         if embed is None:
             self._found = set(walked)
+            self.manifest.set_meta(NOT_INDEXED_META, json.dumps(self.discovery.unindexed))
         elif self._found is not None:
             self._found.difference_update(result.gone)
             self._found.update(walked)
@@ -785,8 +800,14 @@ class Indexer:
         item = self._load(change, read)
         if item.failure is not None:
             return item.failure
-        limits = {"max_bytes": self.max_bytes, "max_tokens": self.max_tokens}
-        parsed = parse_and_chunk(change.path, item.data, self.counter, **limits)
+        parsed = parse_and_chunk(
+            change.path,
+            item.data,
+            self.counter,
+            max_bytes=self.max_bytes,
+            max_tokens=self.max_tokens,
+            extraction=self.extraction,
+        )
         return self._parsed(item, parsed)
 
     def _forget(self, paths: Sequence[str], summary: Summary) -> None:
@@ -892,6 +913,10 @@ class Indexer:
                 tokens=c.tokens,
                 hash=c.hash,
                 context=c.context,
+                page=c.page,
+                page_end=c.page_end,
+                node=c.node,
+                symbol=c.symbol,
             )
             for c in old
         ]
@@ -1004,6 +1029,8 @@ class Indexer:
                 mtime_ns=p.change.mtime_ns,
                 sha256=p.change.sha256,
                 model_id=self.model_id,
+                kind=p.note.kind,
+                location=c.location,
             )
             yield Record(c.id, p.change.path, c.text, metadata), c.hash
 
@@ -1318,6 +1345,8 @@ def _stored_metadata(chunk: StoredChunk, row: Mapping[str, Any], model_id: str) 
         mtime_ns=int(row.get("mtime_ns", 0)),
         sha256=str(row.get("sha256", "")),
         model_id=model_id,
+        kind=str(row.get("kind", "note")),
+        location=Location(chunk.page, chunk.page_end, chunk.node, chunk.symbol),
     )
 
 

@@ -43,6 +43,7 @@ from vaultd.embedding.spec import ModelSpec, load_spec
 from vaultd.embedding.tokens import TokenCounter, chunk_budget
 from vaultd.errors import NotIndexedError, StoreError, StoreMismatchError
 from vaultd.faults import Faults
+from vaultd.index.extract import Extraction
 from vaultd.index.indexer import BATCH_CHUNKS, Indexer
 from vaultd.index.models import LANGUAGES_META, MODEL_META, choose, sample
 from vaultd.index.parsers import ParserPool
@@ -239,7 +240,7 @@ def open_index(
         manifest = Manifest(data_dir)
         stack.callback(manifest.close)
         _check_owner(manifest, vault)
-        discovery = Discovery(vault, IgnoreRules.from_config(config.vault))
+        discovery = Discovery(vault, IgnoreRules.from_config(config.vault, config.attachments))
         model = config.embedding.model
         if model == "auto":
             model = choose(
@@ -298,6 +299,7 @@ def open_index(
         counter = TokenCounter.for_spec(spec)
         max_tokens = chunk_budget(config.chunking.max_tokens, spec, counter)
         max_bytes = int(config.vault.max_file_mb * 1024 * 1024)
+        extraction = Extraction.from_config(config.attachments)
         indexer = Indexer(
             root=vault,
             discovery=discovery,
@@ -307,13 +309,16 @@ def open_index(
             counter=counter,
             max_tokens=max_tokens,
             max_bytes=max_bytes,
+            extraction=extraction,
             quarantine_after=config.vault.quarantine_after,
             batch_chunks=batch_chunks,
             # Only a complete full pass proves the current collection holds the whole vault.
             after_full_pass=lambda: _upkeep(manifest, store, model_id),
             # The process's own environment, whatever `env` the caller passes: test hooks.
             faults=Faults.from_env(),
-            parsers=lambda: ParserPool(spec, max_bytes=max_bytes, max_tokens=max_tokens),
+            parsers=lambda: ParserPool(
+                spec, max_bytes=max_bytes, max_tokens=max_tokens, extraction=extraction
+            ),
         )
         # Before the store closes (callbacks run last-in first-out): the writer writes to it.
         stack.callback(indexer.writer.close)

@@ -43,8 +43,8 @@ import structlog
 from vaultd.embedding.spec import ModelSpec
 from vaultd.embedding.tokens import TokenCounter
 from vaultd.errors import LeftOutError, NoteError
+from vaultd.index.extract import Extraction, extract_note
 from vaultd.pipeline.chunk import Counter, chunk_note
-from vaultd.pipeline.parse import parse_note
 from vaultd.records import Chunk, Note
 
 log = structlog.get_logger(__name__)
@@ -75,11 +75,18 @@ class Parsed:
 
 
 def parse_and_chunk(
-    path: str, data: bytes, counter: Counter, *, max_bytes: int, max_tokens: int
+    path: str,
+    data: bytes,
+    counter: Counter,
+    *,
+    max_bytes: int,
+    max_tokens: int,
+    extraction: Extraction | None = None,
 ) -> Parsed:
-    """Parse one note and cut it into chunks; never raises for the note's content."""
+    """Parse (or extract, by its kind) one file and cut it into chunks; never raises for the
+    file's content."""
     try:
-        note = parse_note(path, data, max_bytes=max_bytes)
+        note = extract_note(path, data, max_bytes=max_bytes, extraction=extraction)
         chunks = chunk_note(note, counter, max_tokens)
     except LeftOutError as exc:
         return Parsed(reason=exc.reason, kind=exc.kind)
@@ -126,11 +133,15 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, args=(parent.sentinel,), name="parent", daemon=True).start()
 
 
-def _parse_in_worker(path: str, data: bytes) -> tuple[Parsed, int, float]:
+def _parse_in_worker(
+    path: str, data: bytes, extraction: Extraction | None = None
+) -> tuple[Parsed, int, float]:
     """The note parsed, with the worker's pid and the CPU time it has used so far."""
     assert _worker is not None, "the pool's initializer runs first"
     counter, max_bytes, max_tokens = _worker
-    parsed = parse_and_chunk(path, data, counter, max_bytes=max_bytes, max_tokens=max_tokens)
+    parsed = parse_and_chunk(
+        path, data, counter, max_bytes=max_bytes, max_tokens=max_tokens, extraction=extraction
+    )
     return parsed, os.getpid(), time.process_time()
 
 
@@ -158,9 +169,16 @@ class ParserPool:
     """Worker processes that parse and chunk notes, results in the order asked for."""
 
     def __init__(
-        self, spec: ModelSpec, *, max_bytes: int, max_tokens: int, processes: int = 0
+        self,
+        spec: ModelSpec,
+        *,
+        max_bytes: int,
+        max_tokens: int,
+        processes: int = 0,
+        extraction: Extraction | None = None,
     ) -> None:
         self._args = (spec, max_bytes, max_tokens)
+        self.extraction = extraction
         self.processes = processes or os.cpu_count() or 1
         self.ahead = AHEAD_PER_WORKER * self.processes
         #: Pools started, the first included (a crashed worker costs a restart).
@@ -208,7 +226,9 @@ class ParserPool:
     def _here(self, job: tuple[str, bytes]) -> Parsed:
         spec, max_bytes, max_tokens = self._args
         counter = TokenCounter.for_spec(spec)  # the tokenizer is loaded once per process
-        return parse_and_chunk(*job, counter, max_bytes=max_bytes, max_tokens=max_tokens)
+        return parse_and_chunk(
+            *job, counter, max_bytes=max_bytes, max_tokens=max_tokens, extraction=self.extraction
+        )
 
     @property
     def cpu_seconds(self) -> float:
@@ -247,7 +267,7 @@ class ParserPool:
     def _submit(self, job: tuple[str, bytes]) -> Future[_Done] | Parsed:
         if self.in_process:
             return self._here(job)
-        return self._executor.submit(_parse_in_worker, *job)
+        return self._executor.submit(_parse_in_worker, *job, self.extraction)
 
     def _take(self, window: deque[_Entry[T]]) -> tuple[T, Parsed | None]:
         entry = window[0]

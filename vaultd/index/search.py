@@ -455,6 +455,7 @@ class Searcher:
         paths = sorted({g.best.path for g in groups})
         tags_by_path = self.manifest.tags_of(paths)
         awaiting = self.manifest.awaiting_paths(self.embedder.model_id, paths, any_status=True)
+        kinds = self.manifest.kinds_of(paths)
         hits: list[Hit] = []
         for group in groups:
             best = group.best
@@ -475,6 +476,11 @@ class Searcher:
                     tags=tags_by_path.get(best.path, ()),
                     parts=parts,
                     indexed=best.path not in awaiting,
+                    kind=kinds.get(best.path, "note"),
+                    page=chunks[0].page,
+                    page_end=max((c.page_end or 0 for c in chunks), default=0) or None,
+                    node=best.node,
+                    symbol=best.symbol,
                 )
             )
         return hits

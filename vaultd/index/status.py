@@ -8,9 +8,11 @@ one place that names its keys.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from vaultd.index.indexer import NOT_INDEXED_META
 from vaultd.index.models import LANGUAGES_META, languages_of
 from vaultd.progress import Snapshot
 from vaultd.storage.quarantine import LeftOut, Quarantined
@@ -53,6 +55,11 @@ class IndexStatus:
     awaiting: int = 0
     #: Note files found in the vault by the last full walk (None before one in this process).
     found: int | None = None
+    #: Files recorded, by kind (`records.NoteKind`) and status: {"pdf": {"ok": 9, ...}}.
+    kinds: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Files of kinds not indexed (turned off in `[attachments]`, or no kind vaultd reads:
+    #: "other"), by kind, as the last full walk counted them: nothing goes unmentioned.
+    not_indexed: dict[str, int] = field(default_factory=dict)
 
     @property
     def troubled(self) -> bool:
@@ -70,6 +77,8 @@ class IndexStatus:
             "failed": [f.as_json() for f in self.failed],
             "quarantined": [q.as_json() for q in self.quarantined],
             "left_out": [e.as_json() for e in self.left_out],
+            "kinds": {kind: dict(counts) for kind, counts in sorted(self.kinds.items())},
+            "not_indexed": dict(sorted(self.not_indexed.items())),
             "model": self.model,
             "store": {"data_dir": self.data_dir, "chroma": self.chroma},
             **({"languages": self.languages} if self.languages is not None else {}),
@@ -93,7 +102,35 @@ def index_status(index: Index) -> IndexStatus:
         data_dir=str(index.data_dir),
         chroma=index.store.location,
         languages=languages_of(manifest.get_meta(LANGUAGES_META)),
+        kinds=manifest.kind_counts(),
+        not_indexed=not_indexed(manifest.get_meta(NOT_INDEXED_META)),
     )
+
+
+def not_indexed(recorded: str | None) -> dict[str, int]:
+    """The counts recorded under NOT_INDEXED_META (none before a full walk)."""
+    try:
+        value = json.loads(recorded) if recorded else {}
+    except ValueError:
+        return {}
+    return {str(k): int(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def kinds_text(report: dict[str, Any]) -> list[str]:
+    """`vaultd status`'s lines on the kinds of file: those indexed beside notes, by status,
+    and the files of kinds not indexed (none when the vault holds only notes)."""
+    kinds: dict[str, dict[str, int]] = report.get("kinds") or {}
+    lines = []
+    for kind, counts in sorted(kinds.items()):
+        if kind == "note":
+            continue
+        parts = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in sorted(counts.items()))
+        lines.append(f"  {kind}: {parts}")
+    skipped = report.get("not_indexed") or {}
+    if skipped:
+        listed = ", ".join(f"{n} {kind}" for kind, n in sorted(skipped.items()))
+        lines.append(f"  not indexed (by kind): {listed}")
+    return ["kinds:", *lines] if lines else []
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,11 @@ Rules (also in docs/parsing.md):
   subheading produces no chunk of its own; its text lives on in the section path of the chunks
   below it.
 - Thematic breaks, comments and link definitions are not content either.
+- A block with an identity of its own (a canvas card, a PDF page, a source symbol: see
+  `records.Location`) is never packed with its neighbours: it is one chunk when it fits, and
+  when it does not, a line window of about 90% of the budget (`WINDOW_SHARE`) cuts it without
+  overlap, each piece keeping the block's location. A block that gives its own heading path
+  (`Block.headings`: a canvas group's label, a PDF outline's headings) is in that section.
 """
 
 from __future__ import annotations
@@ -23,11 +28,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from vaultd.records import Block, Chunk, Note
+from vaultd.records import NOWHERE, Block, Chunk, Location, Note
 
 DEFAULT_MAX_TOKENS = 256
 #: The prefix never takes more than this share of the budget; a longer one is cut.
 MAX_PREFIX_SHARE = 0.5
+#: An oversize block with an identity is cut into line windows of this share of the budget:
+#: the margin keeps a window that ends on a long line inside the budget without a second cut.
+WINDOW_SHARE = 0.9
 
 _SENTENCE_END = re.compile(r"(?<=[.!?;:。！？；])\s+|(?<=[。！？；])")
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
@@ -55,6 +63,7 @@ class _Piece:
     end_line: int
     text: str
     tokens: int
+    location: Location = NOWHERE
 
 
 def chunk_id(path: str, index: int) -> str:
@@ -74,18 +83,34 @@ def chunk_note(note: Note, counter: Counter, max_tokens: int = DEFAULT_MAX_TOKEN
     sections: list[tuple[tuple[str, ...], list[Block]]] = []
     stack: list[tuple[int, str]] = []
     current: list[Block] = []
+
+    def section_of(blocks: list[Block]) -> tuple[str, ...]:
+        # An extractor's block names its own section; a Markdown block is under the headings
+        # above it.
+        given = blocks[0].headings
+        return given if given is not None else tuple(h for _, h in stack)
+
     for block in note.blocks:
-        if block.kind == "heading":
+        if block.headings is not None:
+            # A new section whenever the heading path an extractor gives changes.
+            if current and current[0].headings != block.headings:
+                sections.append((section_of(current), current))
+                current = []
+            current.append(block)
+        elif block.kind == "heading":
             if current:
-                sections.append((tuple(h for _, h in stack), current))
+                sections.append((section_of(current), current))
                 current = []
             while stack and stack[-1][0] >= block.level:
                 stack.pop()
             stack.append((block.level, block.info))
         else:
+            if current and current[0].headings is not None:
+                sections.append((section_of(current), current))
+                current = []
             current.append(block)
     if current:
-        sections.append((tuple(h for _, h in stack), current))
+        sections.append((section_of(current), current))
 
     # One tokenizer call for every block and one for every context line of the note: the
     # per-call overhead, not the encoding, is most of the cost for short texts.
@@ -134,6 +159,10 @@ def chunk_note(note: Note, counter: Counter, max_tokens: int = DEFAULT_MAX_TOKEN
                         tokens=tokens,
                         hash=hashlib.sha256(embed_text.encode()).hexdigest(),
                         context=context,
+                        page=part.location.page,
+                        page_end=part.location.page_end,
+                        node=part.location.node,
+                        symbol=part.location.symbol,
                     )
                 )
     return chunks
@@ -150,10 +179,49 @@ def _fit_context(context: str, tokens: int, counter: Counter, max_tokens: int) -
 def _pieces(blocks: list[Block], counts: list[int], counter: Counter, budget: int) -> list[_Piece]:
     pieces: list[_Piece] = []
     for block, tokens in zip(blocks, counts, strict=True):
+        location = block.location
         if tokens <= budget:
-            pieces.append(_Piece(block.start_line, block.end_line, block.text, tokens))
+            pieces.append(_Piece(block.start_line, block.end_line, block.text, tokens, location))
+        elif location.identity:
+            pieces.extend(_window(block, counter, budget))
         else:
             pieces.extend(_split_block(block, counter, budget))
+    return pieces
+
+
+def _window(block: Block, counter: Counter, budget: int) -> list[_Piece]:
+    """An oversize block with an identity in line windows of `WINDOW_SHARE` of the budget, no
+    overlap, each keeping the block's location; a line longer than a window is cut by
+    sentences, then tokens."""
+    room = max(1, int(budget * WINDOW_SHARE))
+    numbered = list(enumerate(block.text.split("\n"), start=block.start_line))
+    counts = counter.count_many([text for _, text in numbered])
+    units: list[tuple[int, str, int]] = []
+    for (number, text), tokens in zip(numbered, counts, strict=True):
+        if not text.strip():
+            units.append((number, text, 0))
+        elif tokens <= room:
+            units.append((number, text, tokens))
+        else:
+            units.extend((number, part, n) for part, n in _split_line(text, counter, room))
+    pieces: list[_Piece] = []
+    group: list[tuple[int, str, int]] = []
+    total = 0
+
+    def flush() -> None:
+        numbers = [n for n, line, _ in group if line.strip()]
+        if numbers:
+            joined = "\n".join(line for _, line, _ in group).strip("\n")
+            pieces.append(_Piece(numbers[0], numbers[-1], joined, total, block.location))
+
+    for unit in units:
+        if group and total + unit[2] > room:
+            flush()
+            group, total = [], 0
+        group.append(unit)
+        total += unit[2]
+    if group:
+        flush()
     return pieces
 
 
@@ -162,6 +230,13 @@ def _pack(pieces: list[_Piece], budget: int) -> list[_Piece]:
     group: list[_Piece] = []
     total = 0
     for piece in pieces:
+        if piece.location.identity:
+            # A card, a page or a symbol is a passage of its own.
+            if group:
+                packed.append(_join(group, total))
+                group, total = [], 0
+            packed.append(piece)
+            continue
         if group and total + piece.tokens > budget:
             packed.append(_join(group, total))
             group, total = [], 0
@@ -285,7 +360,10 @@ def _cut_piece(piece: _Piece, counter: Counter, budget: int) -> list[_Piece]:
     while limit > 0:
         texts = counter.cut(piece.text, limit)
         if all(counter.count(t) <= budget for t in texts):
-            parts = [_Piece(piece.start_line, piece.end_line, t, counter.count(t)) for t in texts]
+            parts = [
+                _Piece(piece.start_line, piece.end_line, t, counter.count(t), piece.location)
+                for t in texts
+            ]
             break
         limit = int(limit * 0.8)
     return parts

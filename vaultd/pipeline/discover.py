@@ -3,14 +3,17 @@
 The rules, in the order they are applied (the first that rejects a path wins, so exclude
 beats include):
 
-1. only regular files named `*.md` (any case);
+1. only regular files of a kind indexed: `*.md` (any case) and Excalidraw drawings always,
+   canvases, PDFs and images as `[attachments]` says, source files matching its `code`
+   globs (`records.kind_of`); a file of any other kind is counted in `Discovery.unindexed`
+   by its kind, so status and doctor can say what the vault holds that is not indexed;
 2. never dot-files, dot-directories (`.obsidian/`, `.trash/`, `.git/`) or `node_modules/`;
 3. never editor swap, backup and temp files;
 4. with `skip_conflicts`, never the copies sync tools leave on conflicting edits;
 5. with `use_gitignore`, `.gitignore` and `.ignore` files anywhere in the vault;
 6. the user's `exclude` globs, then their `include` globs when there are any;
 7. symlinks only with `follow_symlinks`, and never to something outside the vault;
-8. nothing bigger than `max_file_mb`;
+8. nothing bigger than `max_file_mb` (a PDF: `max_pdf_mb`, an image: `max_image_mb`);
 9. nothing whose name is not valid UTF-8.
 
 Paths are vault-relative POSIX strings in Unicode NFC, so a note synced from macOS (which may
@@ -38,9 +41,9 @@ from pathlib import Path
 import pathspec
 import structlog
 
-from vaultd.config import VaultSection
+from vaultd.config import AttachmentsSection, VaultSection
 from vaultd.errors import NoteUnavailableError, VaultdError
-from vaultd.records import FileState
+from vaultd.records import FileState, kind_of
 
 log = structlog.get_logger(__name__)
 
@@ -89,9 +92,17 @@ class IgnoreRules:
     skip_conflicts: bool = True
     use_gitignore: bool = True
     max_file_mb: float = 8.0
+    #: The kinds of file indexed (`AttachmentsSection.kinds`), and the code globs.
+    kinds: frozenset[str] = frozenset({"note", "excalidraw"})
+    code: tuple[str, ...] = ()
+    #: Size caps of the kinds that have their own (`[attachments]`), in MB.
+    kind_caps_mb: tuple[tuple[str, float], ...] = ()
 
     @classmethod
-    def from_config(cls, vault: VaultSection) -> IgnoreRules:
+    def from_config(
+        cls, vault: VaultSection, attachments: AttachmentsSection | None = None
+    ) -> IgnoreRules:
+        attachments = attachments or AttachmentsSection()
         return cls(
             exclude=vault.exclude,
             include=vault.include,
@@ -99,6 +110,9 @@ class IgnoreRules:
             skip_conflicts=vault.skip_conflicts,
             use_gitignore=vault.use_gitignore,
             max_file_mb=vault.max_file_mb,
+            kinds=attachments.kinds(),
+            code=attachments.code,
+            kind_caps_mb=(("pdf", attachments.max_pdf_mb), ("image", attachments.max_image_mb)),
         )
 
 
@@ -187,14 +201,26 @@ class Discovery:
         #: it), by path: their stat and the reason. Not logged here: the indexer records them
         #: in the manifest and logs each the first time.
         self.left_out: dict[str, tuple[FileState, str]] = {}
+        #: Files of kinds not indexed met by the last full walk, by kind ("other" for files no
+        #: extractor reads): nothing the vault holds goes unmentioned.
+        self.unindexed: dict[str, int] = {}
         self._exclude = _compile(rules.exclude)
         self._include = _compile(rules.include)
+        self._code = _compile(rules.code)
         self._max_bytes = rules.max_file_mb * _MB
+        self._caps_mb = dict(rules.kind_caps_mb)
         self._real_root = os.path.realpath(root)
         # Directory (vault-relative) -> (ignore files' stat signature, patterns, read errors).
         self._ignore_cache: dict[str, tuple[object, pathspec.GitIgnoreSpec | None, _Skips]] = {}
 
     # -- the rules ------------------------------------------------------------------------
+
+    def kind(self, rel_path: str) -> str:
+        """The kind of file a vault path names (`records.NoteKind`), or "other"."""
+        kind = kind_of(rel_path)
+        if kind is None and self._code is not None and self._code.match_file(rel_path):
+            return "code"
+        return kind or "other"
 
     def _rejected(
         self,
@@ -202,8 +228,11 @@ class Discovery:
         is_dir: bool,
         ignores: _Ignores,
         sibling_exists: Callable[[str], bool],
+        *,
+        any_kind: bool = False,
     ) -> bool:
-        """Rules 1 to 6 for one path whose parent directories were all accepted."""
+        """Rules 1 to 6 for one path whose parent directories were all accepted (rule 1 not
+        with `any_kind`)."""
         name = parts[-1]
         if name.startswith("."):
             return True
@@ -211,7 +240,7 @@ class Discovery:
             if name == "node_modules":
                 return True
         else:
-            if not name.lower().endswith(".md"):
+            if not any_kind and self.kind("/".join(parts)) not in self.rules.kinds:
                 return True
             if any(fnmatchcase(name, pattern) for pattern in _TEMP_NAMES):
                 return True
@@ -349,6 +378,7 @@ class Discovery:
         """
         self.skipped = []
         self.left_out = {}
+        self.unindexed = {}
         root = os.fspath(self.root)
         try:
             st = os.stat(root)
@@ -425,8 +455,8 @@ class Discovery:
         if not stat.S_ISREG(st.st_mode):
             return None
         state = file_state(rel, st)
-        if st.st_size > self._max_bytes:
-            self.left_out[rel] = (state, self._too_big_reason(st.st_size))
+        if st.st_size > self._cap(rel):
+            self.left_out[rel] = (state, self._too_big_reason(st.st_size, rel))
             return None
         return state
 
@@ -521,8 +551,10 @@ class Discovery:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise NoteUnavailableError(rel_path, "not a regular file", "unreadable")
-            if info.st_size > self._max_bytes:
-                raise NoteUnavailableError(rel_path, self._too_big_reason(info.st_size), "too_big")
+            if info.st_size > self._cap(rel):
+                raise NoteUnavailableError(
+                    rel_path, self._too_big_reason(info.st_size, rel), "too_big"
+                )
         except BaseException:
             os.close(fd)
             raise
@@ -561,8 +593,14 @@ class Discovery:
             info = os.fstat(handle.fileno())
             return handle.read(), info
 
-    def _too_big_reason(self, size: int) -> str:
-        return f"larger than the {self.rules.max_file_mb:g} MB limit ({size / _MB:.1f} MB)"
+    def _cap(self, rel: str) -> float:
+        """The size cap of the file `rel`, in bytes: its kind's, or `max_file_mb`."""
+        mb = self._caps_mb.get(self.kind(rel))
+        return self._max_bytes if mb is None else mb * _MB
+
+    def _too_big_reason(self, size: int, rel: str) -> str:
+        mb = self._caps_mb.get(self.kind(rel), self.rules.max_file_mb)
+        return f"larger than the {mb:g} MB limit ({size / _MB:.1f} MB)"
 
     @property
     def unreadable(self) -> list[tuple[str, str]]:
@@ -655,6 +693,12 @@ class Discovery:
                 if not is_dir and not entry.is_file(follow_symlinks=follow):
                     continue
                 if self._rejected(child, is_dir, ignores, names.__contains__):
+                    if not is_dir and not self._rejected(
+                        child, is_dir, ignores, names.__contains__, any_kind=True
+                    ):
+                        # Of a kind not indexed, but not ignored either: counted.
+                        kind = self.kind(rel)
+                        self.unindexed[kind] = self.unindexed.get(kind, 0) + 1
                     continue
                 if not _is_utf8(name):
                     self._skip(rel + ("/" if is_dir else ""), UNDECODABLE)
@@ -691,8 +735,8 @@ class Discovery:
                     )
             elif not stat.S_ISREG(st.st_mode):
                 continue
-            elif st.st_size > self._max_bytes:
-                reason = self._too_big_reason(st.st_size)
+            elif st.st_size > self._cap(rel):
+                reason = self._too_big_reason(st.st_size, rel)
                 self.skipped.append((rel, reason))
                 self.left_out[rel] = (file_state(rel, st), reason)
             else:

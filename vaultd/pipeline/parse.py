@@ -504,6 +504,14 @@ def _body_links(masked: str, path: str, first_line: int) -> list[Link]:
     ]
 
 
+def links_in(text: str, path: str, first_line: int = 1) -> tuple[Link, ...]:
+    """The links written in a Markdown text that is part of a file of another kind (a canvas
+    card, a drawing's text element), each with its line counted from `first_line`; what
+    Obsidian hides (code spans, comments, math) is not read, as in a note."""
+    masked = _INLINE_HIDDEN.sub(_blank, text)
+    return tuple(_body_links(masked, path, first_line))
+
+
 def _markdown_link(embed: bool, raw: str, own_name: str) -> Link | None:
     href = raw[1:-1] if raw.startswith("<") and raw.endswith(">") else raw
     if _URL_SCHEME.match(href):

@@ -356,7 +356,8 @@ class Watcher(FileSystemEventHandler):
             if event.is_directory:
                 if not self._is_ignored(rel, True) or raw == event.src_path:
                     self._note(self._pending_dirs, rel, now)
-            elif rel.lower().endswith(".md"):
+            else:
+                # Which files are notes (by kind too) is the rules' call, as in the walk.
                 # A move's source is always considered: it may be a known note leaving.
                 leaving = raw == event.src_path and event.event_type == "moved"
                 if leaving or not self._is_ignored(rel, False):

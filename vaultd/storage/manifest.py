@@ -37,7 +37,7 @@ import numpy as np
 from vaultd.errors import DataDirError, StoreError
 from vaultd.layout import MANIFEST
 from vaultd.query import Condition
-from vaultd.records import Chunk, FileState, KnownNote, Note
+from vaultd.records import Chunk, FileState, KnownNote, Note, kind_of
 from vaultd.storage import keyword, quarantine
 from vaultd.storage.conditions import condition_sql
 from vaultd.storage.keyword import KEYWORD_WEIGHTS, KeywordIndex
@@ -63,6 +63,11 @@ class StoredChunk:
     #: The `title > section` line before `text` in what the model embeds ("" if written
     #: before schema 8).
     context: str = ""
+    #: Where it is besides its lines (`records.Location`); None for a Markdown note's.
+    page: int | None = None
+    page_end: int | None = None
+    node: str | None = None
+    symbol: str | None = None
 
     @property
     def embed_text(self) -> str:
@@ -329,7 +334,7 @@ class Manifest:
     def note_row(self, path: str) -> dict[str, Any] | None:
         rows = self._query(
             "SELECT path, title, aliases, tags, links, frontmatter, sha256, mtime_ns, status, "
-            "error FROM notes WHERE path = ?",
+            "error, kind FROM notes WHERE path = ?",
             (path,),
         )
         if not rows:
@@ -346,7 +351,16 @@ class Manifest:
             "mtime_ns": r[7],
             "status": r[8],
             "error": r[9],
+            "kind": r[10],
         }
+
+    def kinds_of(self, paths: Sequence[str]) -> dict[str, str]:
+        """Each recorded note's kind (`records.NoteKind`), by path."""
+        out: dict[str, str] = {}
+        for batch in _batches(list(paths), 500):
+            marks = ",".join("?" * len(batch))
+            out.update(self._query(f"SELECT path, kind FROM notes WHERE path IN ({marks})", batch))
+        return out
 
     def note_paths(self) -> list[str]:
         """Every note the index holds (a link resolves to any of them)."""
@@ -542,6 +556,20 @@ class Manifest:
             "chunks": chunks,
         }
 
+    def kind_counts(self) -> dict[str, dict[str, int]]:
+        """Files by kind (`records.NoteKind`) and status: {"pdf": {"ok": 3, "left_out": 1}}.
+
+        An indexed file's kind is the one it was indexed as; one not indexed (failed, left
+        out) goes by its name, else by what it was last indexed as.
+        """
+        out: dict[str, dict[str, int]] = {}
+        for path, kind, status in self._query("SELECT path, kind, status FROM notes"):
+            if status != "ok":
+                kind = kind_of(path) or kind
+            counts = out.setdefault(kind, {})
+            counts[status] = counts.get(status, 0) + 1
+        return out
+
     def in_flight(self) -> list[str]:
         return [r[0] for r in self._query("SELECT path FROM in_flight ORDER BY path")]
 
@@ -714,8 +742,8 @@ class Manifest:
         db.execute("DELETE FROM chunks WHERE path = ?", (note.path,))
         db.executemany(
             "INSERT INTO chunks(id, path, idx, hash, title, section, headings, start_line, "
-            "end_line, tokens, text, aliases, context) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "end_line, tokens, text, aliases, context, page, page_end, node, symbol) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     c.id,
@@ -731,6 +759,10 @@ class Manifest:
                     c.text,
                     "\n".join(note.aliases),
                     c.context,
+                    c.page,
+                    c.page_end,
+                    c.node,
+                    c.symbol,
                 )
                 for c in u.chunks
             ],
@@ -754,8 +786,8 @@ class Manifest:
         ).fetchone()
         db.execute(
             "INSERT OR REPLACE INTO notes(path, size, mtime_ns, sha256, status, error, attempts, "
-            "title, aliases, tags, links, frontmatter, indexed_at, ctime_ns, inode, hashed_ns) "
-            "VALUES (?, ?, ?, ?, 'ok', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "title, aliases, tags, links, frontmatter, indexed_at, ctime_ns, inode, hashed_ns, "
+            "kind) VALUES (?, ?, ?, ?, 'ok', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 note.path,
                 u.size,
@@ -785,6 +817,7 @@ class Manifest:
                 u.ctime_ns,
                 u.inode,
                 u.hashed_ns,
+                note.kind,
             ),
         )
 
@@ -920,7 +953,8 @@ class Manifest:
 
 
 _CHUNK_COLUMNS = (
-    "id, path, idx, hash, title, section, headings, start_line, end_line, tokens, text, context"
+    "id, path, idx, hash, title, section, headings, start_line, end_line, tokens, text, context, "
+    "page, page_end, node, symbol"
 )
 
 
@@ -1001,6 +1035,10 @@ def _stored(row: Sequence[Any]) -> StoredChunk:
         tokens=row[9],
         text=row[10],
         context=row[11],
+        page=row[12],
+        page_end=row[13],
+        node=row[14],
+        symbol=row[15],
     )
 
 

@@ -22,7 +22,7 @@ from vaultd.query import UNSPACED_RANGES, cjk_terms
 #: translates sqlite3's errors): how the modules above this one read without a connection.
 Query = Callable[[str, Sequence[Any]], list[Any]]
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 _UNSPACED_GLOB = "*[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in UNSPACED_RANGES) + "]*"
 _FTS_COLUMNS = "title, aliases, section, text"
@@ -88,7 +88,8 @@ CREATE TABLE IF NOT EXISTS notes (
     indexed_at REAL NOT NULL,
     ctime_ns INTEGER NOT NULL DEFAULT 0,   -- with size, mtime_ns: the stat sha256 was read under
     inode INTEGER NOT NULL DEFAULT 0,
-    hashed_ns INTEGER NOT NULL DEFAULT 0   -- the clock before that read (0: unknown, not trusted)
+    hashed_ns INTEGER NOT NULL DEFAULT 0,  -- the clock before that read (0: unknown, not trusted)
+    kind TEXT NOT NULL DEFAULT 'note'      -- records.NoteKind: note, canvas, pdf, image, code, ...
 );
 CREATE TABLE IF NOT EXISTS note_tags (
     tag TEXT NOT NULL,               -- every tag and each of its parents: a/b gives a and a/b
@@ -116,7 +117,11 @@ CREATE TABLE IF NOT EXISTS chunks (
     tokens INTEGER NOT NULL,
     text TEXT NOT NULL,
     aliases TEXT NOT NULL DEFAULT '',  -- the note's aliases, one a line, for the keyword index
-    context TEXT NOT NULL DEFAULT ''   -- the `title > section` line the model sees before text
+    context TEXT NOT NULL DEFAULT '',  -- the `title > section` line the model sees before text
+    page INTEGER,                    -- where besides the lines (records.Location): PDF pages,
+    page_end INTEGER,                -- 1-based and inclusive; a canvas card's id; a source
+    node TEXT,                       -- symbol's path. NULL for a Markdown note's chunks.
+    symbol TEXT
 );
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path, idx);
 CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(hash);
@@ -206,7 +211,8 @@ def create_or_migrate(db: sqlite3.Connection, path: Path) -> None:
         # the suspects table and the notes' left_out column (and the 'left_out'
         # status), schema 6 the notes' crashes column, schema 7 the pairs index in place of
         # the trigrams, schema 8 the chunks' context column, schema 9 the notes' ctime_ns,
-        # inode and hashed_ns: the migration adds what is missing and touches nothing else.
+        # inode and hashed_ns, schema 10 the notes' kind and the chunks' page, page_end, node
+        # and symbol: the migration adds what is missing and touches nothing else.
         _run(
             db,
             f"BEGIN IMMEDIATE;\n{_added_columns(db)}{_SCHEMA}"
@@ -234,7 +240,10 @@ def _keep_pairs_current(db: sqlite3.Connection) -> None:
 
 def _added_columns(db: sqlite3.Connection) -> str:
     """The statements older tables need: schema 5's left_out, schema 6's crashes, schema 8's
-    context, schema 9's ctime_ns, inode and hashed_ns.
+    context, schema 9's ctime_ns, inode and hashed_ns, schema 10's kind and locations.
+
+    Every note recorded before schema 10 was a Markdown note (kind 'note'), and its chunks have
+    no location (NULL): nothing is read or embedded again for them.
 
     Notes recorded before schema 9 have no ctime, inode or time of hash (0): their stat is not
     trusted, so the first pass after the upgrade reads each once (an edit that kept the size
@@ -247,8 +256,19 @@ def _added_columns(db: sqlite3.Connection) -> str:
     """
     columns = {r[1] for r in db.execute("PRAGMA table_info(notes)")}
     script = "" if "left_out" in columns else "ALTER TABLE notes ADD COLUMN left_out TEXT;\n"
-    if "context" not in {r[1] for r in db.execute("PRAGMA table_info(chunks)")}:
+    chunk_columns = {r[1] for r in db.execute("PRAGMA table_info(chunks)")}
+    if "context" not in chunk_columns:
         script += "ALTER TABLE chunks ADD COLUMN context TEXT NOT NULL DEFAULT '';\n"
+    for name, sql_type in (
+        ("page", "INTEGER"),
+        ("page_end", "INTEGER"),
+        ("node", "TEXT"),
+        ("symbol", "TEXT"),
+    ):
+        if name not in chunk_columns:
+            script += f"ALTER TABLE chunks ADD COLUMN {name} {sql_type};\n"
+    if "kind" not in columns:
+        script += "ALTER TABLE notes ADD COLUMN kind TEXT NOT NULL DEFAULT 'note';\n"
     for name in ("ctime_ns", "inode", "hashed_ns"):
         if name not in columns:
             script += f"ALTER TABLE notes ADD COLUMN {name} INTEGER NOT NULL DEFAULT 0;\n"

@@ -1,0 +1,99 @@
+"""Which extractor reads a file, and how: the one place the kinds of file meet.
+
+A file's kind comes from its name (`records.kind_of`) or, for source code, the `[attachments]
+code` globs. A Markdown note goes to `pipeline/parse.py`, a canvas to `pipeline/canvas.py`, a
+drawing to `pipeline/excalidraw.py`, each in this process (pure Python on bytes). A PDF is read
+by `pipeline/pdf.py` in a child process with the configured time and memory limits
+(`vaultd.isolation`), since PDFium is native code reading a hostile format; only the pages'
+text comes back, and the note is made here. A kind with no extractor in this build (images,
+code) is left out with that reason, never silently dropped. Stages never import one another:
+what one needs of another (the link syntax of a canvas card's Markdown) is passed in here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pathspec
+
+from vaultd.config import AttachmentsSection, parse_duration
+from vaultd.errors import LeftOutError
+from vaultd.isolation import run_child
+from vaultd.pipeline import canvas, excalidraw, pdf
+from vaultd.pipeline.parse import DEFAULT_MAX_BYTES, links_in, parse_note
+from vaultd.records import Note, NoteKind, kind_of
+
+#: The module run as the child that reads a PDF.
+PDF_CHILD = "vaultd.pipeline.pdf"
+
+
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    """How files are read: the code globs that make a file source code, and the extraction
+    worker's limits. Small and picklable: the parser workers get a copy."""
+
+    code: tuple[str, ...] = ()
+    timeout: float = 60.0
+    memory_mb: int = 1024
+
+    @classmethod
+    def from_config(cls, attachments: AttachmentsSection) -> Extraction:
+        return cls(
+            code=attachments.code,
+            timeout=parse_duration(attachments.extract_timeout) or 60.0,
+            memory_mb=attachments.extract_memory_mb,
+        )
+
+    def kind(self, path: str) -> NoteKind:
+        """The kind of the file at vault path `path` (a file of no known kind is read as a
+        note: the discovery admits only kinds it indexes)."""
+        kind = kind_of(path)
+        if kind is None and self.code and _spec(self.code).match_file(path):
+            return "code"
+        return kind or "note"
+
+
+def _spec(globs: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
+    return pathspec.GitIgnoreSpec.from_lines(globs)
+
+
+def extract_note(
+    path: str,
+    data: bytes,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    extraction: Extraction | None = None,
+    isolated: bool = True,
+) -> Note:
+    """The note the file at `path` with bytes `data` makes, by its kind. Raises NoteError
+    (LeftOutError for a file that is no indexable input). `isolated=False` reads a PDF in this
+    process (for `vaultd inspect` of one file the user names, and for benchmarks)."""
+    extraction = extraction or Extraction()
+    kind = extraction.kind(path)
+    if kind == "note":
+        return parse_note(path, data, max_bytes=max_bytes)
+    if kind == "canvas":
+        _cap(path, data, max_bytes)
+        return canvas.extract(path, data, links_in=links_in)
+    if kind == "excalidraw":
+        _cap(path, data, max_bytes)
+        return excalidraw.extract(path, data, links_in=links_in)
+    if kind == "pdf":
+        if not isolated:
+            return pdf.extract(path, data)
+        found = run_child(
+            PDF_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.memory_mb
+        )
+        return pdf.note_of(path, found)
+    raise LeftOutError(path, f"no extractor for {kind} files in this build; skipped", "no_text")
+
+
+def _cap(path: str, data: bytes, max_bytes: int) -> None:
+    # The discovery's cap is on the file; a JSON file is read whole, so the note's cap holds.
+    if len(data) > max_bytes:
+        raise LeftOutError(
+            path,
+            f"{len(data) / 1048576:.1f} MiB is over the {max_bytes / 1048576:.0f} MiB "
+            "limit ([vault] max_file_mb); skipped",
+            "too_big",
+        )
