@@ -30,7 +30,7 @@ def extract(vault: Path, name: str, counter: TokenCounter) -> Note:
     return code.extract(name, (vault / name).read_bytes(), counter=counter, max_tokens=BUDGET)
 
 
-def block_with(note: Note, words: str) -> str:
+def block_with(note: Note, words: str) -> str | None:
     """The symbol of the one block whose text holds `words`."""
     found = [b.symbol for b in note.blocks if words in b.text]
     assert len(found) == 1, found
@@ -41,7 +41,7 @@ def test_a_docstring_is_in_the_block_of_its_symbol(
     click_vault: Path, counter: TokenCounter
 ) -> None:
     note = extract(click_vault, "decorators.py", counter)
-    assert note.errors == ()
+    assert note.errors == () and note.kind == "code" and note.title == "decorators"
     assert block_with(note, "Marks a callback as wanting to receive the current context") == (
         "def pass_context"
     )
@@ -90,9 +90,9 @@ def other() -> None:
 """
     note = code.extract("m.py", source, counter=counter)
     assert [(b.symbol, b.start_line, b.end_line) for b in note.blocks] == [
-        ("", 1, 1),
+        (None, 1, 1),
         ("def where", 4, 7),
-        ("", 10, 10),
+        (None, 10, 10),
         ("def other", 12, 13),
     ]
 
@@ -116,7 +116,7 @@ def other() -> None:
             "main.go",
             "package main\n\n// T is a thing.\ntype T struct{}\n\n"
             "func (t *T) Run() {}\n\nfunc main() {}\n",
-            {"", "type T", "func (t *T) Run", "func main"},
+            {None, "type T", "func (t *T) Run", "func main"},
         ),
     ],
 )
@@ -132,7 +132,7 @@ def test_a_file_without_a_grammar_is_cut_by_the_line_window(counter: TokenCounte
     lines = [f"local value_{i} = compute({i}, 'some words to count')" for i in range(300)]
     note = code.extract("script.lua", "\n".join(lines).encode(), counter=counter)
     window = int(BUDGET * code.WINDOW_SHARE)
-    assert all(b.symbol == "" and b.info == "" for b in note.blocks)
+    assert all(b.symbol is None and b.info == "" for b in note.blocks)
     assert note.blocks[0].start_line == 1 and note.blocks[-1].end_line == 300
     for block, after in zip(note.blocks, note.blocks[1:], strict=False):
         assert after.start_line == block.end_line + 1  # no overlap, no gap
@@ -145,7 +145,7 @@ def test_a_file_that_does_not_parse_falls_back_to_lines(counter: TokenCounter) -
     source = b"def broken(:\n    return 1\n\ndef fine():\n    return 2\n"
     note = code.extract("bad.py", source, counter=counter)
     assert note.errors and "does not parse as python" in note.errors[0]
-    assert [(b.symbol, b.start_line, b.end_line) for b in note.blocks] == [("", 1, 5)]
+    assert [(b.symbol, b.start_line, b.end_line) for b in note.blocks] == [(None, 1, 5)]
 
 
 def test_a_minified_line_longer_than_the_budget_is_cut_on_that_line(

@@ -27,12 +27,12 @@ pytestmark = pytest.mark.corpus
 def test_a_word_visible_only_in_a_screenshot_is_its_text(tmp_path: Path) -> None:
     shutil.copy(IMAGES / SCREENSHOT, tmp_path / SCREENSHOT)
     note = ocr.extract(f"Attachments/{SCREENSHOT}", (tmp_path / SCREENSHOT).read_bytes())
-    assert note.title == SCREENSHOT
+    assert note.title == SCREENSHOT.removesuffix(".png") and note.kind == "image"
     assert "Properties" in note.body and "2023-01-01" in note.body
-    rows = note.body.split("\n")
+    lines = note.body.split("\n")
     for block in note.blocks:
-        assert block.text == "\n".join(rows[block.start_line - 1 : block.end_line])
-    assert [r for b in note.blocks for r in b.text.split("\n")] == rows
+        assert block.text == "\n".join(lines[block.start_line - 1 : block.end_line])
+    assert "\n\n".join(b.text for b in note.blocks) == note.body
     # The function the PDF extractor calls on a rendered page: here the screenshot's top rows.
     with Image.open(tmp_path / SCREENSHOT) as image:
         top = image.crop((0, 0, image.width, image.height // 3))

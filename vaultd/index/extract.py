@@ -2,11 +2,12 @@
 
 A file's kind comes from its name (`records.kind_of`) or, for source code, the `[attachments]
 code` globs. A Markdown note goes to `pipeline/parse.py`, a canvas to `pipeline/canvas.py`, a
-drawing to `pipeline/excalidraw.py`, each in this process (pure Python on bytes). A PDF is read
-by `pipeline/pdf.py` in a child process with the configured time and memory limits
-(`vaultd.isolation`), since PDFium is native code reading a hostile format; only the pages'
-text comes back, and the note is made here. A kind with no extractor in this build (images,
-code) is left out with that reason, never silently dropped. Stages never import one another:
+drawing to `pipeline/excalidraw.py`, source code to `pipeline/code.py` (tree-sitter), each in
+this process. A PDF is read by `pipeline/pdf.py`, and an image by `pipeline/ocr.py` (after its
+header passed the size limits), in a child process with the configured time and memory limits
+(`vaultd.isolation`), since PDFium and the OCR engine are native code reading a hostile format;
+only the text comes back, and the note is made here. Images without the `ocr` extra are left
+out with that reason, never silently dropped. Stages never import one another:
 what one needs of another (the link syntax of a canvas card's Markdown) is passed in here.
 """
 
@@ -19,12 +20,15 @@ import pathspec
 from vaultd.config import AttachmentsSection, parse_duration
 from vaultd.errors import LeftOutError
 from vaultd.isolation import run_child
-from vaultd.pipeline import canvas, excalidraw, pdf
+from vaultd.pipeline import canvas, code, excalidraw, ocr, pdf
+from vaultd.pipeline.chunk import DEFAULT_MAX_TOKENS, Counter
 from vaultd.pipeline.parse import DEFAULT_MAX_BYTES, links_in, parse_note
 from vaultd.records import Note, NoteKind, kind_of
 
 #: The module run as the child that reads a PDF.
 PDF_CHILD = "vaultd.pipeline.pdf"
+#: The module run as the child that reads the text in an image.
+OCR_CHILD = "vaultd.pipeline.ocr"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +39,8 @@ class Extraction:
     code: tuple[str, ...] = ()
     timeout: float = 60.0
     memory_mb: int = 1024
+    max_image_bytes: int = ocr.DEFAULT_MAX_BYTES
+    max_image_pixels: int = ocr.DEFAULT_MAX_PIXELS
 
     @classmethod
     def from_config(cls, attachments: AttachmentsSection) -> Extraction:
@@ -42,6 +48,8 @@ class Extraction:
             code=attachments.code,
             timeout=parse_duration(attachments.extract_timeout) or 60.0,
             memory_mb=attachments.extract_memory_mb,
+            max_image_bytes=int(attachments.max_image_mb * 1048576),
+            max_image_pixels=int(attachments.max_image_megapixels * 1e6),
         )
 
     def kind(self, path: str) -> NoteKind:
@@ -64,6 +72,8 @@ def extract_note(
     max_bytes: int = DEFAULT_MAX_BYTES,
     extraction: Extraction | None = None,
     isolated: bool = True,
+    counter: Counter | None = None,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
 ) -> Note:
     """The note the file at `path` with bytes `data` makes, by its kind. Raises NoteError
     (LeftOutError for a file that is no indexable input). `isolated=False` reads a PDF in this
@@ -85,6 +95,23 @@ def extract_note(
             PDF_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.memory_mb
         )
         return pdf.note_of(path, found)
+    if kind == "code":
+        return code.extract(path, data, counter=counter, max_tokens=max_tokens, max_bytes=max_bytes)
+    if kind == "image":
+        # The header decides, before any pixel is decoded; then the worker reads it.
+        limits = {
+            "max_pixels": extraction.max_image_pixels,
+            "max_bytes": extraction.max_image_bytes,
+        }
+        ocr.check(path, data, **limits)
+        if not ocr.available():
+            raise LeftOutError(path, f"{ocr.NEEDS_EXTRA}; skipped", "no_text")
+        if not isolated:
+            return ocr.extract(path, data, **limits)
+        found = run_child(
+            OCR_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.memory_mb
+        )
+        return ocr.note_of(path, found)
     raise LeftOutError(path, f"no extractor for {kind} files in this build; skipped", "no_text")
 
 

@@ -28,7 +28,7 @@ from itertools import accumulate, pairwise
 from pathlib import PurePosixPath
 from typing import Any, Protocol
 
-from vaultd.errors import NoteError
+from vaultd.errors import LeftOutError, NoteError
 from vaultd.records import Block, Note
 
 #: The token budget a chunk is cut to when the caller gives none (the chunker's default).
@@ -253,12 +253,21 @@ def extract(
     *,
     counter: Counter | None = None,
     max_tokens: int = DEFAULT_MAX_TOKENS,
+    max_bytes: int | None = None,
 ) -> Note:
     """A source file's blocks by symbol. Raises only `NoteError`: a file the parser crashes
-    on is left out with its reason, never the run."""
+    on is skipped with its reason, never the run. `counter` is the embedding model's token
+    counter; without one, a rough count decides what fits (the chunker cuts what does not)."""
     path = unicodedata.normalize("NFC", path)
+    if max_bytes is not None and len(data) > max_bytes:
+        raise LeftOutError(
+            path,
+            f"{len(data) / 1048576:.1f} MiB is over the {max_bytes / 1048576:.0f} MiB "
+            "limit ([vault] max_file_mb); skipped",
+            "too_big",
+        )
     try:
-        text, errors = _decode(data)
+        text, errors = _decode(data, path)
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
@@ -289,22 +298,24 @@ def extract(
             span.last + 1,
             span.text if span.text is not None else "\n".join(lines[span.first : span.last + 1]),
             info=info,
-            symbol=span.symbol,
+            symbol=span.symbol or None,
         )
         for span in spans
     )
+    # The body is the file itself: a code block's lines are the editor's.
     return Note(
         path=path,
-        title=PurePosixPath(path).name,
+        title=PurePosixPath(path).stem,
         body=text,
         blocks=blocks,
         errors=tuple(errors),
+        kind="code",
     )
 
 
-def _decode(data: bytes) -> tuple[str, list[str]]:
+def _decode(data: bytes, path: str) -> tuple[str, list[str]]:
     if b"\x00" in data:
-        raise NoteError("binary content (NUL bytes); not source code, skipped")
+        raise LeftOutError(path, "binary content (NUL bytes); not source code, skipped", "binary")
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     errors: list[str] = []

@@ -15,9 +15,10 @@ run time. Rules (also in docs/parsing.md):
 
 from __future__ import annotations
 
+import importlib.util
 import struct
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from io import BytesIO
@@ -25,7 +26,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from vaultd.errors import LeftOutError, NoteError
-from vaultd.records import Block, Note
+from vaultd.records import Block, Note, lay_out
 
 #: 25 megapixels: a 5,000 x 5,000 picture, four times a 4K screenshot; 75 MB decoded.
 DEFAULT_MAX_PIXELS = 25_000_000
@@ -35,8 +36,17 @@ DEFAULT_THREADS = 1
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp")
 
 
+#: Why an image is not read without the extra.
+NEEDS_EXTRA = "text in images needs the ocr extra: pip install 'vaultd-obsidian[ocr]'"
+
+
 class OcrUnavailableError(NoteError):
     """Raised when `ocr = true` but the `ocr` extra (rapidocr-onnxruntime) is not installed."""
+
+
+def available() -> bool:
+    """Whether the engine is installed (without importing it: that takes a second)."""
+    return importlib.util.find_spec("rapidocr_onnxruntime") is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,12 +142,11 @@ def check(
 
 @cache
 def _engine(threads: int) -> Any:
-    try:
-        from rapidocr_onnxruntime import RapidOCR
-    except ImportError as exc:
-        raise OcrUnavailableError(
-            "text in images needs the ocr extra: pip install 'vaultd-obsidian[ocr]'"
-        ) from exc
+    if not available():
+        raise OcrUnavailableError(NEEDS_EXTRA)
+    # Any other ImportError is the engine failing to load (out of memory in the worker, say).
+    from rapidocr_onnxruntime import RapidOCR
+
     # The wheel's own models (its config.yaml names files inside the package).
     return RapidOCR(intra_op_num_threads=threads, inter_op_num_threads=1)
 
@@ -202,6 +211,30 @@ def _rows(result: Sequence[Any]) -> list[tuple[str, float, float]]:
     return [(" ".join(t for _, t in sorted(items)), top, bottom) for top, bottom, items in rows]
 
 
+def read(data: bytes, *, threads: int = DEFAULT_THREADS) -> dict[str, Any]:
+    """What the engine finds in an image's bytes, as JSON: its text rows, each with its top
+    and bottom in pixels. What the extraction worker (a child process) answers; call `check`
+    first, in the parent, which decodes nothing."""
+    rows = read_rows(data, threads=threads)
+    return {"rows": [[text, top, bottom] for text, top, bottom in rows]}
+
+
+def note_of(path: str, found: Mapping[str, Any]) -> Note:
+    """The note made of what `read` found in the image at vault path `path`: a block for
+    each run of rows with no gap taller than a row between them."""
+    path = unicodedata.normalize("NFC", path)
+    rows: Sequence[Sequence[Any]] = found["rows"]
+    blocks: list[Block] = []
+    start = 0
+    for i in range(1, len(rows) + 1):
+        if i == len(rows) or rows[i][1] - rows[i - 1][2] > rows[i - 1][2] - rows[i - 1][1]:
+            text = "\n".join(str(row[0]) for row in rows[start:i])
+            blocks.append(Block("paragraph", 0, 0, text))
+            start = i
+    body, laid = lay_out(blocks)
+    return Note(path=path, title=PurePosixPath(path).stem, body=body, blocks=laid, kind="image")
+
+
 def extract(
     path: str,
     data: bytes,
@@ -210,28 +243,23 @@ def extract(
     max_bytes: int = DEFAULT_MAX_BYTES,
     threads: int = DEFAULT_THREADS,
 ) -> Note:
-    """An image's text as a note. Raises `LeftOutError` for a file too big or no image,
-    `OcrUnavailableError` without the extra, and `NoteError` for one the engine fails on."""
-    path = unicodedata.normalize("NFC", path)
+    """An image's text as a note, read in this process (the indexer reads images in a child
+    process: `check` here, then `read` there, then `note_of`). Raises `LeftOutError` for a
+    file too big or no image, `OcrUnavailableError` without the extra, and `NoteError` for
+    one the engine fails on."""
     header = check(path, data, max_pixels=max_pixels, max_bytes=max_bytes)
     try:
-        rows = read_rows(data, threads=threads)
+        found = read(data, threads=threads)
     except NoteError:
         raise
     except Exception as exc:  # a damaged image costs one file, never the run
         raise NoteError(
             f"{path}: cannot read the {header.format} image ({type(exc).__name__}: {exc}); skipped"
         ) from exc
-    blocks: list[Block] = []
-    start = 0
-    for i in range(1, len(rows) + 1):
-        if i == len(rows) or rows[i][1] - rows[i - 1][2] > rows[i - 1][2] - rows[i - 1][1]:
-            text = "\n".join(text for text, _, _ in rows[start:i])
-            blocks.append(Block("paragraph", start + 1, i, text))
-            start = i
-    return Note(
-        path=path,
-        title=PurePosixPath(path).name,
-        body="\n".join(text for text, _, _ in rows),
-        blocks=tuple(blocks),
-    )
+    return note_of(path, found)
+
+
+if __name__ == "__main__":
+    from vaultd.isolation import child_main
+
+    child_main(read)
