@@ -8,8 +8,10 @@ from pathlib import Path
 import click
 import pytest
 
+from vaultd.config import load_config
 from vaultd.embedding.tokens import TokenCounter
 from vaultd.errors import NoteError
+from vaultd.index.open import open_index
 from vaultd.pipeline import code
 from vaultd.records import Note
 
@@ -170,3 +172,26 @@ def test_a_parser_crash_costs_one_file_with_its_reason(
         code.extract("utils.py", (click_vault / "utils.py").read_bytes())
     monkeypatch.undo()
     assert code.extract("utils.py", (click_vault / "utils.py").read_bytes()).blocks
+
+
+def test_a_docstring_finds_its_symbol_through_a_real_index(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    (vault / "lib").mkdir(parents=True)
+    shutil.copy(CLICK / "decorators.py", vault / "lib" / "decorators.py")
+    (vault / "Reading.md").write_text("# Reading\n\nNotes on command-line tools.\n")
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n'
+        '[log]\nlevel = "error"\n[attachments]\ncode = ["lib/**/*.py"]\n'
+    )
+    with open_index(load_config(config, env={}), env={}) as index:
+        index.indexer.reconcile()
+        hits = index.searcher.search(
+            "Marks a callback as wanting to receive the current context object as first argument",
+            k=3,
+        )
+    assert hits, "no hit"
+    hit = hits[0]
+    assert (hit.path, hit.kind, hit.symbol) == ("lib/decorators.py", "code", "def pass_context")
+    source = (vault / "lib" / "decorators.py").read_text().split("\n")
+    assert source[hit.start_line - 1].startswith("def pass_context")

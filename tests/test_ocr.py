@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import struct
 import subprocess
@@ -14,12 +15,16 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from vaultd.config import load_config
 from vaultd.errors import LeftOutError
+from vaultd.index.open import open_index
 from vaultd.pipeline import ocr
 
 IMAGES = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "attachments" / "images"
 #: A small screenshot (794 x 370) of a note's properties: "Properties", "date 2023-01-01".
 SCREENSHOT = "daily-notes-and-date-properties.png"
+#: A smaller one (368 x 286) of Roam's menu: "Find or Create Page", "Share".
+SMALL = "Roam-exporting.png"
 
 pytestmark = pytest.mark.corpus
 
@@ -99,26 +104,40 @@ def test_the_size_is_read_from_the_header_of_every_format(fmt: str) -> None:
 
 
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
-def test_ocr_runs_with_no_network(tmp_path: Path) -> None:
+def test_the_ocr_worker_reads_an_image_with_no_network() -> None:
+    """The extraction worker's own command, in a network namespace with no network."""
     probe = subprocess.run(["unshare", "-rn", "true"], capture_output=True, check=False)
     if probe.returncode != 0:
         pytest.skip("no user namespaces here")
-    script = (
-        "import socket, sys\n"
-        "from vaultd.pipeline import ocr\n"
-        "try:\n"
-        "    socket.create_connection(('pypi.org', 443), timeout=2)\n"
-        "    sys.exit('the network is reachable: the test proves nothing')\n"
-        "except OSError:\n"
-        "    pass\n"
-        f"print(ocr.extract('s.png', open({str(IMAGES / SCREENSHOT)!r}, 'rb').read()).body)\n"
+    reach = "import socket; socket.create_connection(('pypi.org', 443), timeout=2)"
+    offline = subprocess.run(
+        ["unshare", "-rn", sys.executable, "-c", reach], capture_output=True, check=False
     )
+    assert offline.returncode != 0, "the network is reachable: the test proves nothing"
     done = subprocess.run(
-        ["unshare", "-rn", sys.executable, "-c", script],
+        ["unshare", "-rn", sys.executable, "-m", "vaultd.pipeline.ocr", "1024", "300"],
+        input=(IMAGES / SMALL).read_bytes(),
         capture_output=True,
-        text=True,
         timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "Properties" in done.stdout
+    rows = [row[0] for row in json.loads(done.stdout)["ok"]["rows"]]
+    assert "Find or Create Page" in rows
+
+
+def test_a_word_only_in_a_screenshot_finds_it_through_a_real_index(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    (vault / "Attachments").mkdir(parents=True)
+    shutil.copy(IMAGES / SMALL, vault / "Attachments" / SMALL)
+    (vault / "Roam.md").write_text(f"# Roam\n\nMoving over from Roam: ![[{SMALL}]]\n")
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n'
+        '[log]\nlevel = "error"\n[attachments]\nocr = true\n'
+    )
+    with open_index(load_config(config, env={}), env={}) as index:
+        index.indexer.reconcile()
+        hits = index.searcher.search("Find or Create Page", k=3)
+    assert hits and (hits[0].path, hits[0].kind) == (f"Attachments/{SMALL}", "image")
+    assert "Find or Create Page" in hits[0].text
