@@ -17,6 +17,7 @@ from PIL import Image
 
 from vaultd.config import load_config
 from vaultd.errors import LeftOutError
+from vaultd.index.extract import Extraction, extract_note
 from vaultd.index.open import open_index
 from vaultd.pipeline import ocr
 
@@ -86,6 +87,14 @@ def test_an_oversize_image_is_left_out_from_its_header_without_decoding(
     assert caught.value.kind == "too_big"
     with pytest.raises(LeftOutError, match="not a PNG, JPEG or WebP image"):
         ocr.extract("notes.png", b"# not an image at all\n")
+
+
+def test_a_truncated_screenshot_is_left_out_by_the_worker_with_its_reason() -> None:
+    data = (IMAGES / SCREENSHOT).read_bytes()
+    with pytest.raises(LeftOutError) as caught:
+        extract_note("shots/cut.png", data[: len(data) // 2], extraction=Extraction())
+    assert caught.value.kind == "damaged"
+    assert "cannot read" in caught.value.reason and "truncated" in caught.value.reason
 
 
 @pytest.mark.parametrize("fmt", ["PNG", "JPEG", "WEBP", "WEBP-lossless"])

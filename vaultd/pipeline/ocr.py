@@ -181,7 +181,8 @@ def _pixels(image: Any) -> Any:
 def read_rows(image: Any, *, threads: int = DEFAULT_THREADS) -> list[tuple[str, float, float]]:
     """The text rows of an image (bytes, PIL image or RGB array), top to bottom, each with its
     top and bottom in pixels. For a rendered PDF page without a text layer as for a file."""
-    result, _ = engine(threads)(_pixels(image))
+    pixels = _pixels(image)  # a damaged file fails here, before the models load
+    result, _ = engine(threads)(pixels)
     return _rows(result or [])
 
 
