@@ -97,6 +97,7 @@ def other() -> None:
         (None, 10, 10),
         ("def other", 12, 13),
     ]
+    assert [b.headings for b in note.blocks] == [(), ("def where",), (), ("def other",)]
 
 
 @pytest.mark.parametrize(
@@ -177,7 +178,7 @@ def test_a_parser_crash_costs_one_file_with_its_reason(
 def test_a_docstring_finds_its_symbol_through_a_real_index(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     (vault / "lib").mkdir(parents=True)
-    shutil.copy(CLICK / "decorators.py", vault / "lib" / "decorators.py")
+    shutil.copy(CLICK / "globals.py", vault / "lib" / "globals.py")
     (vault / "Reading.md").write_text("# Reading\n\nNotes on command-line tools.\n")
     config = tmp_path / "c.toml"
     config.write_text(
@@ -187,11 +188,12 @@ def test_a_docstring_finds_its_symbol_through_a_real_index(tmp_path: Path) -> No
     with open_index(load_config(config, env={}), env={}) as index:
         index.indexer.reconcile()
         hits = index.searcher.search(
-            "Marks a callback as wanting to receive the current context object as first argument",
-            k=3,
+            "Internal helper to get the default value of the color flag", k=3
         )
     assert hits, "no hit"
     hit = hits[0]
-    assert (hit.path, hit.kind, hit.symbol) == ("lib/decorators.py", "code", "def pass_context")
-    source = (vault / "lib" / "decorators.py").read_text().split("\n")
-    assert source[hit.start_line - 1].startswith("def pass_context")
+    symbol = "def resolve_color_default"
+    assert (hit.path, hit.kind, hit.symbol) == ("lib/globals.py", "code", symbol)
+    assert hit.section == symbol  # the symbol path is its section too
+    source = (vault / "lib" / "globals.py").read_text().split("\n")
+    assert source[hit.start_line - 1].startswith(symbol)

@@ -228,12 +228,12 @@ def _parser(grammar: Grammar) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class _Span:
-    """Rows `first`..`last` (0-based, inclusive) named by `symbol`; `text` when it is a piece
-    of one line too long for the budget, else the rows' text."""
+    """Rows `first`..`last` (0-based, inclusive) in the definitions `path` (outermost first);
+    `text` when it is a piece of one line too long for the budget, else the rows' text."""
 
     first: int
     last: int
-    symbol: str
+    path: tuple[str, ...]
     text: str | None = None
 
 
@@ -276,12 +276,12 @@ def extract(
         grammar = grammar_for(path)
         spans: list[_Span]
         if grammar is None:
-            spans = window.cut(0, len(lines) - 1, "")
+            spans = window.cut(0, len(lines) - 1, ())
         else:
             tree = _parser(grammar).parse(text.encode("utf-8"))
             if tree.root_node.has_error:
                 errors.append(f"does not parse as {grammar.name}; indexed by lines, not by symbol")
-                spans = window.cut(0, len(lines) - 1, "")
+                spans = window.cut(0, len(lines) - 1, ())
             else:
                 spans = _Splitter(grammar, window).split(tree.root_node, 0, len(lines) - 1, ())
     except NoteError:
@@ -298,7 +298,10 @@ def extract(
             span.last + 1,
             span.text if span.text is not None else "\n".join(lines[span.first : span.last + 1]),
             info=info,
-            symbol=span.symbol or None,
+            symbol=SEPARATOR.join(span.path) or None,
+            # The path is the chunk's section too: the embedded text begins `file > class A >
+            # def b`, and blocks of one symbol (a class's lines between its methods) go together.
+            headings=span.path,
         )
         for span in spans
     )
@@ -354,7 +357,7 @@ class _Window:
     def fits(self, first: int, last: int) -> bool:
         return self.tokens(first, last) <= self.budget
 
-    def cut(self, first: int, last: int, symbol: str) -> list[_Span]:
+    def cut(self, first: int, last: int, path: tuple[str, ...]) -> list[_Span]:
         """Whole lines packed up to the budget, in order, with no overlap."""
         spans: list[_Span] = []
         start: int | None = None
@@ -362,16 +365,16 @@ class _Window:
         for row in range(first, last + 1):
             tokens = self.counts[row]
             if start is not None and total + tokens > self.budget:
-                spans.extend(self._span(start, row - 1, symbol))
+                spans.extend(self._span(start, row - 1, path))
                 start, total = None, 0
             if start is None:
                 start = row
             total += tokens
         if start is not None:
-            spans.extend(self._span(start, last, symbol))
+            spans.extend(self._span(start, last, path))
         return spans
 
-    def _span(self, first: int, last: int, symbol: str) -> list[_Span]:
+    def _span(self, first: int, last: int, path: tuple[str, ...]) -> list[_Span]:
         trimmed = self.trim(first, last)
         if trimmed is None:
             return []
@@ -379,8 +382,8 @@ class _Window:
         if first == last and self.counts[first] > self.budget:
             # One line longer than the budget (minified code): its pieces, all on that line.
             pieces = self.counter.cut(self.lines[first], self.budget)
-            return [_Span(first, first, symbol, piece) for piece in pieces]
-        return [_Span(first, last, symbol)]
+            return [_Span(first, first, path, piece) for piece in pieces]
+        return [_Span(first, last, path)]
 
 
 class _Splitter:
@@ -392,29 +395,28 @@ class _Splitter:
 
     def split(self, node: Any, first: int, last: int, path: tuple[str, ...]) -> list[_Span]:
         """The spans of rows `first`..`last`, the extent of `node` (the root or a symbol)."""
-        name = SEPARATOR.join(path)
         inner = self._symbols(node)
         if not inner:
-            return self.window.cut(first, last, name)
+            return self.window.cut(first, last, path)
         spans: list[_Span] = []
         row = first
         for symbol in inner:
             if symbol.first < row or symbol.last > last:
                 continue  # on a line another symbol has (one-liners side by side)
-            spans.extend(self._gap(row, symbol.first - 1, name))
+            spans.extend(self._gap(row, symbol.first - 1, path))
             inner_path = (*path, symbol.label)
             if self.window.fits(symbol.first, symbol.last):
                 trimmed = self.window.trim(symbol.first, symbol.last)
                 if trimmed:
-                    spans.append(_Span(*trimmed, SEPARATOR.join(inner_path)))
+                    spans.append(_Span(*trimmed, inner_path))
             else:
                 spans.extend(self.split(symbol.node, symbol.first, symbol.last, inner_path))
             row = symbol.last + 1
-        spans.extend(self._gap(row, last, name))
+        spans.extend(self._gap(row, last, path))
         return spans
 
-    def _gap(self, first: int, last: int, name: str) -> list[_Span]:
-        return self.window.cut(first, last, name) if first <= last else []
+    def _gap(self, first: int, last: int, path: tuple[str, ...]) -> list[_Span]:
+        return self.window.cut(first, last, path) if first <= last else []
 
     def _symbols(self, node: Any) -> list[_Symbol]:
         """The definitions inside `node` that no other definition inside it holds."""
