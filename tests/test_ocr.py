@@ -97,6 +97,23 @@ def test_a_truncated_screenshot_is_left_out_by_the_worker_with_its_reason() -> N
     assert "cannot read" in caught.value.reason and "truncated" in caught.value.reason
 
 
+def test_a_pdf_page_without_a_text_layer_is_read_by_ocr_with_its_page() -> None:
+    """A scan, as a scanner makes one: the screenshot as the second page of an image-only PDF."""
+    out = BytesIO()
+    with Image.open(IMAGES / SMALL) as image:
+        blank = Image.new("RGB", image.size, "white")
+        blank.save(out, "PDF", save_all=True, append_images=[image.convert("RGB")], resolution=72)
+    scan = out.getvalue()
+    with pytest.raises(LeftOutError) as caught:  # without OCR: no text layer, said so
+        extract_note("scans/roam.pdf", scan, extraction=Extraction())
+    assert caught.value.kind == "no_text"
+    note = extract_note("scans/roam.pdf", scan, extraction=Extraction(ocr_on=True))
+    assert note.kind == "pdf"
+    [block] = note.blocks
+    assert (block.page, block.page_end) == (2, 2)
+    assert "Find or Create Page" in block.text
+
+
 @pytest.mark.parametrize("fmt", ["PNG", "JPEG", "WEBP", "WEBP-lossless"])
 def test_the_size_is_read_from_the_header_of_every_format(fmt: str) -> None:
     for path in sorted(IMAGES.glob("*.png"), key=lambda p: p.stat().st_size)[:4]:

@@ -13,7 +13,9 @@ what one needs of another (the link syntax of a canvas card's Markdown) is passe
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+from typing import Any
 
 import pathspec
 
@@ -39,6 +41,8 @@ class Extraction:
     code: tuple[str, ...] = ()
     timeout: float = 60.0
     memory_mb: int = 1024
+    #: `[attachments] ocr`: images, and PDF pages without a text layer, are read by OCR.
+    ocr_on: bool = False
     max_image_bytes: int = ocr.DEFAULT_MAX_BYTES
     max_image_pixels: int = ocr.DEFAULT_MAX_PIXELS
 
@@ -48,6 +52,7 @@ class Extraction:
             code=attachments.code,
             timeout=parse_duration(attachments.extract_timeout) or 60.0,
             memory_mb=attachments.extract_memory_mb,
+            ocr_on=attachments.ocr,
             max_image_bytes=int(attachments.max_image_mb * 1048576),
             max_image_pixels=int(attachments.max_image_megapixels * 1e6),
         )
@@ -91,9 +96,16 @@ def extract_note(
     if kind == "pdf":
         if not isolated:
             return pdf.extract(path, data)
-        found = run_child(
-            PDF_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.memory_mb
-        )
+        try:
+            found = run_child(
+                PDF_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.memory_mb
+            )
+        except LeftOutError as exc:
+            if exc.kind != "no_text" or not (extraction.ocr_on and ocr.available()):
+                raise
+            found = {"pages": [], "outline": []}
+        if extraction.ocr_on and ocr.available():
+            found = _with_ocr(path, data, found, extraction)
         return pdf.note_of(path, found)
     if kind == "code":
         return code.extract(path, data, counter=counter, max_tokens=max_tokens, max_bytes=max_bytes)
@@ -113,6 +125,25 @@ def extract_note(
         )
         return ocr.note_of(path, found)
     raise LeftOutError(path, f"no extractor for {kind} files in this build; skipped", "no_text")
+
+
+def _with_ocr(
+    path: str, data: bytes, found: dict[str, Any], extraction: Extraction
+) -> dict[str, Any]:
+    """A PDF's pages with the text OCR reads on those without a text layer, in the worker."""
+    pages: list[str] = list(found["pages"])
+    if pages and all(len("".join(p.split())) >= ocr.PAGE_TEXT_CHARS for p in pages):
+        return found
+    seen = run_child(
+        OCR_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.memory_mb
+    )["pages"]
+    merged = [
+        own if text is None else text
+        for own, text in itertools.zip_longest(pages, seen, fillvalue="")
+    ]
+    if not any(text.strip() for text in merged):
+        raise LeftOutError(path, "no text layer, and OCR reads no text on its pages", "no_text")
+    return {**found, "pages": merged}
 
 
 def _cap(path: str, data: bytes, max_bytes: int) -> None:

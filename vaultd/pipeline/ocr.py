@@ -16,6 +16,7 @@ run time. Rules (also in docs/parsing.md):
 from __future__ import annotations
 
 import importlib.util
+import math
 import struct
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -34,6 +35,11 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 #: One core per engine, as the embedder: the governor's budget is counted in cores.
 DEFAULT_THREADS = 1
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp")
+#: A PDF page with fewer characters than this in its own text layer is read as a picture.
+PAGE_TEXT_CHARS = 16
+#: Pages are rendered at 144 dpi (PDF counts 72 points an inch): body text comes out about
+#: 20 pixels high, which the detector finds without the upscaling a smaller render needs.
+RENDER_SCALE = 2.0
 
 
 #: Why an image is not read without the extra.
@@ -220,6 +226,47 @@ def read(data: bytes, *, threads: int = DEFAULT_THREADS) -> dict[str, Any]:
     return {"rows": [[text, top, bottom] for text, top, bottom in rows]}
 
 
+def read_pdf(
+    data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS, threads: int = DEFAULT_THREADS
+) -> dict[str, Any]:
+    """The text OCR reads on each page of a PDF that has no text layer of its own:
+    {"pages": [text, or None for a page with its own text, ...]}. Each such page is rendered
+    at `RENDER_SCALE` (less for a page so big it would pass `max_pixels`)."""
+    import pypdfium2 as pdfium  # in the extraction worker only, as for the text layer
+
+    document = pdfium.PdfDocument(data)
+    pages: list[str | None] = []
+    try:
+        for index in range(len(document)):
+            page = document[index]
+            try:
+                textpage = page.get_textpage()
+                try:
+                    own = textpage.get_text_range()
+                finally:
+                    textpage.close()
+                if len("".join(own.split())) >= PAGE_TEXT_CHARS:
+                    pages.append(None)
+                    continue
+                width, height = page.get_size()
+                scale = min(RENDER_SCALE, math.sqrt(max_pixels / max(1.0, width * height)))
+                image = page.render(scale=scale).to_pil()
+                pages.append(page_text(image, threads=threads))
+            finally:
+                page.close()
+    finally:
+        document.close()
+    return {"pages": pages}
+
+
+def read_any(data: bytes) -> dict[str, Any]:
+    """The extraction worker's request: the pages of a PDF without a text layer, or an image
+    (whose header the parent has checked)."""
+    if b"%PDF-" in data[:1024]:
+        return read_pdf(data)
+    return read(data)
+
+
 def note_of(path: str, found: Mapping[str, Any]) -> Note:
     """The note made of what `read` found in the image at vault path `path`: a block for
     each run of rows with no gap taller than a row between them."""
@@ -263,4 +310,4 @@ def extract(
 if __name__ == "__main__":
     from vaultd.isolation import child_main
 
-    child_main(read)
+    child_main(read_any)
