@@ -167,3 +167,36 @@ def test_a_word_only_in_a_screenshot_finds_it_through_a_real_index(tmp_path: Pat
         hits = index.searcher.search("Find or Create Page", k=3)
     assert hits and (hits[0].path, hits[0].kind) == (f"Attachments/{SMALL}", "image")
     assert "Find or Create Page" in hits[0].text
+
+
+def test_images_come_after_the_notes_each_a_batch_of_its_own(tmp_path: Path) -> None:
+    """OCR is bulk work: the notes' words first, and a pause point (where the daemon serves an
+    edit and the governor rests) between two images. Images over the pixel limit keep the
+    test fast: they take the same path through the indexer without the engine."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for name in ("a1.png", "a2.png"):
+        shutil.copy(IMAGES / SMALL, vault / name)
+    for name in ("n1.md", "n2.md", "n3.md"):
+        (vault / name).write_text(f"# {name}\n\nA note.\n")
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n'
+        '[log]\nlevel = "error"\n[attachments]\nocr = true\nmax_image_megapixels = 0.01\n'
+    )
+    seen: list[set[str]] = []
+    with open_index(load_config(config, env={}), env={}) as index:
+
+        def pause(in_flight: frozenset[str]) -> None:
+            manifest = index.manifest
+            seen.append(set(manifest.known()) | {x.path for x in manifest.left_out()})
+
+        index.indexer.reconcile(pause=pause)
+        assert {x.path: x.kind for x in index.manifest.left_out()} == {
+            "a1.png": "too_big",
+            "a2.png": "too_big",
+        }
+    notes = {"n1.md", "n2.md", "n3.md"}
+    with_images = [s for s in seen if s & {"a1.png", "a2.png"}]
+    assert with_images and all(notes <= s for s in with_images), seen
+    assert any(len(s & {"a1.png", "a2.png"}) == 1 for s in with_images), seen
