@@ -15,19 +15,23 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from tests.conftest import SHARED
 from vaultd.config import load_config
 from vaultd.errors import LeftOutError
 from vaultd.index.extract import Extraction, extract_note
 from vaultd.index.open import open_index
 from vaultd.pipeline import ocr
 
-IMAGES = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "attachments" / "images"
+IMAGES = SHARED / "corpora" / "attachments" / "images"
 #: A small screenshot (794 x 370) of a note's properties: "Properties", "date 2023-01-01".
 SCREENSHOT = "daily-notes-and-date-properties.png"
 #: A smaller one (368 x 286) of Roam's menu: "Find or Create Page", "Share".
 SMALL = "Roam-exporting.png"
 
-pytestmark = pytest.mark.corpus
+pytestmark = [
+    pytest.mark.corpus,
+    pytest.mark.skipif(not IMAGES.is_dir(), reason=f"{IMAGES} is absent"),
+]
 
 
 def test_a_word_visible_only_in_a_screenshot_is_its_text(tmp_path: Path) -> None:
