@@ -23,9 +23,9 @@ from vaultd.index.open import open_index
 from vaultd.pipeline import ocr
 
 IMAGES = SHARED / "corpora" / "attachments" / "images"
-#: A small screenshot (794 x 370) of a note's properties: "Properties", "date 2023-01-01".
-SCREENSHOT = "daily-notes-and-date-properties.png"  # 794 x 370, for the limits
-#: A smaller one (368 x 286) of Roam's menu: "Find or Create Page", "Share".
+#: A screenshot (794 x 370) of a note's properties, for the limits and the damaged file.
+SCREENSHOT = "daily-notes-and-date-properties.png"
+#: A small one (368 x 286) of Roam's menu, read by OCR: "Find or Create Page", "Share".
 SMALL = "Roam-exporting.png"
 
 pytestmark = [
