@@ -10,10 +10,11 @@ library run in this process with the file already in memory; pdftotext is run as
 command it is (`pdftotext -enc UTF-8 FILE -`), so its time includes a process start (measured
 separately and subtracted: `pdftotext -v`).
 
-    .venv/bin/python -m bench.pdf_extract [FOLDER] [--repeat N] [--json OUT]
+    .venv/bin/python -m bench.pdf_extract [FOLDER] [--repeat N] [--json OUT] [--only LIB...]
 
 pypdf and pdfminer.six are optional (`pip install pypdf pdfminer.six` to compare them);
-pypdfium2 is vaultd's dependency.
+pypdfium2 is vaultd's dependency. "vaultd-worker" is the indexer's own path: pypdfium2 in a
+child process per file (`vaultd.isolation`), its start included, a no-text PDF scored empty.
 """
 
 from __future__ import annotations
@@ -76,9 +77,19 @@ def pdfminer(data: bytes, path: Path) -> list[str]:
     return pages[:-1] if pages and not pages[-1].strip() else pages
 
 
+def vaultd_worker(data: bytes, path: Path) -> list[str]:
+    """What the indexer does: pypdfium2 in a child process with its limits, one per file."""
+    from vaultd.isolation import run_child
+
+    found = run_child("vaultd.pipeline.pdf", path.name, data, timeout=60, memory_mb=1024)
+    pages: list[str] = found["pages"]
+    return pages
+
+
 LIBRARIES: dict[str, Callable[[bytes, Path], list[str]]] = {
     "pdftotext": pdftotext,
     "pypdfium2": pypdfium2,
+    "vaultd-worker": vaultd_worker,
     "pypdf": pypdf,
     "pdfminer.six": pdfminer,
 }
@@ -121,8 +132,11 @@ def main() -> None:
     parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT)
     parser.add_argument("--repeat", type=int, default=1, help="runs per file (best counts)")
     parser.add_argument("--json", type=Path, help="write the results here too")
+    parser.add_argument("--only", nargs="*", help="these libraries only (pdftotext always)")
     args = parser.parse_args()
     names = [n for n in LIBRARIES if available(n)]
+    if args.only:
+        names = [n for n in names if n == "pdftotext" or n in args.only]
     start_cost = process_start()
     totals = {n: {"seconds": 0.0, "pages": 0, "recall": [], "precision": []} for n in names}
     rows = []

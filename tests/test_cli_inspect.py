@@ -19,7 +19,17 @@ from vaultd.cli.commands import main
 from vaultd.embedding.tokens import TokenCounter
 from vaultd.pipeline.chunk import context_line
 
-REPORT_KEYS = {"path", "title", "aliases", "tags", "frontmatter", "links", "errors", "chunks"}
+REPORT_KEYS = {
+    "path",
+    "kind",
+    "title",
+    "aliases",
+    "tags",
+    "frontmatter",
+    "links",
+    "errors",
+    "chunks",
+}
 CHUNK_KEYS = {"id", "index", "section", "headings", "start_line", "end_line", "tokens", "text"}
 LINK_KEYS = {"target", "heading", "block", "alias", "embed", "line"}
 

@@ -21,6 +21,7 @@ from vaultd.index.open import Index, open_index
 from vaultd.pipeline.detect import GRANULARITY_NS, classify, due_for_check, scan, trusted
 from vaultd.pipeline.discover import Discovery
 from vaultd.records import FileState, KnownNote
+from vaultd.storage.schema import SCHEMA_VERSION
 
 S = 10**9
 #: A moment well after every time below.
@@ -222,7 +223,7 @@ def test_schema_8_gains_the_stat_columns_and_reads_each_note_once(tmp_path: Path
         assert [h.path for h in index.searcher.search("reef", mode="keyword")] == ["a.md"]
         settled(index)  # the note edited just now is read once more, a tick later
     version = sqlite3.connect(tmp_path / "data" / "vaultd.db").execute("PRAGMA user_version")
-    assert version.fetchone()[0] == 9
+    assert version.fetchone()[0] == SCHEMA_VERSION
 
 
 def test_hourly_rescans_read_every_note_within_a_day() -> None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tracemalloc
 import zlib
+from collections.abc import Iterator
 from io import BytesIO
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from vaultd.config import load_config
 from vaultd.errors import LeftOutError
 from vaultd.index.extract import Extraction, extract_note
 from vaultd.index.open import open_index
+from vaultd.isolation import close_children
 from vaultd.pipeline import ocr
 
 IMAGES = SHARED / "corpora" / "attachments" / "images"
@@ -32,6 +34,13 @@ pytestmark = [
     pytest.mark.corpus,
     pytest.mark.skipif(not IMAGES.is_dir(), reason=f"{IMAGES} is absent"),
 ]
+
+
+@pytest.fixture(autouse=True)
+def no_worker_left() -> Iterator[None]:
+    """The extraction workers this process started end with each test."""
+    yield
+    close_children()
 
 
 def test_a_word_visible_only_in_a_screenshot_is_its_text(tmp_path: Path) -> None:
@@ -142,15 +151,17 @@ def test_the_ocr_worker_reads_an_image_with_no_network() -> None:
         ["unshare", "-rn", sys.executable, "-c", reach], capture_output=True, check=False
     )
     assert offline.returncode != 0, "the network is reachable: the test proves nothing"
-    done = subprocess.run(
-        ["unshare", "-rn", sys.executable, "-m", "vaultd.pipeline.ocr", "1024", "300"],
-        input=(IMAGES / SMALL).read_bytes(),
+    image = (IMAGES / SMALL).read_bytes()
+    done = subprocess.run(  # one file, framed by its length as the indexer sends it
+        ["unshare", "-rn", sys.executable, "-m", "vaultd.pipeline.ocr", "1024"],
+        input=len(image).to_bytes(8, "big") + image,
         capture_output=True,
         timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    rows = [row[0] for row in json.loads(done.stdout)["ok"]["rows"]]
+    size = int.from_bytes(done.stdout[:8], "big")
+    rows = [row[0] for row in json.loads(done.stdout[8 : 8 + size])["ok"]["rows"]]
     assert "Find or Create Page" in rows
 
 

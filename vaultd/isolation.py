@@ -1,12 +1,14 @@
 """Running one extraction in a child process with a time and a memory limit.
 
 Reading a hostile file (a PDF, an image) goes through native libraries that can crash, loop
-or allocate without bound. Each such file is read by a fresh `python -m MODULE` child: its
-bytes on stdin, a JSON answer on stdout. The child limits its own address space
-(RLIMIT_AS) and CPU time before it reads anything, and asks the kernel to kill it when its
-parent dies (an orphan of a `kill -9` must not keep reading); the parent kills it at the wall
-clock limit. Whatever happens to the child, the parent gets an answer or a `LeftOutError`
-with a reason: the daemon is never harmed by the file.
+or allocate without bound. Such files are read by a `python -m MODULE` worker process, one
+file at a time: its bytes on stdin, a JSON answer on stdout, each framed by its length. The
+worker limits its own address space (RLIMIT_AS) before it reads anything, and asks the kernel
+to kill it when its parent dies (an orphan of a `kill -9` must not keep reading); the parent
+kills it at the wall-clock limit, and starts another for the next file after a kill, a crash
+or an answer of "out of memory". It is kept between files: a Python start costs more than
+reading a small PDF (bench/pdf_extract.py). Whatever happens to the worker, the parent gets
+an answer or a `LeftOutError` with a reason: the daemon is never harmed by the file.
 
 The answer is JSON, never pickle: a child that a file subverted must not be able to run code
 in the daemon. A stage module serves as such a child with `child_main(work)` under
@@ -17,60 +19,143 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import resource
+import select
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from vaultd.errors import LeftOutError
 
 _MB = 1024 * 1024
-#: The CPU-time limit is the wall-clock one plus this: the parent's clock decides, the CPU
-#: limit only ends an orphan.
-_CPU_MARGIN_S = 5
+
+
+class _Child:
+    """One extraction worker: a `python -m module` child serving files one at a time, its
+    bytes in and its answer out, each framed by an 8-byte length. Started on first use, and
+    again after it died, timed out or ran out of memory (it exits after that answer)."""
+
+    def __init__(self, module: str, timeout: float, memory_mb: int) -> None:
+        self.module, self.timeout, self.memory_mb = module, timeout, memory_mb
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def _started(self) -> subprocess.Popen[bytes]:
+        if self._process is None or self._process.poll() is not None:
+            command = [sys.executable, "-m", self.module, str(self.memory_mb)]
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                # Not a pipe: a chatty reader would fill it and stall. Its exit code says enough.
+                stderr=subprocess.DEVNULL,
+            )
+        return self._process
+
+    def ask(self, path: str, data: bytes) -> dict[str, Any]:
+        process = self._started()
+        assert process.stdin is not None and process.stdout is not None
+        deadline = time.monotonic() + self.timeout
+        try:
+            process.stdin.write(len(data).to_bytes(8, "big") + data)
+            process.stdin.flush()
+            out = process.stdout.fileno()
+            size = int.from_bytes(_read(out, 8, deadline), "big")
+            answer = _answer(_read(out, size, deadline))
+        except TimeoutError as exc:
+            self.close()
+            raise LeftOutError(
+                path,
+                f"took longer than {self.timeout:g} s to read (extract_timeout); skipped",
+                "too_costly",
+            ) from exc
+        except (OSError, EOFError, ValueError):
+            answer = None
+        if answer is None:
+            raise self._crashed(path)
+        return answer
+
+    def _crashed(self, path: str) -> LeftOutError:
+        process = self._process
+        self._process = None
+        assert process is not None
+        try:
+            code = process.wait(5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            code = process.wait()
+        _close_pipes(process)
+        if code == -signal.SIGKILL:
+            reason = "the reader was killed reading it (out of memory?); skipped"
+            return LeftOutError(path, reason, "too_costly")
+        return LeftOutError(path, f"the reader crashed on it (exit {code}); skipped", "damaged")
+
+    def close(self) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            process.kill()
+            process.wait()
+            _close_pipes(process)
+
+
+def _close_pipes(process: subprocess.Popen[bytes]) -> None:
+    for pipe in (process.stdin, process.stdout, process.stderr):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+
+def _read(fd: int, size: int, deadline: float | None = None) -> bytes:
+    """`size` bytes from a pipe, by `deadline` if given (else TimeoutError), or EOFError."""
+    chunks: list[bytes] = []
+    left = size
+    while left:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                raise TimeoutError
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+#: One worker per module and limits, per process (a parser worker process has its own).
+_children: dict[tuple[str, float, int], _Child] = {}
+_children_lock = threading.Lock()
 
 
 def run_child(
     module: str, path: str, data: bytes, *, timeout: float, memory_mb: int
 ) -> dict[str, Any]:
-    """The answer of `python -m module` for `data` (the file at vault path `path`).
+    """The answer of the `python -m module` worker for `data` (the file at vault path `path`).
 
-    Raises LeftOutError: with the child's own reason when it refused the file, "too_costly"
+    Raises LeftOutError: with the worker's own reason when it refused the file, "too_costly"
     past the time or memory limit, "damaged" when the reader crashed on it.
     """
-    command = [
-        sys.executable,
-        "-m",
-        module,
-        str(memory_mb),
-        str(math.ceil(timeout) + _CPU_MARGIN_S),
-    ]
-    try:
-        done = subprocess.run(
-            command, input=data, capture_output=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise LeftOutError(
-            path, f"took longer than {timeout:g} s to read (extract_timeout); skipped", "too_costly"
-        ) from exc
-    answer = _answer(done.stdout)
-    if answer is None:
-        code = done.returncode
-        if code in (-signal.SIGXCPU, -signal.SIGKILL):
-            reason = f"took more than the CPU time allowed to read (signal {-code}); skipped"
-            raise LeftOutError(path, reason, "too_costly")
-        tail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
-        why = f": {tail[0][:200]}" if tail else ""
-        raise LeftOutError(path, f"the reader crashed on it (exit {code}{why}); skipped", "damaged")
+    key = (module, timeout, memory_mb)
+    with _children_lock:
+        child = _children.setdefault(key, _Child(module, timeout, memory_mb))
+        answer = child.ask(path, data)
     if "left_out" in answer:
         reason, kind = answer["left_out"]
         raise LeftOutError(path, str(reason), kind)
     result: dict[str, Any] = answer["ok"]
     return result
+
+
+def close_children() -> None:
+    """End this process's extraction workers (an index closing; they also end with it)."""
+    with _children_lock:
+        for child in _children.values():
+            child.close()
+        _children.clear()
 
 
 def _answer(out: bytes) -> dict[str, Any] | None:
@@ -81,9 +166,8 @@ def _answer(out: bytes) -> dict[str, Any] | None:
     return answer if isinstance(answer, dict) and ("ok" in answer or "left_out" in answer) else None
 
 
-def _limit_self(memory_mb: int, cpu_seconds: int) -> None:
+def _limit_self(memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory_mb * _MB, memory_mb * _MB))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
     if sys.platform.startswith("linux"):
         import ctypes
 
@@ -95,19 +179,30 @@ def _limit_self(memory_mb: int, cpu_seconds: int) -> None:
 
 
 def child_main(work: Callable[[bytes], dict[str, Any]]) -> None:
-    """Serve one request as a child of `run_child`: limits first, then the work."""
-    memory_mb, cpu_seconds = int(sys.argv[1]), int(sys.argv[2])
-    _limit_self(memory_mb, cpu_seconds)
-    data = sys.stdin.buffer.read()
-    answer: dict[str, Any]
-    try:
-        answer = {"ok": work(data)}
-    except LeftOutError as exc:
-        answer = {"left_out": [exc.reason, exc.kind]}
-    except MemoryError:
-        reason = f"needs more than {memory_mb} MB to read (extract_memory_mb); skipped"
-        answer = {"left_out": [reason, "too_costly"]}
-    except Exception as exc:  # the reader's own failure on this file: the file's fault
-        answer = {"left_out": [f"cannot read ({type(exc).__name__}: {exc}); skipped", "damaged"]}
-    sys.stdout.buffer.write(json.dumps(answer, ensure_ascii=False).encode())
-    sys.stdout.buffer.flush()
+    """Serve files as the worker `run_child` starts: limits first, then one file at a time
+    until stdin ends. After running out of memory it answers and exits (a fresh one follows)."""
+    memory_mb = int(sys.argv[1])
+    _limit_self(memory_mb)
+    stdin, stdout = sys.stdin.buffer.fileno(), sys.stdout.buffer
+    while True:
+        try:
+            data = _read(stdin, int.from_bytes(_read(stdin, 8), "big"))
+        except EOFError:
+            return  # the parent is done with this worker
+        answer: dict[str, Any]
+        spent = False
+        try:
+            answer = {"ok": work(data)}
+        except LeftOutError as exc:
+            answer = {"left_out": [exc.reason, exc.kind]}
+        except MemoryError:
+            reason = f"needs more than {memory_mb} MB to read (extract_memory_mb); skipped"
+            answer, spent = {"left_out": [reason, "too_costly"]}, True
+        except Exception as exc:  # the reader's own failure on this file: the file's fault
+            reason = f"cannot read ({type(exc).__name__}: {exc}); skipped"
+            answer = {"left_out": [reason, "damaged"]}
+        body = json.dumps(answer, ensure_ascii=False).encode()
+        stdout.write(len(body).to_bytes(8, "big") + body)
+        stdout.flush()
+        if spent:
+            return

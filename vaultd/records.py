@@ -240,6 +240,8 @@ class KnownNote:
     #: When the recorded content was hashed (the wall clock before the read, ns; 0 unknown):
     #: a stat recorded within the filesystem's timestamp granularity of it proves nothing.
     hashed_ns: int = 0
+    #: Why it is left out ("damaged", "encrypted", ...: `errors.LeftOutKind`), "" otherwise.
+    left_out: str = ""
 
 
 #: "verified": read again with the stat as recorded (not trusted, or due a check), and the

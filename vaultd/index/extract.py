@@ -4,10 +4,11 @@ A file's kind comes from its name (`records.kind_of`) or, for source code, the `
 code` globs. A Markdown note goes to `pipeline/parse.py`, a canvas to `pipeline/canvas.py`, a
 drawing to `pipeline/excalidraw.py`, source code to `pipeline/code.py` (tree-sitter), each in
 this process. A PDF is read by `pipeline/pdf.py`, and an image by `pipeline/ocr.py` (after its
-header passed the size limits), in a child process with the configured time and memory limits
+header passed the size limits), in a worker process with the configured time and memory limits
 (`vaultd.isolation`), since PDFium and the OCR engine are native code reading a hostile format;
-only the text comes back, and the note is made here. Images without the `ocr` extra are left
-out with that reason, never silently dropped. Stages never import one another:
+only the text comes back, and the note is made here. With `ocr = true`, a PDF's pages without
+a text layer are read by the OCR worker too. Images without the `ocr` extra are left out with
+that reason, never silently dropped. Stages never import one another:
 what one needs of another (the link syntax of a canvas card's Markdown) is passed in here.
 """
 
@@ -24,12 +25,12 @@ from vaultd.errors import LeftOutError
 from vaultd.isolation import run_child
 from vaultd.pipeline import canvas, code, excalidraw, ocr, pdf
 from vaultd.pipeline.chunk import DEFAULT_MAX_TOKENS, Counter
-from vaultd.pipeline.parse import DEFAULT_MAX_BYTES, links_in, parse_note
+from vaultd.pipeline.parse import DEFAULT_MAX_BYTES, check_size, links_in, parse_note
 from vaultd.records import Note, NoteKind, kind_of
 
 #: The module run as the child that reads a PDF.
 PDF_CHILD = "vaultd.pipeline.pdf"
-#: The module run as the child that reads the text in an image.
+#: The module run as the child that reads the text in an image (or a PDF's pages by OCR).
 OCR_CHILD = "vaultd.pipeline.ocr"
 
 
@@ -56,6 +57,11 @@ class Extraction:
             max_image_bytes=int(attachments.max_image_mb * 1048576),
             max_image_pixels=int(attachments.max_image_megapixels * 1e6),
         )
+
+    @property
+    def ocr_memory_mb(self) -> int:
+        """The OCR worker's limit: the engine alone needs most of the default one."""
+        return max(self.memory_mb, ocr.MIN_WORKER_MB)
 
     def kind(self, path: str) -> NoteKind:
         """The kind of the file at vault path `path` (a file of no known kind is read as a
@@ -88,10 +94,10 @@ def extract_note(
     if kind == "note":
         return parse_note(path, data, max_bytes=max_bytes)
     if kind == "canvas":
-        _cap(path, data, max_bytes)
+        check_size(path, data, max_bytes)  # a JSON file is read whole
         return canvas.extract(path, data, links_in=links_in)
     if kind == "excalidraw":
-        _cap(path, data, max_bytes)
+        check_size(path, data, max_bytes)  # a JSON file is read whole
         return excalidraw.extract(path, data, links_in=links_in)
     if kind == "pdf":
         if not isolated:
@@ -121,7 +127,7 @@ def extract_note(
         if not isolated:
             return ocr.extract(path, data, **limits)
         found = run_child(
-            OCR_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.memory_mb
+            OCR_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.ocr_memory_mb
         )
         return ocr.note_of(path, found)
     raise LeftOutError(path, f"no extractor for {kind} files in this build; skipped", "no_text")
@@ -135,7 +141,7 @@ def _with_ocr(
     if pages and all(len("".join(p.split())) >= ocr.PAGE_TEXT_CHARS for p in pages):
         return found
     seen = run_child(
-        OCR_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.memory_mb
+        OCR_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.ocr_memory_mb
     )["pages"]
     merged = [
         own if text is None else text
@@ -144,14 +150,3 @@ def _with_ocr(
     if not any(text.strip() for text in merged):
         raise LeftOutError(path, "no text layer, and OCR reads no text on its pages", "no_text")
     return {**found, "pages": merged}
-
-
-def _cap(path: str, data: bytes, max_bytes: int) -> None:
-    # The discovery's cap is on the file; a JSON file is read whole, so the note's cap holds.
-    if len(data) > max_bytes:
-        raise LeftOutError(
-            path,
-            f"{len(data) / 1048576:.1f} MiB is over the {max_bytes / 1048576:.0f} MiB "
-            "limit ([vault] max_file_mb); skipped",
-            "too_big",
-        )

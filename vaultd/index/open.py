@@ -49,6 +49,7 @@ from vaultd.index.models import LANGUAGES_META, MODEL_META, choose, sample
 from vaultd.index.parsers import ParserPool
 from vaultd.index.related import RelatedNotes
 from vaultd.index.search import Searcher
+from vaultd.isolation import close_children
 from vaultd.layout import CHROMA, MANIFEST, tighten
 from vaultd.pipeline.discover import Discovery, IgnoreRules
 from vaultd.pipeline.languages import Languages, latin_query, measure, reads_english
@@ -320,6 +321,7 @@ def open_index(
                 spec, max_bytes=max_bytes, max_tokens=max_tokens, extraction=extraction
             ),
         )
+        stack.callback(close_children)  # the extraction workers (PDFs) this index started
         # Before the store closes (callbacks run last-in first-out): the writer writes to it.
         stack.callback(indexer.writer.close)
         yield Index(

@@ -1,4 +1,6 @@
-"""What would be indexed for one note, without touching any index (`vaultd inspect`)."""
+"""What would be indexed for one file of any kind, without touching any index
+(`vaultd inspect`): a note, a canvas, a drawing, a PDF (read in the extraction worker, with
+its limits, as indexing reads it)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,10 @@ from vaultd.embedding.derive import cache_dir, converted
 from vaultd.embedding.spec import load_spec
 from vaultd.embedding.tokens import TokenCounter, chunk_budget
 from vaultd.errors import LeftOutError, NotAFileError, NoteError
+from vaultd.index.extract import Extraction, extract_note
 from vaultd.index.models import resolve
+from vaultd.isolation import close_children
 from vaultd.pipeline.chunk import chunk_note
-from vaultd.pipeline.parse import parse_note
 from vaultd.records import chunk_json
 
 
@@ -81,36 +84,85 @@ def _too_big(size: int, max_bytes: int, *, more: bool = False) -> str:
 
 def preview_file(file: Path, config: Config) -> dict[str, Any]:
     """Parse and chunk `file` as indexing would; a note that cannot be indexed says why."""
+    try:
+        return _preview(file, config)
+    finally:
+        close_children()  # a PDF's reader, if one was started
+
+
+def _preview(file: Path, config: Config) -> dict[str, Any]:
     path = note_path(file, config.vault.path)
     # The model's own tokenizer, converted first if it is shipped in another format.
     spec = converted(load_spec(resolve(config)), cache_dir(os.environ))
     counter = TokenCounter.for_spec(spec)
     max_bytes = int(config.vault.max_file_mb * 1024 * 1024)
+    extraction = Extraction.from_config(config.attachments)
+    kind = extraction.kind(path)
+    # A PDF's or an image's own cap, as the discovery applies it; the note's for the rest.
+    caps = {"pdf": config.attachments.max_pdf_mb, "image": config.attachments.max_image_mb}
+    file_cap = int(caps[kind] * 1024 * 1024) if kind in caps else max_bytes
+    off = [] if kind in config.attachments.kinds() else [_turned_off(kind)]
     try:
         # Not a file at all, or unreadable: an error. Too big: a note left out, as indexing says.
-        data = read_capped(file, max_bytes)
+        data = read_capped(file, file_cap)
     except LeftOutError as exc:
-        return {"path": path, "skipped": True, "errors": [f"{path}: {exc.reason}"], "chunks": []}
+        errors = [*off, f"{path}: {exc.reason}"]
+        return {"path": path, "kind": kind, "skipped": True, "errors": errors, "chunks": []}
     try:
-        note = parse_note(path, data, max_bytes=max_bytes)
+        budget = chunk_budget(config.chunking.max_tokens, spec, counter)
+        note = extract_note(
+            path,
+            data,
+            max_bytes=max_bytes,
+            extraction=extraction,
+            counter=counter,
+            max_tokens=budget,
+        )
+    except LeftOutError as exc:
+        errors = [*off, f"{path}: {exc.reason}"]
+        return {"path": path, "kind": kind, "skipped": True, "errors": errors, "chunks": []}
     except NoteError as exc:
-        return {"path": path, "skipped": True, "errors": [str(exc)], "chunks": []}
-    chunks = chunk_note(note, counter, chunk_budget(config.chunking.max_tokens, spec, counter))
+        errors = [*off, str(exc)]
+        return {"path": path, "kind": kind, "skipped": True, "errors": errors, "chunks": []}
+    chunks = chunk_note(note, counter, budget)
     return {
         "path": note.path,
+        "kind": note.kind,
         "title": note.title,
         "aliases": list(note.aliases),
         "tags": list(note.tags),
         "frontmatter": dict(note.frontmatter),
         "links": [dataclasses.asdict(link) for link in note.links],
-        "errors": list(note.errors),
+        "errors": [*off, *note.errors],
         "chunks": [chunk_json(c) for c in chunks],
     }
 
 
+def _turned_off(kind: str) -> str:
+    """Why a file of this kind is not indexed with the config as it is."""
+    if kind == "image":
+        return "images are not indexed: [attachments] ocr = false"
+    if kind in ("pdf", "canvas"):
+        return f"files of this kind are not indexed: [attachments] {kind} = false"
+    return f"files of this kind ({kind}) are not indexed"
+
+
+def _where(chunk: dict[str, Any]) -> str:
+    """A chunk's location besides its lines, for the text report."""
+    parts = []
+    if chunk.get("page") is not None:
+        end = chunk.get("page_end") or chunk["page"]
+        parts.append(f"page {chunk['page']}" + (f"-{end}" if end != chunk["page"] else ""))
+    if chunk.get("node"):
+        parts.append(f"node {chunk['node']}")
+    if chunk.get("symbol"):
+        parts.append(chunk["symbol"])
+    return "".join(f" · {p}" for p in parts)
+
+
 def render_text(report: dict[str, Any]) -> str:
     """A readable summary of `preview_file`'s report."""
-    out = [f"path:     {report['path']}"]
+    out = [f"path:     {report['path']}", f"kind:     {report.get('kind', 'note')}"]
     if report.get("skipped"):
         out.append("skipped:  " + "; ".join(report["errors"]))
         return "\n".join(out)
@@ -133,8 +185,8 @@ def render_text(report: dict[str, Any]) -> str:
         section = c["section"] or "(top)"
         out.append("")
         out.append(
-            f"[{c['index']}] lines {c['start_line']}-{c['end_line']} · {c['tokens']} tokens · "
-            f"{section}"
+            f"[{c['index']}] lines {c['start_line']}-{c['end_line']}{_where(c)} · "
+            f"{c['tokens']} tokens · {section}"
         )
         preview = c["text"] if len(c["text"]) <= 240 else c["text"][:237] + "..."
         out.extend("    " + line for line in preview.split("\n"))

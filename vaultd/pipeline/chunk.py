@@ -183,45 +183,11 @@ def _pieces(blocks: list[Block], counts: list[int], counter: Counter, budget: in
         if tokens <= budget:
             pieces.append(_Piece(block.start_line, block.end_line, block.text, tokens, location))
         elif location.identity:
-            pieces.extend(_window(block, counter, budget))
+            # A card, a page or a symbol: line windows of WINDOW_SHARE of the budget, no
+            # overlap, each keeping the block's location.
+            pieces.extend(_split_block(block, counter, budget, window=True))
         else:
             pieces.extend(_split_block(block, counter, budget))
-    return pieces
-
-
-def _window(block: Block, counter: Counter, budget: int) -> list[_Piece]:
-    """An oversize block with an identity in line windows of `WINDOW_SHARE` of the budget, no
-    overlap, each keeping the block's location; a line longer than a window is cut by
-    sentences, then tokens."""
-    room = max(1, int(budget * WINDOW_SHARE))
-    numbered = list(enumerate(block.text.split("\n"), start=block.start_line))
-    counts = counter.count_many([text for _, text in numbered])
-    units: list[tuple[int, str, int]] = []
-    for (number, text), tokens in zip(numbered, counts, strict=True):
-        if not text.strip():
-            units.append((number, text, 0))
-        elif tokens <= room:
-            units.append((number, text, tokens))
-        else:
-            units.extend((number, part, n) for part, n in _split_line(text, counter, room))
-    pieces: list[_Piece] = []
-    group: list[tuple[int, str, int]] = []
-    total = 0
-
-    def flush() -> None:
-        numbers = [n for n, line, _ in group if line.strip()]
-        if numbers:
-            joined = "\n".join(line for _, line, _ in group).strip("\n")
-            pieces.append(_Piece(numbers[0], numbers[-1], joined, total, block.location))
-
-    for unit in units:
-        if group and total + unit[2] > room:
-            flush()
-            group, total = [], 0
-        group.append(unit)
-        total += unit[2]
-    if group:
-        flush()
     return pieces
 
 
@@ -277,11 +243,20 @@ def _frame(block: Block) -> tuple[list[str], list[str], list[tuple[int, str]]]:
     return [], [], numbered
 
 
-def _split_block(block: Block, counter: Counter, budget: int) -> list[_Piece]:
+def _split_block(
+    block: Block, counter: Counter, budget: int, *, window: bool = False
+) -> list[_Piece]:
+    """An oversize block by lines (a line too long by sentences, then tokens); its frame
+    (a fence, a table's header) repeated in each piece, or, as a `window`, no frame and a
+    room of WINDOW_SHARE of the budget."""
     header, footer, body = _frame(block)
     frame_tokens = counter.count("\n".join(header + footer)) if header or footer else 0
     room = budget - frame_tokens
-    if room < max(8, budget // 4):
+    if window:
+        header, footer, frame_tokens = [], [], 0
+        body = list(enumerate(block.text.split("\n"), start=block.start_line))
+        room = max(1, int(budget * WINDOW_SHARE))
+    elif room < max(8, budget // 4):
         # The frame itself is too big to repeat (a huge table header): split without it.
         header, footer, room, frame_tokens = [], [], budget, 0
         body = list(enumerate(block.text.split("\n"), start=block.start_line))
@@ -314,6 +289,7 @@ def _split_block(block: Block, counter: Counter, budget: int) -> list[_Piece]:
                     numbers[-1],
                     "\n".join(header + lines + footer),
                     total + frame_tokens,
+                    block.location,
                 )
             )
 

@@ -52,6 +52,10 @@ def same_stat(old: KnownNote, state: FileState) -> bool:
     )
 
 
+#: Left-out kinds that only other bytes can change (see `classify`).
+SETTLED_LEFT_OUT = frozenset({"damaged", "encrypted"})
+
+
 def trusted(old: KnownNote, state: FileState, granularity_ns: int = GRANULARITY_NS) -> bool:
     """Whether the stat alone says the note holds what was indexed of it.
 
@@ -132,6 +136,10 @@ def classify(
             # store's metadata must follow; a new ctime or hash time is the manifest's alone.
             same = (old.size, old.mtime_ns) == (state.size, state.mtime_ns)
             changes.append(Change.of("verified" if same else "touched", state, sha256))
+        elif old.left_out in SETTLED_LEFT_OUT and old.sha256 == sha256:
+            # A damaged or encrypted attachment is so for these bytes whatever the settings:
+            # not read again (a child process each, every pass) until its content changes.
+            continue
         elif old.quarantined and old.sha256 == sha256:
             # It failed too often on exactly this content: left alone until the content changes
             # (or the user releases it by name).

@@ -28,6 +28,7 @@ the size cap is a note left out: it is also put in `Discovery.left_out`, by the 
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import re
@@ -102,14 +103,18 @@ class IgnoreRules:
     def from_config(
         cls, vault: VaultSection, attachments: AttachmentsSection | None = None
     ) -> IgnoreRules:
-        attachments = attachments or AttachmentsSection()
-        return cls(
+        rules = cls(
             exclude=vault.exclude,
             include=vault.include,
             follow_symlinks=vault.follow_symlinks,
             skip_conflicts=vault.skip_conflicts,
             use_gitignore=vault.use_gitignore,
             max_file_mb=vault.max_file_mb,
+        )
+        if attachments is None:
+            return rules  # Markdown notes and drawings only (a sample of the notes, say)
+        return dataclasses.replace(
+            rules,
             kinds=attachments.kinds(),
             code=attachments.code,
             kind_caps_mb=(("pdf", attachments.max_pdf_mb), ("image", attachments.max_image_mb)),

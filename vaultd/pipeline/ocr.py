@@ -34,6 +34,10 @@ DEFAULT_MAX_PIXELS = 25_000_000
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 #: One core per engine, as the embedder: the governor's budget is counted in cores.
 DEFAULT_THREADS = 1
+#: The least address space the OCR worker is given, whatever `extract_memory_mb` says: the
+#: engine's libraries, models and buffers take 0.7-0.8 GB of it before the first image, and a
+#: 3,324 x 2,008 screenshot 1.2 GB in all (0.55 GB resident).
+MIN_WORKER_MB = 2048
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp")
 #: A PDF page with fewer characters than this in its own text layer is read as a picture.
 PAGE_TEXT_CHARS = 16
@@ -308,6 +312,11 @@ def extract(
 
 
 if __name__ == "__main__":
+    import os
+
+    # The worker's address space is limited, and OpenBLAS reserves a buffer for each core
+    # when numpy loads: a quarter of a GB that OCR never touches.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from vaultd.isolation import child_main
 
     child_main(read_any)

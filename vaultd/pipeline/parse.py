@@ -158,8 +158,8 @@ def decode(data: bytes, path: str) -> tuple[str, list[str]]:
     return text, errors
 
 
-def parse_note(path: str, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Note:
-    """Parse one note. Raises only `NoteError`, for content that must not be indexed."""
+def check_size(path: str, data: bytes, max_bytes: int) -> None:
+    """Raise LeftOutError ("too_big") for a file over the note's cap (`[vault] max_file_mb`)."""
     if len(data) > max_bytes:
         raise LeftOutError(
             path,
@@ -167,6 +167,11 @@ def parse_note(path: str, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) ->
             "limit ([vault] max_file_mb); skipped",
             "too_big",
         )
+
+
+def parse_note(path: str, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Note:
+    """Parse one note. Raises only `NoteError`, for content that must not be indexed."""
+    check_size(path, data, max_bytes)
     try:
         text, errors = decode(data, path)
         return _parse_text(unicodedata.normalize("NFC", path), text, errors)

@@ -37,7 +37,7 @@ import numpy as np
 from vaultd.errors import DataDirError, StoreError
 from vaultd.layout import MANIFEST
 from vaultd.query import Condition
-from vaultd.records import Chunk, FileState, KnownNote, Note, kind_of
+from vaultd.records import Chunk, FileState, KnownNote, Location, Note, kind_of
 from vaultd.storage import keyword, quarantine
 from vaultd.storage.conditions import condition_sql
 from vaultd.storage.keyword import KEYWORD_WEIGHTS, KeywordIndex
@@ -73,6 +73,10 @@ class StoredChunk:
     def embed_text(self) -> str:
         """What the model embeds, as the chunker made it (`chunk_note`)."""
         return f"{self.context}\n\n{self.text}"
+
+    @property
+    def location(self) -> Location:
+        return Location(self.page, self.page_end, self.node, self.symbol)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1002,11 +1006,13 @@ def _awaiting_where(
     return sql, params
 
 
-_KNOWN_COLUMNS = "path, size, mtime_ns, sha256, status, attempts, ctime_ns, inode, hashed_ns"
+_KNOWN_COLUMNS = (
+    "path, size, mtime_ns, sha256, status, attempts, ctime_ns, inode, hashed_ns, left_out"
+)
 
 
 def _known(row: Sequence[Any]) -> KnownNote:
-    path, size, mtime_ns, sha256, status, attempts, ctime_ns, inode, hashed_ns = row
+    path, size, mtime_ns, sha256, status, attempts, ctime_ns, inode, hashed_ns, left_out = row
     return KnownNote(
         path,
         size,
@@ -1018,6 +1024,7 @@ def _known(row: Sequence[Any]) -> KnownNote:
         ctime_ns=ctime_ns,
         inode=inode,
         hashed_ns=hashed_ns,
+        left_out=(left_out or "") if status == "left_out" else "",
     )
 
 

@@ -88,8 +88,10 @@ CREATE TABLE IF NOT EXISTS notes (
     indexed_at REAL NOT NULL,
     ctime_ns INTEGER NOT NULL DEFAULT 0,   -- with size, mtime_ns: the stat sha256 was read under
     inode INTEGER NOT NULL DEFAULT 0,
-    hashed_ns INTEGER NOT NULL DEFAULT 0,  -- the clock before that read (0: unknown, not trusted)
-    kind TEXT NOT NULL DEFAULT 'note'      -- records.NoteKind: note, canvas, pdf, image, code, ...
+    hashed_ns INTEGER NOT NULL DEFAULT 0,  -- the clock before that read (0: unknown; not trusted)
+    -- What kind of file (records.NoteKind). No commas in these last comments: SQLite looks
+    -- back for one when a column is dropped (as tests of older schemas do).
+    kind TEXT NOT NULL DEFAULT 'note'
 );
 CREATE TABLE IF NOT EXISTS note_tags (
     tag TEXT NOT NULL,               -- every tag and each of its parents: a/b gives a and a/b
@@ -118,9 +120,11 @@ CREATE TABLE IF NOT EXISTS chunks (
     text TEXT NOT NULL,
     aliases TEXT NOT NULL DEFAULT '',  -- the note's aliases, one a line, for the keyword index
     context TEXT NOT NULL DEFAULT '',  -- the `title > section` line the model sees before text
-    page INTEGER,                    -- where besides the lines (records.Location): PDF pages,
-    page_end INTEGER,                -- 1-based and inclusive; a canvas card's id; a source
-    node TEXT,                       -- symbol's path. NULL for a Markdown note's chunks.
+    -- Where besides the lines (records.Location): PDF pages (1-based and inclusive) or a
+    -- canvas card's id or a source symbol's path; NULL for a Markdown note's chunks.
+    page INTEGER,
+    page_end INTEGER,
+    node TEXT,
     symbol TEXT
 );
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path, idx);

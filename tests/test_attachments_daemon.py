@@ -1,0 +1,78 @@
+"""The daemon and PDFs for real: kill -9 while a PDF is being read converges, the reader dies
+with it, and bad PDFs are left out with the daemon up."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from tests.convergence import assert_converged
+from tests.daemon import running, start, wait_until
+from tests.test_attachments import make_pdf
+from vaultd.index.extract import PDF_CHILD
+
+
+def pdf_readers(parent: int) -> list[int]:
+    """The PDF-reading children of process `parent` now."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                command = fh.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent and PDF_CHILD.encode() in command:
+            found.append(int(entry))
+    return found
+
+
+def gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except OSError:
+        return True
+
+
+def test_kill_9_while_a_pdf_is_read_converges_and_bad_pdfs_leave_the_daemon_up(
+    tmp_path: Path,
+) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for n in range(6):
+        pages = [f"Report {n} page {p}: the heron count rose by {n * 10 + p}" for p in (1, 2)]
+        (vault / f"report{n}.pdf").write_bytes(make_pdf(pages))
+    (vault / "fake.pdf").write_text("no PDF at all\n")
+    (vault / "note.md").write_text("# Note\n\nSee ![[report1.pdf#page=2]].\n")
+
+    with running(vault, tmp_path, wait_ready=False) as daemon:
+        readers: list[int] = []
+
+        def reading() -> bool:
+            readers[:] = pdf_readers(daemon.process.pid)
+            return bool(readers) or daemon.process.poll() is not None
+
+        wait_until(reading, "the daemon reads a PDF in its child process")
+        assert readers, daemon.log_text()
+        daemon.process.send_signal(signal.SIGKILL)
+        assert daemon.process.wait(60) == -signal.SIGKILL
+        # The reader does not outlive the daemon (PR_SET_PDEATHSIG).
+        wait_until(lambda: all(gone(pid) for pid in readers), "the PDF reader is gone")
+
+    again = start(daemon.config, daemon.socket, daemon.log)
+    try:
+        again.wait_idle()
+        status = again.request("GET", "/v1/status")
+        assert status["status"] == "ok"
+        left = {e["path"]: e["kind"] for e in status["left_out"]}
+        assert left == {"fake.pdf": "damaged"}
+        assert status["kinds"]["pdf"] == {"ok": 6, "left_out": 1}
+        hit = again.search("heron count rose by 32", k=1)[0]
+        assert hit["path"] == "report3.pdf"
+    finally:
+        assert_converged(again, vault, tmp_path)
