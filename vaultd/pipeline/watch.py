@@ -57,6 +57,8 @@ from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 from watchdog.utils import UnsupportedLibcError
 
+from vaultd.records import kind_of
+
 if TYPE_CHECKING:
     from watchdog.observers.inotify_c import CallbackId, Mask, WatchCallback, WatchDescriptor
 
@@ -358,9 +360,10 @@ class Watcher(FileSystemEventHandler):
                     self._note(self._pending_dirs, rel, now)
             else:
                 # Which files are notes (by kind too) is the rules' call, as in the walk.
-                # A move's source is always considered: it may be a known note leaving.
+                # A move's source of a kind vaultd reads is always considered: it may be a
+                # known note leaving.
                 leaving = raw == event.src_path and event.event_type == "moved"
-                if leaving or not self._is_ignored(rel, False):
+                if (leaving and kind_of(rel) is not None) or not self._is_ignored(rel, False):
                     came_or_went = event.event_type in ("created", "deleted", "moved")
                     self._note(self._pending, rel, now, came_or_went=came_or_went)
 
