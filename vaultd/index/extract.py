@@ -2,29 +2,36 @@
 
 A file's kind comes from its name (`records.kind_of`) or, for source code, the `[attachments]
 code` globs. A Markdown note goes to `pipeline/parse.py`, a canvas to `pipeline/canvas.py`, a
-drawing to `pipeline/excalidraw.py`, each in this process (pure Python on bytes). A PDF is read
-by `pipeline/pdf.py` in a child process with the configured time and memory limits
-(`vaultd.isolation`), since PDFium is native code reading a hostile format; only the pages'
-text comes back, and the note is made here. A kind with no extractor in this build (images,
-code) is left out with that reason, never silently dropped. Stages never import one another:
+drawing to `pipeline/excalidraw.py`, source code to `pipeline/code.py` (tree-sitter), each in
+this process. A PDF is read by `pipeline/pdf.py`, and an image by `pipeline/ocr.py` (after its
+header passed the size limits), in a worker process with the configured time and memory limits
+(`vaultd.isolation`), since PDFium and the OCR engine are native code reading a hostile format;
+only the text comes back, and the note is made here. With `ocr = true`, a PDF's pages without
+a text layer are read by the OCR worker too. Images without the `ocr` extra are left out with
+that reason, never silently dropped. Stages never import one another:
 what one needs of another (the link syntax of a canvas card's Markdown) is passed in here.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+from typing import Any
 
 import pathspec
 
 from vaultd.config import AttachmentsSection, parse_duration
 from vaultd.errors import LeftOutError
 from vaultd.isolation import run_child
-from vaultd.pipeline import canvas, excalidraw, pdf
+from vaultd.pipeline import canvas, code, excalidraw, ocr, pdf
+from vaultd.pipeline.chunk import DEFAULT_MAX_TOKENS, Counter
 from vaultd.pipeline.parse import DEFAULT_MAX_BYTES, check_size, links_in, parse_note
 from vaultd.records import Note, NoteKind, kind_of
 
 #: The module run as the child that reads a PDF.
 PDF_CHILD = "vaultd.pipeline.pdf"
+#: The module run as the child that reads the text in an image (or a PDF's pages by OCR).
+OCR_CHILD = "vaultd.pipeline.ocr"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +42,10 @@ class Extraction:
     code: tuple[str, ...] = ()
     timeout: float = 60.0
     memory_mb: int = 1024
+    #: `[attachments] ocr`: images, and PDF pages without a text layer, are read by OCR.
+    ocr_on: bool = False
+    max_image_bytes: int = ocr.DEFAULT_MAX_BYTES
+    max_image_pixels: int = ocr.DEFAULT_MAX_PIXELS
 
     @classmethod
     def from_config(cls, attachments: AttachmentsSection) -> Extraction:
@@ -42,7 +53,15 @@ class Extraction:
             code=attachments.code,
             timeout=parse_duration(attachments.extract_timeout) or 60.0,
             memory_mb=attachments.extract_memory_mb,
+            ocr_on=attachments.ocr,
+            max_image_bytes=int(attachments.max_image_mb * 1048576),
+            max_image_pixels=int(attachments.max_image_megapixels * 1e6),
         )
+
+    @property
+    def ocr_memory_mb(self) -> int:
+        """The OCR worker's limit: the engine alone needs most of the default one."""
+        return max(self.memory_mb, ocr.MIN_WORKER_MB)
 
     def kind(self, path: str) -> NoteKind:
         """The kind of the file at vault path `path` (a file of no known kind is read as a
@@ -64,6 +83,8 @@ def extract_note(
     max_bytes: int = DEFAULT_MAX_BYTES,
     extraction: Extraction | None = None,
     isolated: bool = True,
+    counter: Counter | None = None,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
 ) -> Note:
     """The note the file at `path` with bytes `data` makes, by its kind. Raises NoteError
     (LeftOutError for a file that is no indexable input). `isolated=False` reads a PDF in this
@@ -81,8 +102,51 @@ def extract_note(
     if kind == "pdf":
         if not isolated:
             return pdf.extract(path, data)
-        found = run_child(
-            PDF_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.memory_mb
-        )
+        try:
+            found = run_child(
+                PDF_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.memory_mb
+            )
+        except LeftOutError as exc:
+            if exc.kind != "no_text" or not (extraction.ocr_on and ocr.available()):
+                raise
+            found = {"pages": [], "outline": []}
+        if extraction.ocr_on and ocr.available():
+            found = _with_ocr(path, data, found, extraction)
         return pdf.note_of(path, found)
+    if kind == "code":
+        return code.extract(path, data, counter=counter, max_tokens=max_tokens, max_bytes=max_bytes)
+    if kind == "image":
+        # The header decides, before any pixel is decoded; then the worker reads it.
+        limits = {
+            "max_pixels": extraction.max_image_pixels,
+            "max_bytes": extraction.max_image_bytes,
+        }
+        ocr.check(path, data, **limits)
+        if not ocr.available():
+            raise LeftOutError(path, f"{ocr.NEEDS_EXTRA}; skipped", "no_text")
+        if not isolated:
+            return ocr.extract(path, data, **limits)
+        found = run_child(
+            OCR_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.ocr_memory_mb
+        )
+        return ocr.note_of(path, found)
     raise LeftOutError(path, f"no extractor for {kind} files in this build; skipped", "no_text")
+
+
+def _with_ocr(
+    path: str, data: bytes, found: dict[str, Any], extraction: Extraction
+) -> dict[str, Any]:
+    """A PDF's pages with the text OCR reads on those without a text layer, in the worker."""
+    pages: list[str] = list(found["pages"])
+    if pages and all(len("".join(p.split())) >= ocr.PAGE_TEXT_CHARS for p in pages):
+        return found
+    seen = run_child(
+        OCR_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.ocr_memory_mb
+    )["pages"]
+    merged = [
+        own if text is None else text
+        for own, text in itertools.zip_longest(pages, seen, fillvalue="")
+    ]
+    if not any(text.strip() for text in merged):
+        raise LeftOutError(path, "no text layer, and OCR reads no text on its pages", "no_text")
+    return {**found, "pages": merged}

@@ -58,7 +58,16 @@ from vaultd.pipeline.chunk import chunk_id
 from vaultd.pipeline.detect import Scan, classify, due_for_check, keep_unreadable, scan, trusted
 from vaultd.pipeline.discover import Discovery, file_state
 from vaultd.progress import text_weight
-from vaultd.records import NOWHERE, Change, Chunk, FileState, KnownNote, Location, Note
+from vaultd.records import (
+    NOWHERE,
+    Change,
+    Chunk,
+    FileState,
+    KnownNote,
+    Location,
+    Note,
+    kind_of,
+)
 from vaultd.storage.manifest import Manifest, NoteUpdate, StoredChunk, tag_ancestors
 from vaultd.storage.vectors import Metadata, VectorStore
 
@@ -88,6 +97,8 @@ COMMIT_SECONDS = 2.0
 #: The keyword phase commits this many chunks at a time: nothing is embedded there, so a
 #: batch is a second or two of parsing, and fewer commits cost less.
 KEYWORD_BATCH_CHUNKS = 4096
+#: The kinds read in the extraction worker: bulk work of seconds a file (see `apply`).
+EXTRACTED_KINDS = frozenset({"pdf", "image"})
 #: Bytes of notes kept from the hashing for the parser in one pass (more are read again).
 KEEP_READ_BYTES = 64 << 20
 #: Notes marked in flight in one commit when a pool parses (in process, one at a time).
@@ -663,6 +674,10 @@ class Indexer:
         # Crash suspects go last: the rest of the vault is indexed first.
         suspects = [c for c in content if c.path in self._suspects]
         content = [c for c in content if c.path not in self._suspects]
+        # PDFs and images (seconds each, in the extraction worker) after the notes, so that
+        # the notes' words are searchable first; each is then a batch of its own, so that an
+        # edit and the governor's rest come between two of them.
+        content.sort(key=lambda c: kind_of(c.path) in EXTRACTED_KINDS)
         # Progress counts bytes of text (see vaultd.progress): a note is done once its batch
         # is written, and a batch advances with its embedding runs.
         weights = weights or {}
@@ -695,7 +710,11 @@ class Indexer:
                     failed.append(outcome)
                     if change.kind == "moved" and change.old_path:
                         left.append(change.old_path)
-                if batch_chunks >= KEYWORD_BATCH_CHUNKS or len(batch) >= BATCH_NOTES:
+                if (
+                    batch_chunks >= KEYWORD_BATCH_CHUNKS
+                    or len(batch) >= BATCH_NOTES
+                    or kind_of(change.path) in EXTRACTED_KINDS
+                ):
                     self._flush(batch, failed, summary)
                     ahead.difference_update(p.change.path for p in batch)
                     ahead.difference_update(s.path for s, *_ in failed)

@@ -86,7 +86,14 @@ def parse_and_chunk(
     """Parse (or extract, by its kind) one file and cut it into chunks; never raises for the
     file's content."""
     try:
-        note = extract_note(path, data, max_bytes=max_bytes, extraction=extraction)
+        note = extract_note(
+            path,
+            data,
+            max_bytes=max_bytes,
+            extraction=extraction,
+            counter=counter,
+            max_tokens=max_tokens,
+        )
         chunks = chunk_note(note, counter, max_tokens)
     except LeftOutError as exc:
         return Parsed(reason=exc.reason, kind=exc.kind)

@@ -109,14 +109,22 @@ def _preview(file: Path, config: Config) -> dict[str, Any]:
         errors = [*off, f"{path}: {exc.reason}"]
         return {"path": path, "kind": kind, "skipped": True, "errors": errors, "chunks": []}
     try:
-        note = extract_note(path, data, max_bytes=max_bytes, extraction=extraction)
+        budget = chunk_budget(config.chunking.max_tokens, spec, counter)
+        note = extract_note(
+            path,
+            data,
+            max_bytes=max_bytes,
+            extraction=extraction,
+            counter=counter,
+            max_tokens=budget,
+        )
     except LeftOutError as exc:
         errors = [*off, f"{path}: {exc.reason}"]
         return {"path": path, "kind": kind, "skipped": True, "errors": errors, "chunks": []}
     except NoteError as exc:
         errors = [*off, str(exc)]
         return {"path": path, "kind": kind, "skipped": True, "errors": errors, "chunks": []}
-    chunks = chunk_note(note, counter, chunk_budget(config.chunking.max_tokens, spec, counter))
+    chunks = chunk_note(note, counter, budget)
     return {
         "path": note.path,
         "kind": note.kind,

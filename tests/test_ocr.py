@@ -1,0 +1,215 @@
+"""Text in images: real screenshots of obsidian-help through RapidOCR's shipped models."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import subprocess
+import sys
+import tracemalloc
+import zlib
+from collections.abc import Iterator
+from io import BytesIO
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from tests.conftest import SHARED
+from vaultd.config import load_config
+from vaultd.errors import LeftOutError
+from vaultd.index.extract import Extraction, extract_note
+from vaultd.index.open import open_index
+from vaultd.isolation import close_children
+from vaultd.pipeline import ocr
+
+IMAGES = SHARED / "corpora" / "attachments" / "images"
+#: A screenshot (794 x 370) of a note's properties, for the limits and the damaged file.
+SCREENSHOT = "daily-notes-and-date-properties.png"
+#: A small one (368 x 286) of Roam's menu, read by OCR: "Find or Create Page", "Share".
+SMALL = "Roam-exporting.png"
+
+pytestmark = [
+    pytest.mark.corpus,
+    pytest.mark.skipif(not IMAGES.is_dir(), reason=f"{IMAGES} is absent"),
+]
+
+
+@pytest.fixture(autouse=True)
+def no_worker_left() -> Iterator[None]:
+    """The extraction workers this process started end with each test."""
+    yield
+    close_children()
+
+
+def test_a_word_visible_only_in_a_screenshot_is_its_text(tmp_path: Path) -> None:
+    shutil.copy(IMAGES / SMALL, tmp_path / SMALL)
+    note = ocr.extract(f"Attachments/{SMALL}", (tmp_path / SMALL).read_bytes())
+    assert note.title == SMALL.removesuffix(".png") and note.kind == "image"
+    assert "Find or Create Page" in note.body and "Share" in note.body
+    lines = note.body.split("\n")
+    for block in note.blocks:
+        assert block.text == "\n".join(lines[block.start_line - 1 : block.end_line])
+    assert "\n\n".join(b.text for b in note.blocks) == note.body
+    # Read as a page is: the menu's title, then its items, a gap between.
+    assert note.blocks[0].text == "Find or Create Page"
+
+
+def png_bomb(width: int, height: int) -> bytes:
+    """A valid black-and-white PNG of `width` x `height` pixels: a few hundred kB of file
+    that a decoder makes a byte or three per pixel of."""
+    compress = zlib.compressobj(1)
+    row = b"\x00" * (1 + (width + 7) // 8)  # filter byte, then one bit a pixel
+    idat = b"".join(compress.compress(row) for _ in range(height)) + compress.flush()
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = zlib.crc32(kind + body)
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+    )
+
+
+def test_an_oversize_image_is_left_out_from_its_header_without_decoding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bomb = png_bomb(20_000, 20_000)  # 400 megapixels
+    assert len(bomb) < 1024 * 1024
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", None)  # Pillow would call it a bomb
+    with Image.open(BytesIO(bomb)) as image:  # a real PNG: Pillow reads it as one
+        assert image.size == (20_000, 20_000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(LeftOutError) as caught:
+            ocr.extract("huge.png", bomb)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert caught.value.kind == "too_big"
+    assert caught.value.reason.startswith("20000 x 20000 pixels is over the 25 megapixel")
+    assert peak < 8 * 1024 * 1024, f"{peak} bytes allocated: the image was decoded"
+
+    screenshot = (IMAGES / SCREENSHOT).read_bytes()
+    with pytest.raises(LeftOutError, match="over the 0 MiB limit for images") as caught:
+        ocr.extract(SCREENSHOT, screenshot, max_bytes=1024)
+    assert caught.value.kind == "too_big"
+    with pytest.raises(LeftOutError, match="not a PNG, JPEG or WebP image"):
+        ocr.extract("notes.png", b"# not an image at all\n")
+
+
+def test_a_truncated_screenshot_is_left_out_by_the_worker_with_its_reason() -> None:
+    data = (IMAGES / SCREENSHOT).read_bytes()
+    with pytest.raises(LeftOutError) as caught:
+        extract_note("shots/cut.png", data[: len(data) // 2], extraction=Extraction())
+    assert caught.value.kind == "damaged"
+    assert "cannot read" in caught.value.reason and "truncated" in caught.value.reason
+
+
+def test_a_pdf_page_without_a_text_layer_is_read_by_ocr_with_its_page() -> None:
+    """A scan, as a scanner makes one: the screenshot as the second page of an image-only PDF."""
+    out = BytesIO()
+    with Image.open(IMAGES / SMALL) as image:
+        blank = Image.new("RGB", image.size, "white")
+        blank.save(out, "PDF", save_all=True, append_images=[image.convert("RGB")], resolution=72)
+    scan = out.getvalue()
+    with pytest.raises(LeftOutError) as caught:  # without OCR: no text layer, said so
+        extract_note("scans/roam.pdf", scan, extraction=Extraction())
+    assert caught.value.kind == "no_text"
+    note = extract_note("scans/roam.pdf", scan, extraction=Extraction(ocr_on=True))
+    assert note.kind == "pdf"
+    [block] = note.blocks
+    assert (block.page, block.page_end) == (2, 2)
+    assert "Find or Create Page" in block.text
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG", "WEBP", "WEBP-lossless"])
+def test_the_size_is_read_from_the_header_of_every_format(fmt: str) -> None:
+    for path in sorted(IMAGES.glob("*.png"), key=lambda p: p.stat().st_size)[:4]:
+        with Image.open(path) as image:
+            out = BytesIO()
+            rgba = image.convert("RGBA")
+            if fmt == "WEBP-lossless":
+                rgba.save(out, "WEBP", lossless=True)
+            else:
+                (rgba.convert("RGB") if fmt == "JPEG" else rgba).save(out, fmt[:4])
+            header = ocr.read_header(out.getvalue())
+            assert header is not None, path.name
+            assert (header.width, header.height) == image.size, path.name
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
+def test_the_ocr_worker_reads_an_image_with_no_network() -> None:
+    """The extraction worker's own command, in a network namespace with no network."""
+    probe = subprocess.run(["unshare", "-rn", "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip("no user namespaces here")
+    reach = "import socket; socket.create_connection(('pypi.org', 443), timeout=2)"
+    offline = subprocess.run(
+        ["unshare", "-rn", sys.executable, "-c", reach], capture_output=True, check=False
+    )
+    assert offline.returncode != 0, "the network is reachable: the test proves nothing"
+    image = (IMAGES / SMALL).read_bytes()
+    done = subprocess.run(  # one file, framed by its length as the indexer sends it
+        ["unshare", "-rn", sys.executable, "-m", "vaultd.pipeline.ocr", "1024"],
+        input=len(image).to_bytes(8, "big") + image,
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    size = int.from_bytes(done.stdout[:8], "big")
+    rows = [row[0] for row in json.loads(done.stdout[8 : 8 + size])["ok"]["rows"]]
+    assert "Find or Create Page" in rows
+
+
+def test_a_word_only_in_a_screenshot_finds_it_through_a_real_index(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    (vault / "Attachments").mkdir(parents=True)
+    shutil.copy(IMAGES / SMALL, vault / "Attachments" / SMALL)
+    (vault / "Roam.md").write_text(f"# Roam\n\nMoving over from Roam: ![[{SMALL}]]\n")
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n'
+        '[log]\nlevel = "error"\n[attachments]\nocr = true\n'
+    )
+    with open_index(load_config(config, env={}), env={}) as index:
+        index.indexer.reconcile()
+        hits = index.searcher.search("Find or Create Page", k=3)
+    assert hits and (hits[0].path, hits[0].kind) == (f"Attachments/{SMALL}", "image")
+    assert "Find or Create Page" in hits[0].text
+
+
+def test_images_come_after_the_notes_each_a_batch_of_its_own(tmp_path: Path) -> None:
+    """OCR is bulk work: the notes' words first, and a pause point (where the daemon serves an
+    edit and the governor rests) between two images. Images over the pixel limit keep the
+    test fast: they take the same path through the indexer without the engine."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for name in ("a1.png", "a2.png"):
+        shutil.copy(IMAGES / SMALL, vault / name)
+    for name in ("n1.md", "n2.md", "n3.md"):
+        (vault / name).write_text(f"# {name}\n\nA note.\n")
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n'
+        '[log]\nlevel = "error"\n[attachments]\nocr = true\nmax_image_megapixels = 0.01\n'
+    )
+    seen: list[set[str]] = []
+    with open_index(load_config(config, env={}), env={}) as index:
+
+        def pause(in_flight: frozenset[str]) -> None:
+            manifest = index.manifest
+            seen.append(set(manifest.known()) | {x.path for x in manifest.left_out()})
+
+        index.indexer.reconcile(pause=pause)
+        assert {x.path: x.kind for x in index.manifest.left_out()} == {
+            "a1.png": "too_big",
+            "a2.png": "too_big",
+        }
+    notes = {"n1.md", "n2.md", "n3.md"}
+    with_images = [s for s in seen if s & {"a1.png", "a2.png"}]
+    assert with_images and all(notes <= s for s in with_images), seen
+    assert any(len(s & {"a1.png", "a2.png"}) == 1 for s in with_images), seen
