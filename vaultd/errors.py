@@ -245,7 +245,7 @@ class NoteUnavailableError(NoteError):
         super().__init__(f"{path}: {reason}")
         self.path = path
         self.reason = reason
-        #: "missing", "excluded", "link", "too_big" or "unreadable".
+        #: "missing", "excluded", "link", "too_big", "unreadable" or "not_indexed".
         self.kind = kind
 
 
@@ -253,7 +253,7 @@ class NoteNotIndexedError(NoteUnavailableError):
     """Raised when a path or name given for a note names no indexed note."""
 
     def __init__(self, name: str) -> None:
-        super().__init__(name, "no indexed note")
+        super().__init__(name, "no indexed note", kind="not_indexed")
         self.args = (f"no indexed note {name!r}",)
 
 
@@ -266,12 +266,14 @@ class QueryError(VaultdError):
 class DaemonError(VaultdError):
     """Raised when the daemon answered with an error."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, kind: str | None = None) -> None:
         super().__init__(f"{message} ({code}, HTTP {status})")
         self.status = status
         self.code = code
         #: As the daemon worded it (vaultd.api.client.refused raises it again so).
         self.message = message
+        #: The error body's `kind`, where the daemon sent one (`NoteUnavailableError.kind`).
+        self.kind = kind
 
 
 class NoDaemonError(VaultdError):
@@ -283,7 +285,13 @@ class ApiError(VaultdError):
     the client is sent."""
 
     def __init__(
-        self, status: HTTPStatus, code: str, message: str, *, allow: tuple[str, ...] = ()
+        self,
+        status: HTTPStatus,
+        code: str,
+        message: str,
+        *,
+        allow: tuple[str, ...] = (),
+        kind: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -291,6 +299,8 @@ class ApiError(VaultdError):
         self.message = message
         #: The methods the route takes, for a 405's Allow header.
         self.allow = allow
+        #: What exactly is refused, where a client acts on it (a 404's "not_indexed").
+        self.kind = kind
 
 
 class NotReadyError(VaultdError):

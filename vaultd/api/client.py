@@ -53,6 +53,7 @@ from vaultd.api.operations import (
 from vaultd.errors import (
     DaemonError,
     NoteError,
+    NoteNotIndexedError,
     NoteUnavailableError,
     NotReadyError,
     QueryError,
@@ -232,7 +233,13 @@ class Client:
         error = decoded.get("error") if isinstance(decoded, dict) else None
         if not isinstance(error, dict):
             error = {}
-        raise DaemonError(status, str(error.get("code", "error")), str(error.get("message", "")))
+        kind = error.get("kind")
+        raise DaemonError(
+            status,
+            str(error.get("code", "error")),
+            str(error.get("message", "")),
+            kind if isinstance(kind, str) else None,
+        )
 
     def _mismatch(self, served: str | None, quoted_path: str | None) -> str:
         if served is None:
@@ -267,8 +274,12 @@ def refused(error: DaemonError) -> VaultdError:
     kind = _REFUSED.get((error.status, error.code))
     if kind is None:
         return error
+    if kind is NoteUnavailableError and error.kind == "not_indexed":
+        kind = NoteNotIndexedError
     again = kind.__new__(kind)  # not its __init__: the message is whole already
     VaultdError.__init__(again, error.message)
+    if isinstance(again, NoteUnavailableError):
+        again.path, again.reason, again.kind = "", error.message, error.kind or "missing"
     return again
 
 

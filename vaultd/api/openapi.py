@@ -24,7 +24,15 @@ _ERROR = {
         "error": {
             "type": "object",
             "required": ["code", "message"],
-            "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+            "properties": {
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "kind": {
+                    "type": "string",
+                    "description": "What exactly is refused, where a client acts on it: a 404 "
+                    "for a note sends `not_indexed` when no indexed note answers to the name.",
+                },
+            },
         }
     },
 }

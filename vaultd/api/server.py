@@ -274,7 +274,7 @@ class Handler(BaseHTTPRequestHandler):
             # A body that does not arrive in time raises TimeoutError: the connection is cut.
             body = self._read_body()
         except ApiError as exc:
-            self._send(exc.status, _error_body(exc.code, exc.message))
+            self._send(exc.status, _error_body(exc.code, exc.message, exc.kind))
             return
         if not self.server.serving(self.slot):
             self.close_connection = True  # cut to make room while its request arrived
@@ -284,7 +284,7 @@ class Handler(BaseHTTPRequestHandler):
             with self.server.busy(urlsplit(self.path).path):
                 status, payload = self.server.api.handle(method, self.path, body)
         except ApiError as exc:
-            status, payload = exc.status, _error_body(exc.code, exc.message)
+            status, payload = exc.status, _error_body(exc.code, exc.message, exc.kind)
             if exc.allow:
                 headers["Allow"] = ", ".join(exc.allow)
         except NotReadyError as exc:
@@ -405,8 +405,11 @@ class Lines:
     items: Iterator[Any]
 
 
-def _error_body(code: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message}}
+def _error_body(code: str, message: str, kind: str | None = None) -> dict[str, Any]:
+    body = {"code": code, "message": message}
+    if kind is not None:
+        body["kind"] = kind
+    return {"error": body}
 
 
 @dataclass(eq=False)
@@ -620,7 +623,7 @@ class Api:
         except (QueryError, VaultPathError) as exc:
             raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", str(exc)) from None
         except NoteUnavailableError as exc:
-            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", str(exc)) from None
+            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", str(exc), kind=exc.kind) from None
         except NoteError as exc:
             raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, "unreadable", str(exc)) from None
 

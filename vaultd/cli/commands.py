@@ -426,18 +426,15 @@ def _about_note(
     operation: str, note: str, config_file: Path | None, vault: Path | None, **fields: Any
 ) -> Any:
     """The answer of an operation about NOTE (a vault path, a file in the vault or a name)."""
-    from vaultd.errors import NoteUnavailableError, QueryError
+    from vaultd.errors import NoteNotIndexedError, QueryError
 
     config = _load(config_file, vault)
     path = _note_in_vault(note, config.require_vault())
     request = _request(operation, path=path, **fields)
     try:
         return _ask(config, operation, request)
-    except NoteUnavailableError as exc:
-        # No note answers to the name (the API's 404): the user's input, with or without a
-        # daemon (a daemon's refusal keeps only its words, vaultd.api.client.refused).
-        if "no indexed note" not in str(exc):
-            raise
+    except NoteNotIndexedError:
+        # No note answers to the name: the user's input, with or without a daemon.
         raise QueryError(f"{note} is not an indexed note (see `vaultd status`)") from None
 
 
