@@ -250,39 +250,76 @@ def chunks_holding_paths(
 def _corrections(
     words: Sequence[str], stem_of: dict[str, str], vocabulary: Vocabulary
 ) -> tuple[tuple[Correction, ...], dict[str, tuple[str, ...]], list[str]]:
-    """The corrections of the query's words, each word's added terms, and the words no note
-    holds that nothing corrected."""
-    corrections: list[Correction] = []
-    alternatives: dict[str, tuple[str, ...]] = {}
+    """The corrections of the query's words, each word's added FTS5 words, and the words no
+    note holds that nothing corrected.
+
+    Candidates come two ways, as a typo may fall in the part of a word the stemmer cuts off
+    (`estimfte` is no edit of `estim`, the term of `estimate`): the words one edit from the
+    word as typed whose term the vocabulary holds (a few hundred words, stemmed at once), and
+    the vocabulary's terms within the allowed edits of the word's own term.
+    """
     absent: list[str] = []
-    wanted: list[tuple[str, str, list[tuple[str, int]]]] = []
+    wanted: list[tuple[str, str, int, int]] = []
     for word in words:
         term = stem_of.get(word)
         edits = edits_allowed(word)
         held = vocabulary.chunks.get(term, 0) if term else 0
-        if term is None or edits == 0 or (held > RARE_CHUNKS and held):
+        if term is None or edits == 0 or held > RARE_CHUNKS:
             if term is not None and held == 0 and not is_unspaced(word):
                 absent.append(word)
             continue
-        if len(wanted) >= MAX_CORRECTED_WORDS:
-            break
-        near = vocabulary.neighbours(term, edits, limit=MAX_CANDIDATES * 3)
-        if held:  # the word is in the vault: corrected only towards a far commoner neighbour
-            near = [(t, d) for t, d in near if vocabulary.chunks[t] >= MUCH_COMMONER * held]
-        if near:
-            wanted.append((word, term, near))
-        elif not held:
-            absent.append(word)
+        if len(wanted) < MAX_CORRECTED_WORDS:
+            wanted.append((word, term, edits, held))
+    # Porter keeps a word's start and cuts at most a few letters (`estimate`: `estim`): a
+    # variant none of whose long prefixes is a term cannot stem to one, and is not stemmed.
+    typed = {
+        v: w
+        for w, _, _, _ in wanted
+        for v in one_edit(w.lower())
+        if any(v[:n] in vocabulary.chunks for n in range(max(3, len(v) - 4), len(v) + 1))
+    }
+    typed_terms = stems(list(typed))
+    found: dict[str, dict[str, tuple[int, str]]] = {w: {} for w, _, _, _ in wanted}
+    for variant, word in typed.items():
+        term = typed_terms.get(variant)
+        if term is not None and term in vocabulary.chunks:
+            found[word].setdefault(term, (1, variant))
+    near = {w: vocabulary.neighbours(t, e, limit=MAX_CANDIDATES * 3) for w, t, e, _ in wanted}
     # A term is searched as itself by FTS5 only when the tokenizer leaves it unchanged.
-    usable = stems([t for _, _, near in wanted for t, _ in near])
-    for word, _, near in wanted:
-        kept = [(t, d) for t, d in near if usable.get(t) == t][:MAX_CANDIDATES]
-        if not kept:
-            absent.append(word)
+    usable = stems([t for pairs in near.values() for t, _ in pairs])
+    for word, pairs in near.items():
+        for t, d in pairs:
+            if usable.get(t) == t and d < found[word].get(t, (d + 1, ""))[0]:
+                found[word][t] = (d, t)
+    corrections: list[Correction] = []
+    alternatives: dict[str, tuple[str, ...]] = {}
+    for word, term, _, held in wanted:
+        ranked = sorted(
+            (d, -vocabulary.chunks[t], t, form)
+            for t, (d, form) in found[word].items()
+            # A word the vault holds is corrected only towards a far commoner neighbour.
+            if t != term and (not held or vocabulary.chunks[t] >= MUCH_COMMONER * held)
+        )[:MAX_CANDIDATES]
+        if not ranked:
+            if not held:
+                absent.append(word)
             continue
-        alternatives[word] = tuple(t for t, _ in kept)
-        corrections += [Correction(word=word, term=t, edits=d) for t, d in kept]
+        alternatives[word] = tuple(form for _, _, _, form in ranked)
+        corrections += [Correction(word=word, term=t, edits=d) for d, _, t, _ in ranked]
     return tuple(corrections), alternatives, absent
+
+
+def one_edit(word: str) -> set[str]:
+    """Every word one deletion, swap of neighbours, substitution or insertion from `word` (of
+    the letters it holds and a-z)."""
+    letters = set("abcdefghijklmnopqrstuvwxyz") | set(word)
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    out = {a + b[1:] for a, b in splits if b}
+    out |= {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    out |= {a + c + b[1:] for a, b in splits if b for c in letters}
+    out |= {a + c + b for a, b in splits for c in letters}
+    out.discard(word)
+    return out
 
 
 def _variants(
