@@ -20,8 +20,9 @@ the second the held-out half. For each note, with the same generator:
   vault (a typo that makes another word is another problem).
 - **name**: the note's title, an alias or its file name (drawn among those no other note has),
   lower-cased.
-- **word**: a word of 6+ letters of the note whose stem (the words index's term) no other note
-  holds in its title, aliases, headings or text, drawn; none when it has no such word.
+- **word**: a word of 6+ letters of the note (a token as the words index cuts it, letters
+  only) whose stem (the index's term) no other note holds in its title, aliases, headings or
+  text (code included), drawn; none when it has no such word.
 
 `measure` copies the vault into `--workdir` (kept: later runs re-index only what changed),
 indexes it with `vaultd index` unless it is already, then for each `--code` (a checkout put
@@ -87,15 +88,16 @@ def load_notes(vault: Path) -> dict[str, dict[str, Any]]:
         if any(part.startswith(".") for part in Path(rel).parts):
             continue
         note = parse_note(rel, file.read_bytes())
-        text = "\n".join(b.text for b in note.blocks if b.kind != "code")
-        if not _LETTERS.search(text):
+        prose = "\n".join(b.text for b in note.blocks if b.kind != "code")
+        if not _LETTERS.search(prose):
             continue
         notes[rel] = {
             "title": note.title,
             "aliases": list(note.aliases),
             "stem": Path(rel).stem,
-            "lines": reader_lines(text),
-            "all": " ".join([note.title, *note.aliases, text]),
+            "lines": reader_lines(prose),
+            # What the words index holds of the note (code included).
+            "all": " ".join([note.title, *note.aliases, *(b.text for b in note.blocks)]),
         }
     return notes
 
@@ -118,7 +120,11 @@ def generate(vault: Path, count: int, seed: int) -> list[dict[str, Any]]:
     notes = load_notes(vault)
     folded = {path: " " + fold(n["all"]) + " " for path, n in notes.items()}
     vocabulary = {w.lower() for text in folded.values() for w in _WORD.findall(text)}
-    words_of = {p: set(_LETTERS.findall(n["all"].lower())) for p, n in notes.items()}
+    # Tokens as the index cuts them (`SilentVoid13` is one), of letters only.
+    words_of = {
+        p: {w for w in _WORD.findall(n["all"].lower()) if _LETTERS.fullmatch(w)}
+        for p, n in notes.items()
+    }
     stem_of = stems(sorted({w for ws in words_of.values() for w in ws}))
     notes_by_stem: defaultdict[str, set[str]] = defaultdict(set)
     for path, ws in words_of.items():
