@@ -46,16 +46,19 @@ MAX_CORRECTED_WORDS = 6
 MAX_CANDIDATES = 3
 #: Phrases tried when the corrections' alternatives multiply (each is one FTS5 phrase).
 MAX_VARIANTS = 16
-#: A word held by at most this many chunks may be a typo of a commoner neighbour, and is a
-#: rare-word candidate (then counted by notes).
+#: A word held by at most this many chunks is a rare-word candidate (then counted by notes).
 RARE_CHUNKS = 8
+#: A word held by at most this many chunks may be a typo of a neighbour held this many times
+#: as often (help questions: allowing 8 chunks corrected `equations` to `equal`, a loss).
+TYPO_CHUNKS = 2
 MUCH_COMMONER = 20
 #: A word is rare when at most this many notes hold it, and decides only in a query of at most
 #: this many words (stop words aside): in a longer question a rare word is one clue of several.
 RARE_NOTES = 2
 RARE_QUERY_WORDS = 2
-#: Proximity: every word within this many other tokens per gap between them (FTS5 NEAR).
-NEAR_GAP = 2
+#: Proximity: every word within this many other tokens per gap between them (FTS5 NEAR); 2
+#: put a wrong note first for one help question (docs/search.md).
+NEAR_GAP = 1
 #: Words of a long query looked at for proximity, rare words and phrases: a pasted paragraph
 #: is no remembered phrase, and each word is one more postings walk.
 MAX_KNOWN_WORDS = 12
@@ -180,10 +183,27 @@ def gather(
     chunks: dict[int, frozenset[str]] = {}
     found: dict[str, float] = {}
 
+    # A word no note holds matches only through its corrections; one some note holds is OR-ed
+    # with its corrections only in a short query: in a question its corrections are tiers'
+    # evidence alone (OR-ed, `drawn` as `draw` reordered two help questions' notes).
+    asked = [w for w in distinct if w.lower() not in STOP_WORDS]
+    short = len(asked) <= RARE_QUERY_WORDS
+    extra = tuple(
+        dict.fromkeys(
+            _quoted(t)
+            for word, alts in alternatives.items()
+            if short or vocabulary.chunks.get(stem_of[word], 0) == 0
+            for t in alts
+        )
+    )
+    match = " OR ".join(p for p in (parsed.word_match(), *extra) if p)
+
     def required(expression: str) -> frozenset[str]:
-        if not expression:
+        """The chunks matching `expression`, ranked (and scored) by the query's own match, so
+        that they join the keyword side's candidates on the same scale."""
+        if not expression or not match:
             return frozenset()
-        ranked = manifest.keyword(expression, depth, paths)
+        ranked = manifest.keyword(match, depth, paths, require=expression)
         for chunk_id, score in ranked:
             found.setdefault(chunk_id, score)
         return frozenset(i for i, _ in ranked)
@@ -201,8 +221,7 @@ def gather(
             " OR ".join(f"NEAR({' '.join(_quoted(w) for w in v)}, {gap})" for v in variants)
         )
     rare: set[str] = set()
-    asked = [w for w in distinct if w.lower() not in STOP_WORDS]
-    for word in asked if len(asked) <= RARE_QUERY_WORDS else ():
+    for word in asked if short else ():
         term = stem_of.get(word)
         if term is None:
             continue
@@ -218,7 +237,6 @@ def gather(
         first = manifest.chunk_ids(path)[:1]
         for chunk_id in first:
             found.setdefault(chunk_id, 0.0)
-    extra = tuple(dict.fromkeys(_quoted(t) for alts in alternatives.values() for t in alts))
     replaced = tuple(w for w in alternatives if vocabulary.chunks.get(stem_of[w], 0) == 0)
     return Evidence(
         named,
@@ -264,7 +282,7 @@ def _corrections(
         term = stem_of.get(word)
         edits = edits_allowed(word)
         held = vocabulary.chunks.get(term, 0) if term else 0
-        if term is None or edits == 0 or held > RARE_CHUNKS:
+        if term is None or edits == 0 or held > TYPO_CHUNKS:
             if term is not None and held == 0 and not is_unspaced(word):
                 absent.append(word)
             continue
@@ -297,8 +315,9 @@ def _corrections(
         ranked = sorted(
             (d, -vocabulary.chunks[t], t, form)
             for t, (d, form) in found[word].items()
-            # A word the vault holds is corrected only towards a far commoner neighbour.
-            if t != term and (not held or vocabulary.chunks[t] >= MUCH_COMMONER * held)
+            # A word the vault holds is corrected only towards a far commoner neighbour one
+            # edit away (two corrected `equations`, which two help notes hold, to `quot`).
+            if t != term and (not held or (d == 1 and vocabulary.chunks[t] >= MUCH_COMMONER * held))
         )[:MAX_CANDIDATES]
         if not ranked:
             if not held:
