@@ -196,19 +196,35 @@ def write_sets(name: str, rows: list[dict[str, Any]]) -> None:
 # -- measuring -------------------------------------------------------------------------------
 
 
-def prepare(vault: Path, workdir: Path, extra: str) -> tuple[Path, Path]:
+def prepare(vault: Path, workdir: Path, extra: str, index: bool) -> tuple[Path, Path]:
     copy = workdir / "vault"
     if not copy.exists():
         shutil.copytree(vault, copy)
     socket = short_socket_dir() / "vaultd.sock"
     config = write_config(workdir / "vaultd.toml", copy, workdir / "data", socket, extra=extra)
-    subprocess.run(
-        [sys.executable, "-m", "vaultd", "index", "-q", "--config", str(config)],
-        check=True,
-        stdout=subprocess.DEVNULL,
+    if index:
+        subprocess.run(
+            [sys.executable, "-m", "vaultd", "index", "-q", "--config", str(config)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            cwd="/",
+        )
+    return config, socket
+
+
+def embedded(config: Path) -> str:
+    """How much of the index has vectors, as `vaultd status` says it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "vaultd", "status", "--json", "--config", str(config)],
+        capture_output=True,
+        text=True,
         cwd="/",
     )
-    return config, socket
+    try:
+        status = json.loads(done.stdout)
+    except ValueError:
+        return "unknown"
+    return f"{status.get('embedded')} of {status.get('notes')} notes embedded"
 
 
 def load(name: str, split: str) -> list[dict[str, Any]]:
@@ -288,6 +304,9 @@ def main() -> int:
     parser.add_argument(
         "--extra", default="", help="more config (e.g. '[embedding]\\ncpu_budget = 0.05')"
     )
+    parser.add_argument(
+        "--no-index", action="store_true", help="search the index as it stands (partly embedded)"
+    )
     parser.add_argument("--settle", type=float, default=600, help="seconds to wait for ready")
     parser.add_argument("--json", type=Path, help="also write the report here")
     args = parser.parse_args()
@@ -297,7 +316,8 @@ def main() -> int:
     os.chdir("/")  # the daemon's `python -m` puts its working directory first on sys.path
     workdir = (args.workdir or Path(f"/tmp/i38-{args.vault}")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    config, socket = prepare(VAULTS[args.vault], workdir, args.extra.replace("\\n", "\n"))
+    extra = args.extra.replace("\\n", "\n")
+    config, socket = prepare(VAULTS[args.vault], workdir, extra, not args.no_index)
     rows = load(args.vault, args.split)
     codes = [c.split("=", 1) for c in args.code] or [["after", str(REPO)]]
     report: dict[str, Any] = {
@@ -308,6 +328,7 @@ def main() -> int:
         "load_before": os.getloadavg(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "cpus": os.cpu_count(),
+        "embedded": embedded(config),
     }
     for name, code in codes:
         log = workdir / f"daemon-{name}.log"
