@@ -178,7 +178,7 @@ def gather(
     if any(is_unspaced(w) for w in words):
         words = ()  # mixed scripts: the pairs index ranks the unspaced part; no phrase tier
     distinct = list(dict.fromkeys(parsed.words))[: MAX_KNOWN_WORDS * 4]
-    stem_of = stems(distinct)
+    stem_of = stems_of(distinct)
     corrections, alternatives, absent = _corrections(distinct, stem_of, vocabulary)
     chunks: dict[int, frozenset[str]] = {}
     found: dict[str, float] = {}
@@ -292,11 +292,12 @@ def _corrections(
     # variant none of whose long prefixes is a term cannot stem to one, and is not stemmed.
     typed = {
         v: w
-        for w, _, _, _ in wanted
+        for w, _, _, held in wanted
+        if not held  # a word the vault holds is no typo of its own; its neighbours suffice
         for v in one_edit(w.lower())
         if any(v[:n] in vocabulary.chunks for n in range(max(3, len(v) - 4), len(v) + 1))
     }
-    typed_terms = stems(list(typed))
+    typed_terms = stems_of(list(typed))
     found: dict[str, dict[str, tuple[int, str]]] = {w: {} for w, _, _, _ in wanted}
     for variant, word in typed.items():
         term = typed_terms.get(variant)
@@ -304,7 +305,7 @@ def _corrections(
             found[word].setdefault(term, (1, variant))
     near = {w: vocabulary.neighbours(t, e, limit=MAX_CANDIDATES * 3) for w, t, e, _ in wanted}
     # A term is searched as itself by FTS5 only when the tokenizer leaves it unchanged.
-    usable = stems([t for pairs in near.values() for t, _ in pairs])
+    usable = stems_of([t for pairs in near.values() for t, _ in pairs])
     for word, pairs in near.items():
         for t, d in pairs:
             if usable.get(t) == t and d < found[word].get(t, (d + 1, ""))[0]:
@@ -326,6 +327,28 @@ def _corrections(
         alternatives[word] = tuple(form for _, _, _, form in ranked)
         corrections += [Correction(word=word, term=t, edits=d) for d, _, t, _ in ranked]
     return tuple(corrections), alternatives, absent
+
+
+#: Words stemmed so far: the tokenizer runs in an in-memory SQLite table, a few milliseconds a
+#: call; a query's words are mostly words asked before.
+_STEMS: dict[str, str | None] = {}
+_STEMS_LOCK = threading.Lock()
+MAX_STEMS = 200_000
+
+
+def stems_of(words: Sequence[str]) -> dict[str, str]:
+    """`keyword.stems`, remembered."""
+    with _STEMS_LOCK:
+        known_ = {w: _STEMS[w] for w in words if w in _STEMS}
+    new = [w for w in dict.fromkeys(words) if w not in known_]
+    if new:
+        found = stems(new)
+        with _STEMS_LOCK:
+            if len(_STEMS) > MAX_STEMS:
+                _STEMS.clear()
+            for w in new:
+                known_[w] = _STEMS[w] = found.get(w)
+    return {w: t for w, t in known_.items() if t is not None}
 
 
 def one_edit(word: str) -> set[str]:
@@ -368,7 +391,7 @@ def spelled(corrections: Sequence[Correction], texts: Sequence[str]) -> tuple[Co
         w.lower() for text in texts for w in _WORD.findall(text) if w[:1].lower() in
         {t[:1] for t in terms}
     )  # fmt: skip
-    stem_of = stems(list(counts))
+    stem_of = stems_of(list(counts))
     best: dict[str, str] = {}
     for word, _ in counts.most_common():
         term = stem_of.get(word)
