@@ -168,7 +168,7 @@ class Searcher:
         first = hits[0].parts.get("known", {}).get("tier") if hits else None
         decided = (
             bool(corrections)
-            and first not in ("name", "phrase")
+            and first not in ("name", "phrase", "stemmed phrase")
             and (first == "corrected phrase" or bool(evidence.replaced))
         )
         shown = known.showing(query, corrections) if decided else None
