@@ -33,16 +33,16 @@ NOTES: dict[str, str] = {
     # Typos, one word each.
     "Photo/Portraits.md": "# Portraits\n\nPortrait photography needs patient lighting and a "
     "steady tripod.\n",
-    "Photo/Cameras.md": "# Cameras\n\nA camera for pictures of people indoors: light, "
-    "lenses and stands.\n",
+    "Photo/Cameras.md": "# Cameras\n\nPortrait needs: steady lighting, portrait lighting, "
+    "steady needs, lighting needs, a portrait.\n",
     # Names: file name, title, alias, path.
     "People/Ada Lovelace.md": "---\naliases: [Enchantress of Numbers]\n---\n# The Countess\n\n"
     "Wrote the first program for the Analytical Engine.\n",
     "People/Engines.md": "# Engines\n\nAda Lovelace and Babbage: Ada Lovelace wrote of the "
     "engine; the countess, the enchantress of numbers, Ada Lovelace.\n",
     # A word only one note holds, among notes meaning the same.
-    "Brew/Chemistry.md": "# Fermentation chemistry\n\nYeast turns sugar into alcohol; the "
-    "study of it is zymurgy.\n",
+    "Travel/Prague.md": "# Prague\n\nThe old town square, the castle and the bridge at "
+    "dawn; the trams; a museum whose guide called it all zymurgy.\n",
     "Brew/Beer.md": "# Brewing beer\n\nBrewing beer: yeast, fermentation, sugar, alcohol. "
     "The chemistry of brewing and fermenting beer.\n",
     "Brew/Wine.md": "# Making wine\n\nWine ferments as yeast eats the sugar of the grapes: "
@@ -91,6 +91,7 @@ def test_markup_inside_a_phrase_is_folded(index: Index, mode: str) -> None:
     assert hits[0].parts["known"]["tier"] == "phrase"
 
 
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
 @pytest.mark.parametrize(
     ("typed", "word", "term"),
     [
@@ -101,9 +102,9 @@ def test_markup_inside_a_phrase_is_folded(index: Index, mode: str) -> None:
     ],
 )
 def test_each_kind_of_typo_is_corrected_and_explained(
-    index: Index, typed: str, word: str, term: str
+    index: Index, typed: str, word: str, term: str, mode: str
 ) -> None:
-    result = run(index, typed, "hybrid")
+    result = run(index, typed, mode)
     assert result.hits[0].path == "Photo/Portraits.md"
     assert result.hits[0].parts["known"]["tier"] == "corrected phrase"
     correction = {"word": word, "term": term, "edits": 1}
@@ -139,13 +140,13 @@ def test_a_notes_name_puts_it_first(index: Index, query: str, mode: str) -> None
 
 def test_a_word_one_note_holds_survives_fusion(index: Index) -> None:
     hits = run(index, "zymurgy", "hybrid", per_note=1).hits
-    assert hits[0].path == "Brew/Chemistry.md"
+    assert hits[0].path == "Travel/Prague.md"
     assert hits[0].parts["known"]["tier"] == "rare word"
     assert len(hits) > 1  # the vector side's neighbours still fill the page
 
 
 def test_a_paraphrased_question_ranks_by_fusion(index: Index) -> None:
-    hits = run(index, "how does yeast make alcohol from sugar", "hybrid").hits
+    hits = run(index, "how does yeast make alcohol from grapes and apples", "hybrid").hits
     assert all("known" not in h.parts for h in hits[:3])
 
 
@@ -173,6 +174,6 @@ def test_a_long_query_stays_within_the_caps(index: Index) -> None:
     corrected = {c.word for c in result.corrections}
     assert 0 < len(corrected) <= known.MAX_CORRECTED_WORDS
     assert len(result.corrections) <= known.MAX_CORRECTED_WORDS * known.MAX_CANDIDATES
-    # A pasted passage is still found as typed.
-    passage = NOTES["Photo/Portraits.md"].split("\n\n")[1] * 8
+    # A pasted passage is found as typed.
+    passage = NOTES["Photo/Portraits.md"].split("\n\n")[1]
     assert first(index, passage, "hybrid") == "Photo/Portraits.md"
