@@ -90,8 +90,8 @@ class Evidence:
     absent: tuple[str, ...] = ()
     #: Words no note holds that were corrected: every match of theirs is a correction's.
     replaced: tuple[str, ...] = ()
-    #: The tiers' chunks with their BM25 scores, and the named notes' first chunks: added to
-    #: the keyword side's candidates.
+    #: The tiers' chunks (each tier's best first by its own BM25), and the named notes' first
+    #: chunks: added to the keyword side's candidates after its own.
     found: tuple[tuple[str, float], ...] = ()
 
     def tier(self, chunk_id: str, path: str, body: str) -> int:
@@ -202,14 +202,15 @@ def gather(
             for t in alts
         )
     )
-    match = " OR ".join(p for p in (parsed.word_match(), *extra) if p)
 
     def required(expression: str) -> frozenset[str]:
-        """The chunks matching `expression`, ranked (and scored) by the query's own match, so
-        that they join the keyword side's candidates on the same scale."""
-        if not expression or not match:
+        """The chunks matching `expression`, best first by its own BM25: a selective
+        expression alone costs little, where requiring it of the query's OR-ed words costs a
+        second ranking of every passage holding any of them (hybrid p50 on obsidian-hub 1.45x
+        before, 1.1x after: docs/benchmarks.md)."""
+        if not expression:
             return frozenset()
-        ranked = manifest.keyword(match, depth, paths, require=expression)
+        ranked = manifest.keyword(expression, depth, paths)
         for chunk_id, score in ranked:
             found.setdefault(chunk_id, score)
         return frozenset(i for i, _ in ranked)
@@ -252,7 +253,7 @@ def gather(
         extra,
         tuple(absent),
         replaced,
-        tuple(sorted(found.items(), key=lambda item: -item[1])),
+        tuple(found.items()),
     )
 
 

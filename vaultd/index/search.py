@@ -304,7 +304,7 @@ class Searcher:
                     self.manifest.keyword(match, depth, paths, weights=weights, require=required),
                 )
             if evidence is not None and evidence.found:
-                found = _union(found, list(evidence.found))
+                found = _after(found, [i for i, _ in evidence.found])
             lists["words"] = found
         pairs = parsed.pairs_match()
         if pairs:
@@ -604,6 +604,15 @@ def _union(first: Ranked, second: Ranked) -> Ranked:
     for chunk_id, score in second:
         scores.setdefault(chunk_id, score)
     return sorted(scores.items(), key=lambda item: -item[1])
+
+
+def _after(ranked: Ranked, more: Sequence[str]) -> Ranked:
+    """`ranked` with the ids of `more` it lacks after its own, in their order: scored by
+    another expression, they must not move what `ranked` ranks (the tiers place them)."""
+    have = {i for i, _ in ranked}
+    floor = min((s for _, s in ranked), default=0.0)
+    extra = [i for i in dict.fromkeys(more) if i not in have]
+    return ranked + [(i, floor - 1e-6 * n) for n, i in enumerate(extra, 1)]
 
 
 def _lead_ranking(
