@@ -59,6 +59,9 @@ MUCH_COMMONER = 20
 #: this many words (stop words aside): in a longer question a rare word is one clue of several.
 RARE_NOTES = 2
 RARE_QUERY_WORDS = 2
+#: Corrections join the OR-ed words only in a query of at most this many words (stop words
+#: aside); in a longer one they are evidence for the tiers alone.
+MAX_OR_CORRECTED_WORDS = 5
 #: Proximity: every word within this many other tokens per gap between them (FTS5 NEAR); 2
 #: put a wrong note first for one help question (docs/search.md).
 NEAR_GAP = 1
@@ -194,11 +197,15 @@ def gather(
     # evidence alone (OR-ed, `drawn` as `draw` reordered two help questions' notes).
     asked = [w for w in distinct if w.lower() not in STOP_WORDS]
     short = len(asked) <= RARE_QUERY_WORDS
+    # In a question of more words still, even a word no note holds is corrected only as the
+    # tiers' evidence: OR-ed, `coloured` as `color` pulled notes on colours above the
+    # callouts note for "put a coloured warning box that can be collapsed into my note".
+    long = len(asked) > MAX_OR_CORRECTED_WORDS
     extra = tuple(
         dict.fromkeys(
             _quoted(t)
             for word, alts in alternatives.items()
-            if short or vocabulary.chunks.get(stem_of[word], 0) == 0
+            if short or (not long and vocabulary.chunks.get(stem_of[word], 0) == 0)
             for t in alts
         )
     )
