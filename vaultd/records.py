@@ -386,3 +386,40 @@ def chunk_json(chunk: Any) -> dict[str, Any]:
             getattr(chunk, "symbol", None),
         ).as_json(),
     }
+
+
+@dataclass(frozen=True, slots=True)
+class Correction:
+    """A query word the vault does not hold (or holds far more rarely than a close neighbour),
+    also searched as a term of the words index within one or two edits of it."""
+
+    #: As typed.
+    word: str
+    #: The words index's term (a stem) it was also searched as.
+    term: str
+    #: Edits between the two (a swap of two letters is one).
+    edits: int
+    #: The term as the notes on the page spell it, for "showing results for ..."; empty when
+    #: no passage on the page held it.
+    shown: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"word": self.word, "term": self.term, "edits": self.edits, "shown": self.shown}
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """A page of hits with what the search did to the query to find them."""
+
+    hits: tuple[Hit, ...]
+    #: Every correction applied (each adds matches, never removes any).
+    corrections: tuple[Correction, ...] = ()
+    #: The query as searched, when a correction decided the first hit; None otherwise.
+    showing: str | None = None
+
+    def as_json(self, explain: bool = False) -> dict[str, Any]:
+        return {
+            "hits": [h.as_json(explain) for h in self.hits],
+            "corrections": [c.as_json() for c in self.corrections],
+            "showing": self.showing,
+        }

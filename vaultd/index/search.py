@@ -12,8 +12,11 @@ they were chosen). The two retrievers run concurrently.
   own BM25 weights. Text in scripts written without spaces (Chinese, Japanese, Korean, Thai,
   ...) is searched as overlapping pairs of characters in an index of its own, or by substring
   for a lone character.
-- A quoted phrase puts the passages holding it exactly in a first tier, above passages that only
-  hold its words; within a tier the score decides, then path and line.
+- Known items (`vaultd.index.known`): the note the query names, passages holding the query
+  as typed (a quoted phrase, or an unquoted query of two words or more), then as corrected
+  for typos, then holding its words close together, then a word only one or two notes hold
+  rank in tiers above the rest, in keyword and hybrid mode; within a tier the score decides,
+  then path and line. A paraphrased question has no such evidence and ranks by fusion.
 - At most `per_note` hits come from one note, applied before the top-k cut; with `merge`,
   neighbouring passages of one note become one hit with the combined line range.
 """
@@ -25,15 +28,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 from vaultd.config import SearchSection
 from vaultd.embedding.embedder import Route, TextEmbedder
-from vaultd.index import snippets
+from vaultd.index import known, snippets
+from vaultd.index.known import Evidence, Lexicon
 from vaultd.query import MAX_K, Filters, Mode, ParsedQuery, check_query, has_phrase
-from vaultd.records import Hit
+from vaultd.records import Hit, SearchResult
 from vaultd.storage.keyword import KEYWORD_WEIGHTS
 from vaultd.storage.manifest import Manifest, StoredChunk
 from vaultd.storage.vectors import VectorStore
@@ -95,6 +99,7 @@ class Searcher:
         self._counting = threading.Lock()
         #: (when, passages by their `english` metadata), for `_shares`.
         self._route_counts: tuple[float, dict[bool, int]] | None = None
+        self.lexicon = Lexicon(manifest)
 
     def search(
         self,
@@ -116,6 +121,29 @@ class Searcher:
         and `merge` default to the settings' values (`[search]`, or this searcher's own);
         `snippets` gives each hit a short passage with the query's terms marked.
         """
+        return list(
+            self.run(
+                query, k, mode, tags, path_prefix, filters=filters, per_note=per_note,
+                merge=merge, settings=settings, snippets=snippets,
+            ).hits
+        )  # fmt: skip
+
+    def run(
+        self,
+        query: str,
+        k: int = 10,
+        mode: Mode = "hybrid",
+        tags: Sequence[str] = (),
+        path_prefix: str = "",
+        *,
+        filters: Filters | None = None,
+        per_note: int | None = None,
+        merge: bool | None = None,
+        settings: SearchSection | None = None,
+        snippets: bool = False,
+    ) -> SearchResult:
+        """`search`, with the typo corrections it applied and, when one decided the first hit,
+        the query as searched (for "showing results for ...")."""
         parsed = check_query(query)  # before anything else: a bad query fails the same always
         settings = settings or self.settings
         k = max(1, min(k, MAX_K))
@@ -127,14 +155,24 @@ class Searcher:
         merge = settings.merge if merge is None else merge
         paths = self.select(filters)
         if paths is not None and not paths:
-            return []
+            return SearchResult(())
         depth = max(settings.candidates, k)
         leads = settings.lead_weight > 0
-        ranked = self.retrieve(
+        ranked, evidence = self._retrieve(
             query, parsed, mode, depth, paths, filters, settings.rrf_k, leads=leads
         )
-        hits = self._page(parsed, mode, ranked, k, cap, merge, settings)
-        return self._with_snippets(hits, parsed) if snippets else hits
+        hits = self._page(parsed, mode, ranked, k, cap, merge, settings, evidence)
+        if snippets:
+            hits = self._with_snippets(hits, parsed)
+        corrections = known.spelled(evidence.corrections, [h.text for h in hits[:3]])
+        first = hits[0].parts.get("known", {}).get("tier") if hits else None
+        decided = (
+            bool(corrections)
+            and first not in ("name", "phrase", "stemmed phrase")
+            and (first == "corrected phrase" or bool(evidence.replaced))
+        )
+        shown = known.showing(query, corrections) if decided else None
+        return SearchResult(tuple(hits), corrections, shown)
 
     def _with_snippets(self, hits: list[Hit], parsed: ParsedQuery) -> list[Hit]:
         """The hits with their snippets: the words marked where the words index matched them,
@@ -193,11 +231,36 @@ class Searcher:
         In hybrid mode the keyword side runs on a thread of its own while the query is embedded
         and Chroma searched: SQLite, ONNX Runtime and Chroma all release the GIL.
         """
+        return self._retrieve(
+            query, parsed, mode, depth, paths, filters, rrf_k, leads=leads, known_items=False
+        )[0]
+
+    def _retrieve(
+        self,
+        query: str,
+        parsed: ParsedQuery,
+        mode: Mode,
+        depth: int,
+        paths: Sequence[str] | None = None,
+        filters: Filters | None = None,
+        rrf_k: int | None = None,
+        *,
+        leads: bool = False,
+        known_items: bool = True,
+    ) -> tuple[dict[str, Ranked], Evidence]:
         rrf_k = self.settings.rrf_k if rrf_k is None else rrf_k
         filters = filters or Filters()
         ranked: dict[str, Ranked] = {}
+        evidence = Evidence()
+
+        def keyword_side() -> tuple[Ranked, Evidence]:
+            found = Evidence()
+            if known_items:
+                found = known.gather(self.manifest, self.lexicon, query, parsed, depth, paths)
+            return self.keyword(parsed, depth, paths, rrf_k, evidence=found), found
+
         if mode == "hybrid":
-            keyword = _Background(lambda: self.keyword(parsed, depth, paths, rrf_k))
+            keyword = _Background(keyword_side)
             routes = self.embedder.query_routes(query)
             if leads:
                 deeper = self.nearest(routes, depth * LEAD_DEPTH, paths, filters)
@@ -205,12 +268,12 @@ class Searcher:
                 ranked["lead"] = self._first_passages(deeper)[:depth]
             else:
                 ranked["vector"] = self.nearest(routes, depth, paths, filters)
-            ranked["keyword"] = keyword.result()
+            ranked["keyword"], evidence = keyword.result()
         elif mode == "keyword":
-            ranked["keyword"] = self.keyword(parsed, depth, paths, rrf_k)
+            ranked["keyword"], evidence = keyword_side()
         else:
             ranked["vector"] = self.vector(query, depth, paths, filters)
-        return ranked
+        return ranked, evidence
 
     def keyword(
         self,
@@ -220,12 +283,16 @@ class Searcher:
         rrf_k: int | None = None,
         *,
         weights: Sequence[float] = KEYWORD_WEIGHTS,
+        evidence: Evidence | None = None,
     ) -> Ranked:
         """BM25 over the word index, the pairs index, or both (then fused by rank); `weights`
-        are the columns' (title, aliases, heading path, text)."""
+        are the columns' (title, aliases, heading path, text). With `evidence`, the words its
+        corrections add are OR-ed in and its tiers' passages join the candidates."""
         rrf_k = self.settings.rrf_k if rrf_k is None else rrf_k
         lists: dict[str, Ranked] = {}
-        match = parsed.word_match()
+        match = " OR ".join(p for p in (parsed.word_match(), *evidence.extra_terms) if p) if (
+            evidence
+        ) else parsed.word_match()  # fmt: skip
         if match:
             found = self.manifest.keyword(match, depth, paths, weights=weights)
             required = parsed.phrase_requirement()
@@ -236,6 +303,8 @@ class Searcher:
                     found,
                     self.manifest.keyword(match, depth, paths, weights=weights, require=required),
                 )
+            if evidence is not None and evidence.found:
+                found = _after(found, [i for i, _ in evidence.found])
             lists["words"] = found
         pairs = parsed.pairs_match()
         if pairs:
@@ -337,6 +406,7 @@ class Searcher:
         cap: int,
         merge: bool,
         settings: SearchSection,
+        evidence: Evidence | None = None,
     ) -> list[Hit]:
         weights = {"keyword": settings.keyword_weight, "vector": settings.vector_weight}
         leads = ranked.get("lead", [])
@@ -355,23 +425,25 @@ class Searcher:
             for name, hits in ranked.items()
         }
         phrases = parsed.phrases if mode != "vector" else ()
+        evidence = evidence if evidence is not None and mode != "vector" else Evidence()
 
-        def tier(record: StoredChunk) -> int:
-            if not phrases:
-                return 0
+        def tier(record: StoredChunk) -> tuple[int, int]:
+            """(the known-item tier, whether every quoted phrase is held exactly)."""
             body = "\n".join((record.title, record.section, record.text))
-            return int(all(has_phrase(body, p) for p in phrases))
+            exact = int(bool(phrases) and all(has_phrase(body, p) for p in phrases))
+            level = evidence.tier(record.id, record.path, body)
+            return (max(level, known.PHRASE) if exact else level), exact
 
-        ordered: list[tuple[int, float, StoredChunk]] = []
+        ordered: list[tuple[tuple[int, int], float, StoredChunk]] = []
         for chunk_id, score in pool:
             record = records.get(chunk_id)
             if record is not None:  # in the store but not (yet) in the manifest: never show it
                 ordered.append((tier(record), score, record))
-        ordered.sort(key=lambda item: (-item[0], -item[1], item[2].path, item[2].start_line))
+        ordered.sort(key=lambda item: (-item[0][0], -item[1], item[2].path, item[2].start_line))
 
         groups: list[_Group] = []
         per_path: dict[str, list[_Group]] = {}
-        for phrase_tier, score, record in ordered:
+        for (level, phrase_tier), score, record in ordered:
             mine = per_path.setdefault(record.path, [])
             if merge and _merge_into(mine, record):
                 continue
@@ -386,6 +458,10 @@ class Searcher:
             )
             if record.path in notes:
                 parts["note"] = notes[record.path]
+            if level:
+                parts["known"] = {"tier": known.TIER_NAMES[level], "level": level}
+            if evidence.corrections:
+                parts["corrections"] = [c.as_json() for c in evidence.corrections]
             group = _Group(best=record, score=score, parts=parts, chunks=[record])
             mine.append(group)
             groups.append(group)
@@ -536,6 +612,15 @@ def _union(first: Ranked, second: Ranked) -> Ranked:
     return sorted(scores.items(), key=lambda item: -item[1])
 
 
+def _after(ranked: Ranked, more: Sequence[str]) -> Ranked:
+    """`ranked` with the ids of `more` it lacks after its own, in their order: scored by
+    another expression, they must not move what `ranked` ranks (the tiers place them)."""
+    have = {i for i, _ in ranked}
+    floor = min((s for _, s in ranked), default=0.0)
+    extra = [i for i in dict.fromkeys(more) if i not in have]
+    return ranked + [(i, floor - 1e-6 * n) for n, i in enumerate(extra, 1)]
+
+
 def _lead_ranking(
     by_vector: Ranked,
     keyword: Ranked,
@@ -583,17 +668,18 @@ def _chroma_where(filters: Filters) -> dict[str, Any] | None:
 _WORKERS = 4
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
+_R = TypeVar("_R")
 
 
-class _Background:
+class _Background(Generic[_R]):
     """Run one call on a shared worker thread; `result()` waits and re-raises its error."""
 
-    def __init__(self, call: Callable[[], Ranked]) -> None:
+    def __init__(self, call: Callable[[], _R]) -> None:
         global _pool
         with _pool_lock:
             if _pool is None:
                 _pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="vaultd-keyword")
-            self._future: Future[Ranked] = _pool.submit(call)
+            self._future: Future[_R] = _pool.submit(call)
 
-    def result(self) -> Ranked:
+    def result(self) -> _R:
         return self._future.result()

@@ -26,11 +26,11 @@ import shlex
 import sqlite3
 import threading
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -42,7 +42,7 @@ from vaultd.storage import keyword, quarantine
 from vaultd.storage.conditions import condition_sql
 from vaultd.storage.keyword import KEYWORD_WEIGHTS, KeywordIndex
 from vaultd.storage.quarantine import LeftOut, Quarantined
-from vaultd.storage.schema import create_or_migrate, register
+from vaultd.storage.schema import Query, create_or_migrate, register
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +111,7 @@ def tag_ancestors(tags: Iterable[str]) -> set[str]:
     return out
 
 
+_T = TypeVar("_T")
 #: SQLite's primary result codes for a file that is not (or no longer) a database.
 _DAMAGED = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
 #: ... and for one this process may not write (mode, `chattr +i`, a read-only mount).
@@ -255,6 +256,15 @@ class Manifest:
                 return db.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: {exc}") from exc
+
+    def read_with(self, reader: Callable[[Query], _T]) -> _T:
+        """`reader` called with this manifest's read query (for `vocabulary`'s snapshots)."""
+        return reader(self._query)
+
+    @property
+    def writes(self) -> int:
+        """Transactions this manifest has run: a change says its snapshots may be stale."""
+        return self._writes
 
     # -- meta ----------------------------------------------------------------------------------
 

@@ -1,0 +1,425 @@
+"""Known items: the evidence that a query is something a person remembers from one note.
+
+Most searches in a personal vault are for a note the person wrote and half remembers: the
+words they typed in order, with a typo, the note's name, a word only that note holds. Each of
+these is exact evidence, which a ranked fusion of scores dilutes; `Searcher` puts the passages
+holding it in tiers above the fusion (docs/search.md, "Known items"), best first:
+
+1. **name**: the query, folded, is the note's title, an alias, its file name or its path;
+2. **phrase**: the passage holds the query's words in order (case, accents, punctuation and
+   Markdown markup folded; stop words kept), for a query of two words or more;
+3. **corrected phrase**: the same after correcting the query's typos;
+4. **proximity**: the passage holds every word of the query (stop words aside) close together;
+5. **rare word**: the passage holds a word of a short query that only one or two notes hold.
+
+Typos: a query word of 5 letters or more that the vault's words index does not hold (or holds
+in at most `RARE_CHUNKS` chunks while a neighbour is held `MUCH_COMMONER` times as often) is
+also searched as the index's terms within one edit (5 to 8 letters) or two (9 and more), a swap
+of two letters counting as one. Scripts written without spaces are never corrected: their runs
+are searched as pairs of characters, which a typo leaves mostly intact.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from vaultd.query import STOP_WORDS, ParsedQuery, has_phrase, is_unspaced
+from vaultd.records import Correction
+from vaultd.storage.keyword import stems
+from vaultd.storage.manifest import Manifest
+from vaultd.storage.vocabulary import Names, Vocabulary, chunks_holding
+
+#: The tiers, best first (the number is what sorts).
+NAME, PHRASE, STEMMED, CORRECTED, PROXIMITY, RARE = 6, 5, 4, 3, 2, 1
+TIER_NAMES = {NAME: "name", PHRASE: "phrase", STEMMED: "stemmed phrase",
+              CORRECTED: "corrected phrase", PROXIMITY: "proximity", RARE: "rare word"}  # fmt: skip
+#: A word is corrected only from this length, with one edit up to 8 letters and two from 9;
+#: a word of 4 letters no note holds gets one edit (most are a longer word's deletion: `dail`,
+#: `stoe`, `cunt` and `bout` were four of the six typos missed on the help vault's halves).
+MIN_CORRECTED = 5
+MIN_ABSENT_CORRECTED = 4
+TWO_EDITS_FROM = 9
+#: Corrections looked for per query, and vocabulary terms taken per corrected word.
+MAX_CORRECTED_WORDS = 6
+MAX_CANDIDATES = 3
+#: Phrases tried when the corrections' alternatives multiply (each is one FTS5 phrase).
+MAX_VARIANTS = 16
+#: A word held by at most this many chunks is a rare-word candidate (then counted by notes).
+RARE_CHUNKS = 8
+#: A word held by at most this many chunks may be a typo of a neighbour held this many times
+#: as often (help questions: allowing 8 chunks corrected `equations` to `equal`, a loss).
+TYPO_CHUNKS = 2
+MUCH_COMMONER = 20
+#: A word is rare when at most this many notes hold it, and decides only in a query of at most
+#: this many words (stop words aside): in a longer question a rare word is one clue of several.
+RARE_NOTES = 2
+RARE_QUERY_WORDS = 2
+#: Corrections join the OR-ed words only in a query of at most this many words (stop words
+#: aside); in a longer one they are evidence for the tiers alone.
+MAX_OR_CORRECTED_WORDS = 5
+#: Proximity: every word within this many other tokens per gap between them (FTS5 NEAR); 2
+#: put a wrong note first for one help question (docs/search.md).
+NEAR_GAP = 1
+#: Words of a long query looked at for proximity, rare words and phrases: a pasted paragraph
+#: is no remembered phrase, and each word is one more postings walk.
+MAX_KNOWN_WORDS = 12
+#: Notes a name may bring onto the page.
+MAX_NAMED = 5
+
+_WORD = re.compile(r"\w+")
+_WIKILINK = re.compile(r"!?\[\[([^\]|]*)\|([^\]]*)\]\]")
+_MDLINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What the keyword side found exactly, by tier, and the corrections it applied."""
+
+    #: Notes the query names.
+    named: tuple[str, ...] = ()
+    #: Chunk ids per tier (PHRASE, CORRECTED, PROXIMITY, RARE).
+    chunks: dict[int, frozenset[str]] = field(default_factory=dict)
+    #: The query's words as typed, for the markup-aware phrase check.
+    words: tuple[str, ...] = ()
+    corrections: tuple[Correction, ...] = ()
+    #: FTS5 terms the corrections add to the OR-ed query.
+    extra_terms: tuple[str, ...] = ()
+    #: Words no note holds and no correction was found for.
+    absent: tuple[str, ...] = ()
+    #: Words no note holds that were corrected: every match of theirs is a correction's.
+    replaced: tuple[str, ...] = ()
+    #: The tiers' chunks (each tier's best first by its own BM25), and the named notes' first
+    #: chunks: added to the keyword side's candidates after its own.
+    found: tuple[tuple[str, float], ...] = ()
+
+    def tier(self, chunk_id: str, path: str, body: str) -> int:
+        if path in self.named:
+            return NAME
+        held = self.chunks
+        # The words as typed, not only their stems (`view can be` is not `views can be`); and
+        # FTS5 reads a link's target and its shown text as one run of words, a reader does not.
+        words = " ".join(self.words)
+        stemmed = chunk_id in held.get(PHRASE, ())
+        if (stemmed or "[" in body) and len(self.words) > 1 and has_phrase(display(body), words):
+            return PHRASE
+        if stemmed:
+            return STEMMED
+        for level in (CORRECTED, PROXIMITY, RARE):
+            if chunk_id in held.get(level, ()):
+                return level
+        return 0
+
+
+def display(text: str) -> str:
+    """Markdown links as a reader sees them: `[[target|shown]]` and `[shown](url)` as `shown`
+    (`**`, backticks and the like are punctuation to the phrase check already)."""
+    return _MDLINK.sub(r"\1", _WIKILINK.sub(r"\2", text))
+
+
+def query_words(query: str) -> tuple[str, ...]:
+    """The query's words of spaced scripts in order, repeats kept (the phrase as typed)."""
+    return tuple(w for w in _WORD.findall(query.replace('"', " ")) if w != "_")
+
+
+def edits_allowed(word: str, held: bool = True) -> int:
+    shortest = MIN_CORRECTED if held else MIN_ABSENT_CORRECTED
+    if len(word) < shortest or not word.isalpha() or is_unspaced(word):
+        return 0
+    return 2 if len(word) >= TWO_EDITS_FROM else 1
+
+
+class Lexicon:
+    """The vocabulary and the notes' names, read from the manifest and read again, on a thread
+    of its own, after it changed; a search uses the snapshot it finds (the first one waits)."""
+
+    def __init__(self, manifest: Manifest) -> None:
+        self.manifest = manifest
+        self._lock = threading.Lock()
+        self._snapshot: tuple[int, Vocabulary, Names] | None = None
+        self._reading = False
+
+    def current(self) -> tuple[Vocabulary, Names]:
+        writes = self.manifest.writes
+        with self._lock:
+            snapshot = self._snapshot
+            stale = snapshot is not None and snapshot[0] != writes and not self._reading
+            if stale:
+                self._reading = True
+        if snapshot is None:
+            snapshot = self._read()
+        elif stale:
+            threading.Thread(target=self._read, name="vaultd-lexicon", daemon=True).start()
+        return snapshot[1], snapshot[2]
+
+    def _read(self) -> tuple[int, Vocabulary, Names]:
+        writes = self.manifest.writes  # before the reads: a write meanwhile reads again later
+        try:
+            vocabulary = self.manifest.read_with(Vocabulary.read)
+            names = self.manifest.read_with(Names.read)
+        finally:
+            with self._lock:
+                self._reading = False
+        snapshot = (writes, vocabulary, names)
+        with self._lock:
+            self._snapshot = snapshot
+        return snapshot
+
+
+def gather(
+    manifest: Manifest,
+    lexicon: Lexicon,
+    query: str,
+    parsed: ParsedQuery,
+    depth: int,
+    paths: Sequence[str] | None,
+) -> Evidence:
+    """The known-item evidence for `query`: names, corrections, and the chunks of each tier
+    (each tier's chunks fetched by an FTS5 query of their own, so none is lost below the
+    candidate depth)."""
+    vocabulary, names = lexicon.current()
+    named = tuple(p for p in names.notes_named(query) if paths is None or p in set(paths))
+    words = query_words(query) if not parsed.phrases else ()
+    if any(is_unspaced(w) for w in words):
+        words = ()  # mixed scripts: the pairs index ranks the unspaced part; no phrase tier
+    distinct = list(dict.fromkeys(parsed.words))[: MAX_KNOWN_WORDS * 4]
+    stem_of = stems_of(distinct)
+    corrections, alternatives, absent = _corrections(distinct, stem_of, vocabulary)
+    chunks: dict[int, frozenset[str]] = {}
+    found: dict[str, float] = {}
+
+    # A word no note holds matches only through its corrections; one some note holds is OR-ed
+    # with its corrections only in a short query: in a question its corrections are tiers'
+    # evidence alone (OR-ed, `drawn` as `draw` reordered two help questions' notes).
+    asked = [w for w in distinct if w.lower() not in STOP_WORDS]
+    short = len(asked) <= RARE_QUERY_WORDS
+    # In a question of more words still, even a word no note holds is corrected only as the
+    # tiers' evidence: OR-ed, `coloured` as `color` pulled notes on colours above the
+    # callouts note for "put a coloured warning box that can be collapsed into my note".
+    long = len(asked) > MAX_OR_CORRECTED_WORDS
+    extra = tuple(
+        dict.fromkeys(
+            _quoted(t)
+            for word, alts in alternatives.items()
+            if short or (not long and vocabulary.chunks.get(stem_of[word], 0) == 0)
+            for t in alts
+        )
+    )
+
+    def required(expression: str) -> frozenset[str]:
+        """The chunks matching `expression`, best first by its own BM25: a selective
+        expression alone costs little, where requiring it of the query's OR-ed words costs a
+        second ranking of every passage holding any of them (hybrid p50 on obsidian-hub 1.45x
+        before, 1.1x after: docs/benchmarks.md)."""
+        if not expression:
+            return frozenset()
+        ranked = manifest.keyword(expression, depth, paths)
+        for chunk_id, score in ranked:
+            found.setdefault(chunk_id, score)
+        return frozenset(i for i, _ in ranked)
+
+    if 1 < len(words) <= MAX_QUERY_PHRASE:
+        chunks[PHRASE] = required(_phrase(words))
+        if alternatives:
+            variants = _variants(words, alternatives)
+            chunks[CORRECTED] = required(" OR ".join(_phrase(v) for v in variants))
+    content = [w for w in dict.fromkeys(words) if w.lower() not in STOP_WORDS][:MAX_KNOWN_WORDS]
+    if len(content) > 1 and not absent:
+        variants = _variants(content, alternatives)
+        gap = NEAR_GAP * (len(content) - 1)
+        chunks[PROXIMITY] = required(
+            " OR ".join(f"NEAR({' '.join(_quoted(w) for w in v)}, {gap})" for v in variants)
+        )
+    rare: set[str] = set()
+    for word in asked if short else ():
+        term = stem_of.get(word)
+        if term is None:
+            continue
+        held = vocabulary.chunks.get(term, 0)
+        if 0 < held <= RARE_CHUNKS:
+            holding = chunks_holding_paths(manifest, _quoted(word), paths)
+            if 0 < len({p for _, p in holding}) <= RARE_NOTES:
+                rare.update(i for i, _ in holding)
+    chunks[RARE] = frozenset(rare)
+    for chunk_id in rare:
+        found.setdefault(chunk_id, 0.0)
+    for path in named[:MAX_NAMED]:
+        first = manifest.chunk_ids(path)[:1]
+        for chunk_id in first:
+            found.setdefault(chunk_id, 0.0)
+    replaced = tuple(w for w in alternatives if vocabulary.chunks.get(stem_of[w], 0) == 0)
+    return Evidence(
+        named,
+        chunks,
+        words,
+        corrections,
+        extra,
+        tuple(absent),
+        replaced,
+        tuple(found.items()),
+    )
+
+
+#: The longest unquoted query taken as a phrase (in words): a pasted paragraph is still looked
+#: for exactly, but one FTS5 phrase of its words is enough.
+MAX_QUERY_PHRASE = 64
+
+
+def chunks_holding_paths(
+    manifest: Manifest, match: str, paths: Sequence[str] | None
+) -> list[tuple[str, str]]:
+    found = manifest.read_with(lambda q: chunks_holding(q, match, RARE_CHUNKS + 1))
+    if paths is None:
+        return found
+    allowed = set(paths)
+    return [(i, p) for i, p in found if p in allowed]
+
+
+def _corrections(
+    words: Sequence[str], stem_of: dict[str, str], vocabulary: Vocabulary
+) -> tuple[tuple[Correction, ...], dict[str, tuple[str, ...]], list[str]]:
+    """The corrections of the query's words, each word's added FTS5 words, and the words no
+    note holds that nothing corrected.
+
+    Candidates come two ways, as a typo may fall in the part of a word the stemmer cuts off
+    (`estimfte` is no edit of `estim`, the term of `estimate`): the words one edit from the
+    word as typed whose term the vocabulary holds (a few hundred words, stemmed at once), and
+    the vocabulary's terms within the allowed edits of the word's own term.
+    """
+    absent: list[str] = []
+    wanted: list[tuple[str, str, int, int]] = []
+    for word in words:
+        term = stem_of.get(word)
+        held = vocabulary.chunks.get(term, 0) if term else 0
+        edits = edits_allowed(word, held > 0)
+        if term is None or edits == 0 or held > TYPO_CHUNKS:
+            if term is not None and held == 0 and not is_unspaced(word):
+                absent.append(word)
+            continue
+        if len(wanted) < MAX_CORRECTED_WORDS:
+            wanted.append((word, term, edits, held))
+    # Porter keeps a word's start and cuts at most a few letters (`estimate`: `estim`): a
+    # variant none of whose long prefixes is a term cannot stem to one, and is not stemmed.
+    typed = {
+        v: w
+        for w, _, _, held in wanted
+        if not held  # a word the vault holds is no typo of its own; its neighbours suffice
+        for v in one_edit(w.lower())
+        if any(v[:n] in vocabulary.chunks for n in range(max(3, len(v) - 4), len(v) + 1))
+    }
+    typed_terms = stems_of(list(typed))
+    found: dict[str, dict[str, tuple[int, str]]] = {w: {} for w, _, _, _ in wanted}
+    for variant, word in typed.items():
+        term = typed_terms.get(variant)
+        if term is not None and term in vocabulary.chunks:
+            found[word].setdefault(term, (1, variant))
+    near = {w: vocabulary.neighbours(t, e, limit=MAX_CANDIDATES * 3) for w, t, e, _ in wanted}
+    # A term is searched as itself by FTS5 only when the tokenizer leaves it unchanged.
+    usable = stems_of([t for pairs in near.values() for t, _ in pairs])
+    for word, pairs in near.items():
+        for t, d in pairs:
+            if usable.get(t) == t and d < found[word].get(t, (d + 1, ""))[0]:
+                found[word][t] = (d, t)
+    corrections: list[Correction] = []
+    alternatives: dict[str, tuple[str, ...]] = {}
+    for word, term, _, held in wanted:
+        ranked = sorted(
+            (d, -vocabulary.chunks[t], t, form)
+            for t, (d, form) in found[word].items()
+            # A word the vault holds is corrected only towards a far commoner neighbour one
+            # edit away (two corrected `equations`, which two help notes hold, to `quot`).
+            if t != term and (not held or (d == 1 and vocabulary.chunks[t] >= MUCH_COMMONER * held))
+        )[:MAX_CANDIDATES]
+        if not ranked:
+            if not held:
+                absent.append(word)
+            continue
+        alternatives[word] = tuple(form for _, _, _, form in ranked)
+        corrections += [Correction(word=word, term=t, edits=d) for d, _, t, _ in ranked]
+    return tuple(corrections), alternatives, absent
+
+
+#: Words stemmed so far: the tokenizer runs in an in-memory SQLite table, a few milliseconds a
+#: call; a query's words are mostly words asked before.
+_STEMS: dict[str, str | None] = {}
+_STEMS_LOCK = threading.Lock()
+MAX_STEMS = 200_000
+
+
+def stems_of(words: Sequence[str]) -> dict[str, str]:
+    """`keyword.stems`, remembered."""
+    with _STEMS_LOCK:
+        known_ = {w: _STEMS[w] for w in words if w in _STEMS}
+    new = [w for w in dict.fromkeys(words) if w not in known_]
+    if new:
+        found = stems(new)
+        with _STEMS_LOCK:
+            if len(_STEMS) > MAX_STEMS:
+                _STEMS.clear()
+            for w in new:
+                known_[w] = _STEMS[w] = found.get(w)
+    return {w: t for w, t in known_.items() if t is not None}
+
+
+def one_edit(word: str) -> set[str]:
+    """Every word one deletion, swap of neighbours, substitution or insertion from `word` (of
+    the letters it holds and a-z)."""
+    letters = set("abcdefghijklmnopqrstuvwxyz") | set(word)
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    out = {a + b[1:] for a, b in splits if b}
+    out |= {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    out |= {a + c + b[1:] for a, b in splits if b for c in letters}
+    out |= {a + c + b for a, b in splits for c in letters}
+    out.discard(word)
+    return out
+
+
+def _variants(
+    words: Sequence[str], alternatives: dict[str, tuple[str, ...]]
+) -> list[tuple[str, ...]]:
+    """The word sequences with each corrected word replaced by one of its terms or kept as
+    typed, the corrections first, at most MAX_VARIANTS."""
+    options = [(*alternatives.get(w, ()), w) for w in words]
+    return list(itertools.islice(itertools.product(*options), MAX_VARIANTS))
+
+
+def _quoted(word: str) -> str:
+    return '"' + word.replace('"', "") + '"'
+
+
+def _phrase(words: Sequence[str]) -> str:
+    return '"' + " ".join(words) + '"'
+
+
+def spelled(corrections: Sequence[Correction], texts: Sequence[str]) -> tuple[Correction, ...]:
+    """The corrections with the word each term stands for as the notes spell it (`shown`), the
+    commonest word of `texts` (the page's passages) that the index stems to the term."""
+    if not corrections:
+        return ()
+    terms = {c.term for c in corrections}
+    counts = Counter(
+        w.lower() for text in texts for w in _WORD.findall(text) if w[:1].lower() in
+        {t[:1] for t in terms}
+    )  # fmt: skip
+    stem_of = stems_of(list(counts))
+    best: dict[str, str] = {}
+    for word, _ in counts.most_common():
+        term = stem_of.get(word)
+        if term in terms:
+            best.setdefault(term, word)
+    return tuple(
+        Correction(word=c.word, term=c.term, edits=c.edits, shown=best.get(c.term, c.term))
+        for c in corrections
+    )
+
+
+def showing(query: str, corrections: Sequence[Correction]) -> str:
+    """The query as searched: each corrected word replaced by its first correction's spelling."""
+    first: dict[str, str] = {}
+    for c in corrections:
+        first.setdefault(c.word, c.shown or c.term)
+    return _WORD.sub(lambda m: first.get(m.group(0), m.group(0)), query)
