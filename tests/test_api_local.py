@@ -94,3 +94,14 @@ def test_the_old_spellings_reach_the_same_filters(index: Index) -> None:
     new = api.handle("GET", "/v1/notes/Home.md/related?tags=tool&since=2021-01-01", b"")
     old = api.handle("GET", "/v1/notes/Home.md/related?tag=tool&modified_since=2021-01-01", b"")
     assert new == old and [r["path"] for r in new[1]["related"]] == ["Plugins/Canvas.md"]
+
+
+def test_a_typo_is_corrected_and_said_so_by_the_service_and_its_route(index: Index) -> None:
+    from vaultd.api.operations import BY_NAME, SearchRequest
+
+    asked = {"query": "compost piel weekly", "k": 3}
+    answer = LocalService(index).search(SearchRequest.model_validate(asked))
+    assert answer.hits[0].path == "Garden/Compost.md"
+    assert [(c.word, c.edits) for c in answer.corrections] == [("piel", 1)]
+    served = over_the_route(index, BY_NAME["search"], asked)
+    assert answer.model_dump(mode="json", exclude_unset=True) == served

@@ -60,7 +60,7 @@ class LocalService:
         return found
 
     def search(self, request: SearchRequest) -> SearchResponse:
-        hits = self.index.searcher.search(
+        result = self.index.searcher.run(
             request.query,
             k=request.k,
             mode=request.mode,
@@ -70,7 +70,7 @@ class LocalService:
             settings=self.index.config.search,
             snippets=request.snippets,
         )
-        return SearchResponse.model_validate({"hits": [h.as_json(request.explain) for h in hits]})
+        return SearchResponse.model_validate(result.as_json(request.explain))
 
     def note(self, request: NoteReadRequest) -> NoteResponse:
         path = self.find_note(request.path)

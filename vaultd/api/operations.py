@@ -594,8 +594,23 @@ class StatusResponse(Response):
     )
 
 
+class Correction(Response):
+    word: str = Field(description="A query word as typed.")
+    term: str = Field(description="The vault's term it was also searched as.")
+    edits: int = Field(ge=1, le=2, description="Edits between them (a swap is one).")
+    shown: str = Field(description="The term as the page's notes spell it, or empty.")
+
+
 class SearchResponse(Response):
     hits: list[Hit]
+    corrections: list[Correction] = Field(
+        default_factory=list,
+        description="Query words the vault does not hold (or holds far more rarely than a "
+        "close neighbour), also searched within one or two edits.",
+    )
+    showing: str | None = Field(
+        None, description="The query as searched, when a correction decided the first hit."
+    )
 
 
 class NoteResponse(Response):

@@ -649,6 +649,8 @@ def search(
     if as_json:
         _echo_json(answer)
         return
+    if answer.showing:
+        click.echo(f"showing results for {answer.showing}")
     if not answer.hits:
         click.echo("no hits")
     for rank, h in enumerate(answer.hits, 1):

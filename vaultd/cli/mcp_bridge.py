@@ -174,7 +174,10 @@ class DaemonOrIndex:
 
 def _hits(answer: dict[str, Any]) -> dict[str, Any]:
     keep = (*HIT_FIELDS, "text", "snippet", "explain")
-    return {"hits": [{k: hit[k] for k in keep if k in hit} for hit in answer["hits"]]}
+    hits = [{k: hit[k] for k in keep if k in hit} for hit in answer["hits"]]
+    # What the search did to the query, so the assistant can say so.
+    said = {k: answer[k] for k in ("corrections", "showing") if answer.get(k)}
+    return {"hits": hits, **said}
 
 
 def _lines(answer: dict[str, Any]) -> dict[str, Any]:
