@@ -12,7 +12,7 @@ separately and subtracted: `pdftotext -v`).
 
     .venv/bin/python -m bench.pdf_extract [FOLDER] [--repeat N] [--json OUT] [--only LIB...]
 
-pypdf and pdfminer.six are optional (`pip install pypdf pdfminer.six` to compare them);
+pypdf and pdfminer.six are optional (install those two distributions beside vaultd to compare them);
 pypdfium2 is vaultd's dependency. "vaultd-worker" is the indexer's own path: pypdfium2 in a
 child process per file (`vaultd.isolation`), its start included, a no-text PDF scored empty.
 """
