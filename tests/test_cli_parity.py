@@ -47,6 +47,8 @@ COMMANDS = {
         "plugin",
         "--path",
         "Ideas/",
+        "--kind",
+        "note",
         "--snippets",
     ],
     "related": ["related", "Canvas", "--json", "-k", "3", "--since", "2000-01-01"],

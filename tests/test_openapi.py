@@ -161,6 +161,18 @@ def test_a_phrase_with_a_filter_is_searched(served: Served) -> None:
         assert [h["path"] for h in reply.body["hits"]][:1] == ["Garden/Watering.md"]
 
 
+def test_a_kind_filter_keeps_the_files_of_that_kind(served: Served) -> None:
+    for kinds, expected in ((["note"], ["Garden/Watering.md"]), (["pdf", "canvas"], [])):
+        body = json.dumps({"query": "drip irrigation", "kinds": kinds}).encode()
+        reply = call(served.sock, "POST", "/v1/search", body)
+        assert reply.status == 200, reply.body
+        assert [h["path"] for h in reply.body["hits"]][:1] == expected
+        assert {h["kind"] for h in reply.body["hits"]} <= set(kinds)
+    body = json.dumps({"query": "x", "kinds": ["slide"]}).encode()
+    reply = call(served.sock, "POST", "/v1/search", body)
+    assert reply.status == 400 and "kinds" in json.dumps(reply.body)
+
+
 # -- the schema-driven fuzz ------------------------------------------------------------------------
 
 FUZZ = settings(

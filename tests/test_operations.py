@@ -101,6 +101,19 @@ def test_since_is_the_name_everywhere_and_modified_since_is_taken_for_one_releas
     assert "since" in refused(SearchRequest, {"query": "x", "since": "yesterday"})
 
 
+def test_kinds_are_the_records_kinds_and_reach_the_filters() -> None:
+    from vaultd.records import NOTE_KINDS
+
+    schema = SearchRequest.model_json_schema()["properties"]["kinds"]
+    assert schema["items"]["enum"] == list(NOTE_KINDS)
+    for model, base in ((SearchRequest, {"query": "x"}), (RelatedRequest, {"path": "a.md"})):
+        asked = model.model_validate({**base, "kinds": ["pdf", "canvas", "pdf"]})
+        assert asked.filters.kinds == ("pdf", "canvas") and asked.filters.active
+        assert not model.model_validate(base).filters.kinds
+        assert "kinds" in refused(model, {**base, "kinds": ["spreadsheet"]})
+        assert "kinds" in refused(model, {**base, "kinds": "pdf"})
+
+
 def test_a_query_and_paths_are_refused_with_the_rules_own_words() -> None:
     from vaultd.errors import QueryError
     from vaultd.query import check_query

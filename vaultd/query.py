@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from vaultd.errors import QueryError, VaultdError
+from vaultd.records import NOTE_KINDS
 from vaultd.vaultpath import vault_path
 
 #: Scripts written without spaces between words (CJK, kana, Hangul, Thai, Lao, Myanmar, Khmer):
@@ -113,6 +114,8 @@ class Filters:
     where: tuple[Condition, ...] = ()
     #: Only notes whose file changed at or after this time (ns since the epoch).
     modified_since_ns: int | None = None
+    #: Only files of these kinds (`records.NOTE_KINDS`: "note", "pdf", "canvas" ...).
+    kinds: tuple[str, ...] = ()
 
     @classmethod
     def build(
@@ -122,6 +125,7 @@ class Filters:
         path_prefix: str = "",
         where: Mapping[str, Any] | Sequence[Condition] | None = None,
         modified_since: str | float | None = None,
+        kinds: Sequence[str] = (),
     ) -> Filters:
         """Filters from request values, raising QueryError for anything malformed."""
         if where is None:
@@ -136,6 +140,7 @@ class Filters:
             path_prefix=_path_prefix(path_prefix),
             where=conditions,
             modified_since_ns=None if modified_since is None else parse_since(modified_since),
+            kinds=_kinds(kinds),
         )
 
     @property
@@ -146,6 +151,7 @@ class Filters:
             or self.path_prefix
             or self.where
             or self.modified_since_ns is not None
+            or self.kinds
         )
 
 
@@ -157,6 +163,15 @@ def _path_prefix(prefix: str) -> str:
         return vault_path(prefix)
     except VaultdError as exc:
         raise QueryError(f"path_prefix: {exc}") from None
+
+
+def _kinds(kinds: Sequence[str]) -> tuple[str, ...]:
+    """The kinds asked for, each one of `records.NOTE_KINDS` (any case)."""
+    out = tuple(dict.fromkeys(k.strip().lower() for k in kinds if k.strip()))
+    unknown = [k for k in out if k not in NOTE_KINDS]
+    if unknown:
+        raise QueryError(f"kinds: {unknown[0]!r} is not a kind; one of {', '.join(NOTE_KINDS)}")
+    return out
 
 
 def _tags(tags: Sequence[str]) -> tuple[str, ...]:

@@ -52,7 +52,7 @@ from vaultd.query import (
     check_query,
     parse_where,
 )
-from vaultd.records import NoteKind
+from vaultd.records import NOTE_KINDS, NoteKind
 from vaultd.vaultpath import vault_path
 
 
@@ -124,6 +124,12 @@ class Filtered(Request):
         description="Only notes changed at or after this ISO date or time (local time when "
         "it has no offset) or epoch seconds.",
     )
+    kinds: list[NoteKind] = Field(
+        default_factory=list,
+        max_length=len(NOTE_KINDS),
+        description="Only files of these kinds: notes, canvases, PDFs, images (their text), "
+        "source code, Excalidraw drawings.",
+    )
     _filters: Filters = PrivateAttr(default_factory=Filters)
 
     @model_validator(mode="after")
@@ -135,6 +141,7 @@ class Filtered(Request):
                 self.path_prefix,
                 getattr(self, "where", None),
                 self.since,
+                self.kinds,
             )
         except VaultdError as exc:
             raise _refusal(exc) from None

@@ -309,6 +309,7 @@ _SPELLINGS: dict[str, tuple[str, str]] = {
     "tags_any": ("--any-tag", "TAG"),
     "path_prefix": ("--path", "PREFIX"),
     "since": ("--since", "WHEN"),
+    "kinds": ("--kind", ""),
     "vectors": ("--with-vectors", ""),
 }
 
@@ -359,6 +360,9 @@ def _option_kind(info: Any) -> dict[str, Any]:
         return out
     if get_origin(kind) is list:
         out.update(multiple=True)
+        (item,) = get_args(kind) or (str,)
+        if get_origin(item) is Literal:  # `--kind pdf --kind canvas`: each one of the choices
+            out.update(type=click.Choice(list(get_args(item))))
     elif get_origin(kind) is Literal:
         out.update(type=click.Choice(list(get_args(kind))))
     elif kind is int:

@@ -210,6 +210,7 @@ class Searcher:
             tags_any=filters.tags_any,
             conditions=filters.where,
             modified_since_ns=filters.modified_since_ns,
+            kinds=filters.kinds,
         )
 
     def retrieve(

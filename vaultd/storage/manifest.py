@@ -941,14 +941,17 @@ class Manifest:
         tags_any: Sequence[str] = (),
         conditions: Sequence[Condition] = (),
         modified_since_ns: int | None = None,
+        kinds: Sequence[str] = (),
     ) -> list[str] | None:
         """Notes passing every filter, or None when there is no filter.
 
         `tags` must all be present and one of `tags_any` must be (nested tags match their
         parents); `conditions` test frontmatter fields (see `Condition`); `modified_since_ns`
-        compares with the file's mtime.
+        compares with the file's mtime; `kinds` keeps the files indexed as one of them.
         """
-        if not (tags or path_prefix or tags_any or conditions or modified_since_ns is not None):
+        if not (
+            tags or path_prefix or tags_any or conditions or kinds or modified_since_ns is not None
+        ):
             return None
         # Failed, quarantined and left-out notes keep their last good chunks, and filters find
         # them too.
@@ -970,6 +973,9 @@ class Manifest:
         if modified_since_ns is not None:
             sql += " AND mtime_ns >= ?"
             params.append(modified_since_ns)
+        if kinds:
+            sql += " AND kind IN (SELECT value FROM json_each(?))"
+            params.append(json.dumps(list(kinds)))
         for condition in conditions:
             clause, more = condition_sql(condition)
             sql += f" AND {clause}"
