@@ -224,6 +224,37 @@ def test_a_sentence_from_a_pdf_page_finds_the_pdf_with_that_page(indexed: Index)
     assert hit.page <= PAGE <= hit.page_end
 
 
+def test_read_note_gives_a_pdfs_pages_and_refuses_what_is_no_range_of_them(
+    indexed: Index,
+) -> None:
+    from vaultd.api.local import LocalService
+    from vaultd.api.operations import NoteReadRequest
+    from vaultd.errors import ApiError
+
+    service = LocalService(indexed)
+    pages = pdf.read((indexed.vault / "manual" / MANUAL).read_bytes())["pages"]
+    path = f"manual/{MANUAL}"
+
+    def read(**asked: Any) -> Any:
+        return service.note(NoteReadRequest.model_validate({"path": path, "text": True, **asked}))
+
+    one = read(start_page=PAGE, end_page=PAGE)
+    assert (one.start_page, one.end_page, one.total_pages) == (PAGE, PAGE, len(pages))
+    assert one.text == pages[PAGE - 1] and one.start_line is None
+    whole = read()
+    assert (whole.start_page, whole.end_page) == (1, len(pages))
+    assert pages[0] in whole.text and pages[-1] in whole.text
+    for bad in ({"start_page": len(pages) + 1}, {"start_page": 2, "end_page": 1}):
+        with pytest.raises(ApiError, match="not a range"):
+            read(**bad)
+    with pytest.raises(ApiError, match="read by pages"):
+        read(start_line=1)
+    note = NoteReadRequest(path="notes/Plan.md", text=True, start_page=1)
+    with pytest.raises(ApiError, match="pages are a PDF's"):
+        service.note(note)
+    assert service.note(NoteReadRequest(path="notes/Plan.md", text=True)).total_pages is None
+
+
 def test_a_canvas_card_finds_the_canvas_and_names_the_card(indexed: Index) -> None:
     hit = top(indexed, "kestrels hovering over motorway verges hunting voles")
     assert (hit.path, hit.kind, hit.node) == ("board.canvas", "canvas", "card-kestrel")

@@ -3,9 +3,11 @@ with it, and bad PDFs are left out with the daemon up."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 from tests.convergence import assert_converged
 from tests.daemon import running, start, wait_until
@@ -37,6 +39,36 @@ def gone(pid: int) -> bool:
             return fh.read().rsplit(b")", 1)[1].split()[0] == b"Z"
     except OSError:
         return True
+
+
+def assert_pages_read_everywhere(daemon: Any, hit: dict[str, Any]) -> None:
+    """A hit's pages read back over HTTP, by the CLI and by the MCP tool read_note."""
+    from click.testing import CliRunner
+
+    from vaultd.api.client import Client
+    from vaultd.cli.commands import main
+    from vaultd.cli.mcp_bridge import TOOLS, Bridge, DaemonOrIndex
+
+    page, path = hit["page"], hit["path"]
+    asked = f"/v1/notes/{path}?text=1&start_page={page}&end_page={hit['page_end']}"
+    answer = daemon.request("GET", asked)
+    assert (answer["start_page"], answer["end_page"], answer["total_pages"]) == (page, page, 2)
+    assert f"page {page}:" in answer["text"] and answer["text"].count("page") == 1
+    args = ["note", path, "--text", "--start-page", str(page), "--json"]
+    ran = CliRunner().invoke(main, [*args, "--config", str(daemon.config)])
+    assert ran.exit_code == 0, ran.output
+    assert json.loads(ran.stdout)["text"] == answer["text"]
+    bridge = Bridge(DaemonOrIndex(lambda: Client(daemon.socket, timeout=30), None, "start it"))
+    read_note = next(tool for tool in TOOLS if tool.name == "read_note")
+    read = bridge.run(read_note, {"path": path, "start_page": page, "end_page": page})
+    assert read == {
+        "path": path,
+        "title": Path(path).stem,
+        "start_page": page,
+        "end_page": page,
+        "total_pages": 2,
+        "text": answer["text"],
+    }
 
 
 def test_kill_9_while_a_pdf_is_read_converges_and_bad_pdfs_leave_the_daemon_up(
@@ -74,5 +106,8 @@ def test_kill_9_while_a_pdf_is_read_converges_and_bad_pdfs_leave_the_daemon_up(
         assert status["kinds"]["pdf"] == {"ok": 6, "left_out": 1}
         hit = again.search("heron count rose by 32", k=1)[0]
         assert hit["path"] == "report3.pdf"
+        assert [h["path"] for h in again.search("heron count", kinds=["note"])] == ["note.md"]
+        assert again.search("heron count rose by 32", k=1, kinds=["pdf"])[0] == hit
+        assert_pages_read_everywhere(again, hit)
     finally:
         assert_converged(again, vault, tmp_path)

@@ -38,7 +38,10 @@ def _without(schema: dict[str, Any], *fields: str) -> dict[str, Any]:
 EXPECTED = {
     "search": SearchRequest.model_json_schema(),
     "read_note": _without(NoteReadRequest.model_json_schema(), "text"),
-    "links": _without(NoteReadRequest.model_json_schema(), "text", "start_line", "end_line"),
+    "links": _without(
+        NoteReadRequest.model_json_schema(),
+        *("text", "start_line", "end_line", "start_page", "end_page"),
+    ),
     "related": RelatedRequest.model_json_schema(),
     "unlinked_mentions": MentionsRequest.model_json_schema(),
     "backlinks": BacklinksRequest.model_json_schema(),

@@ -77,9 +77,53 @@ class LocalService:
         view = note_view(self.index.manifest, path)
         if view is None:
             raise NoteNotIndexedError(path)
-        if request.text:
+        pages = (request.start_page, request.end_page)
+        if request.text and view["kind"] == "pdf":
+            if request.start_line is not None or request.end_line is not None:
+                raise ApiError(
+                    HTTPStatus.BAD_REQUEST,
+                    "bad_range",
+                    f"{path} is a PDF, read by pages: ask for start_page and end_page",
+                )
+            view.update(self._pages(path, *pages))
+        elif request.text:
+            if pages != (None, None):
+                raise ApiError(
+                    HTTPStatus.BAD_REQUEST,
+                    "bad_range",
+                    f"{path} is a {view['kind']}, read by lines: pages are a PDF's",
+                )
             view.update(self._text(path, request.start_line, request.end_line))
         return NoteResponse.model_validate(view)
+
+    def _pages(self, path: str, start: int | None, end: int | None) -> dict[str, object]:
+        """The text of a PDF's pages as it is on disk now, read as the indexer reads it (in
+        the extraction worker, with its limits), pages apart by a blank line."""
+        from vaultd.errors import LeftOutError
+        from vaultd.index.extract import read_pdf
+
+        try:
+            data, _ = self.index.indexer.discovery.read_note(path)
+            pages: list[str] = read_pdf(path, data, self.index.indexer.extraction)["pages"]
+        except OSError as exc:
+            raise NoteUnavailableError(path, f"cannot read ({exc})") from None
+        except LeftOutError as exc:
+            raise NoteUnavailableError(path, exc.reason) from None
+        first = start or 1
+        last = min(end or len(pages), len(pages))
+        if (end is not None and end < first) or first > max(len(pages), 1):
+            raise ApiError(
+                HTTPStatus.BAD_REQUEST,
+                "bad_range",
+                f"{path} has {len(pages)} pages; {first}..{end or 'the end'} is not a range "
+                "of them",
+            )
+        return dict(
+            text="\n\n".join(p for p in pages[first - 1 : last] if p.strip()),
+            start_page=first,
+            end_page=last,
+            total_pages=len(pages),
+        )
 
     def _text(self, path: str, start: int | None, end: int | None) -> dict[str, object]:
         """The note's text as it is on disk now, or the lines asked for. Read as the indexer

@@ -97,6 +97,7 @@ class NoteRequest(Request):
 
 Count = Annotated[int, Field(ge=1, le=MAX_LIST)]
 LineNumber = Annotated[int, Field(ge=1)]
+PageNumber = Annotated[int, Field(ge=1)]
 Tags = Annotated[list[str], Field(max_length=MAX_TAGS)]
 
 
@@ -279,12 +280,19 @@ class SearchRequest(Filtered):
 class NoteReadRequest(NoteRequest):
     """One indexed note with its links, backlinks and chunks.
 
-    With `text`, also the note's text as it is on disk now (or the lines asked for), read as
-    the indexer reads it."""
+    With `text`, also the note's text as it is on disk now (or the lines asked for; a PDF's
+    text layer, or the pages asked for, with its count of pages), read as the indexer reads
+    it."""
 
     text: bool = Field(False, description="Add the note's text as it is on disk now.")
     start_line: LineNumber | None = Field(None, description="With text: from this line.")
     end_line: LineNumber | None = Field(None, description="With text: to this line.")
+    start_page: PageNumber | None = Field(
+        None, description="With text, of a PDF: from this page (a hit's `page`)."
+    )
+    end_page: PageNumber | None = Field(
+        None, description="With text, of a PDF: to this page (a hit's `page_end`)."
+    )
 
 
 class RelatedRequest(NoteRequest, Filtered):
@@ -637,6 +645,9 @@ class NoteResponse(Response):
     start_line: int | None = None
     end_line: int | None = None
     total_lines: int | None = None
+    start_page: int | None = Field(None, description="With text of a PDF: its first page.")
+    end_page: int | None = Field(None, description="With text of a PDF: its last page.")
+    total_pages: int | None = Field(None, description="With text of a PDF: its pages.")
 
 
 class RelatedResponse(Response):

@@ -345,15 +345,20 @@ def _option_form(name: str, info: Any) -> tuple[str, ...]:
 
 def _option_kind(info: Any) -> dict[str, Any]:
     from types import UnionType
-    from typing import Literal, Union, get_args, get_origin
+    from typing import Annotated, Literal, Union, get_args, get_origin
 
     from pydantic_core import PydanticUndefined
 
     kind = info.annotation
+    metadata = list(info.metadata)
     if get_origin(kind) in (Union, UnionType):  # `int | None`: an int, if given
         kind = next(a for a in get_args(kind) if a is not type(None))
-    low = next((m.ge for m in info.metadata if getattr(m, "ge", None) is not None), None)
-    high = next((m.le for m in info.metadata if getattr(m, "le", None) is not None), None)
+    if get_origin(kind) is Annotated:  # `LineNumber | None`: its bounds are in its metadata
+        kind, *extra = get_args(kind)
+        for more in extra:
+            metadata += getattr(more, "metadata", [more])
+    low = next((m.ge for m in metadata if getattr(m, "ge", None) is not None), None)
+    high = next((m.le for m in metadata if getattr(m, "le", None) is not None), None)
     out: dict[str, Any] = {"help": info.description}
     if kind is bool:
         out.update(is_flag=True, default=None if info.default is None else bool(info.default))
@@ -533,6 +538,37 @@ def backlinks(
         for p in b.passages:
             lines = ", ".join(str(n) for n in p.link_lines)
             click.echo(f"   line {lines}: " + _snippet(p.text, 200))
+
+
+@_operation(
+    "note",
+    NOTE_USAGE + " With --text the text is printed: a note's lines (--start-line, --end-line), "
+    "a PDF's pages (--start-page, --end-page, a hit's page range).",
+)
+@_note_option
+@_options("note", "path")
+@_query_options
+@_handle_errors
+def note(
+    note: str, as_json: bool, config_file: Path | None, vault: Path | None, **fields: Any
+) -> None:
+    answer = _about_note("note", note, config_file, vault, **fields)
+    if as_json:
+        _echo_json(answer)
+        return
+    if answer.text is not None:
+        click.echo(answer.text)
+        if answer.total_pages is not None:
+            where = f"pages {answer.start_page}-{answer.end_page} of {answer.total_pages}"
+        else:
+            where = f"lines {answer.start_line}-{answer.end_line} of {answer.total_lines}"
+        click.echo(f"({answer.path}, {where})", err=True)
+        return
+    click.echo(click.style(answer.path, bold=True) + f"  {answer.title}  ({answer.kind})")
+    click.echo(
+        f"   {answer.status}, {len(answer.chunks)} passages, {len(answer.links)} links, "
+        f"{len(answer.backlinks)} backlinks"
+    )
 
 
 @_operation(

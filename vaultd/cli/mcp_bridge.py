@@ -182,6 +182,10 @@ def _hits(answer: dict[str, Any]) -> dict[str, Any]:
 
 def _lines(answer: dict[str, Any]) -> dict[str, Any]:
     keep = ("path", "title", "start_line", "end_line", "total_lines", "text")
+    # A PDF is read by pages: its page range and count instead of lines.
+    pages = ("start_page", "end_page", "total_pages")
+    if answer.get("total_pages") is not None:
+        keep = ("path", "title", *pages, "text")
     return {k: answer.get(k, "") for k in keep}
 
 
@@ -227,12 +231,13 @@ TOOLS: tuple[ToolSpec, ...] = (
         fixed={"text": True},
         shape=_lines,
         description="Read a note, or the lines start_line..end_line of it (e.g. a search hit's "
-        "range), as it is on disk now.",
+        "range), as it is on disk now; a PDF by pages, start_page..end_page (a hit's page "
+        "and page_end).",
     ),
     ToolSpec(
         "links",
         "note",
-        hidden=("text", "start_line", "end_line"),
+        hidden=("text", "start_line", "end_line", "start_page", "end_page"),
         shape=_links,
         description="A note's outgoing links (wiki-links and embeds), each with the vault path "
         "it resolves to, and the notes that link to it.",

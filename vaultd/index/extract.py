@@ -102,17 +102,7 @@ def extract_note(
     if kind == "pdf":
         if not isolated:
             return pdf.extract(path, data)
-        try:
-            found = run_child(
-                PDF_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.memory_mb
-            )
-        except LeftOutError as exc:
-            if exc.kind != "no_text" or not (extraction.ocr_on and ocr.available()):
-                raise
-            found = {"pages": [], "outline": []}
-        if extraction.ocr_on and ocr.available():
-            found = _with_ocr(path, data, found, extraction)
-        return pdf.note_of(path, found)
+        return pdf.note_of(path, read_pdf(path, data, extraction))
     if kind == "code":
         return code.extract(path, data, counter=counter, max_tokens=max_tokens, max_bytes=max_bytes)
     if kind == "image":
@@ -131,6 +121,23 @@ def extract_note(
         )
         return ocr.note_of(path, found)
     raise LeftOutError(path, f"no extractor for {kind} files in this build; skipped", "no_text")
+
+
+def read_pdf(path: str, data: bytes, extraction: Extraction) -> dict[str, Any]:
+    """What the PDF at `path` holds, read in the worker: {"pages": [every page's text],
+    "outline": [...]}, with OCR's text on pages without a text layer when `ocr` is on. Raises
+    LeftOutError as `pdf.read` does."""
+    try:
+        found = run_child(
+            PDF_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.memory_mb
+        )
+    except LeftOutError as exc:
+        if exc.kind != "no_text" or not (extraction.ocr_on and ocr.available()):
+            raise
+        found = {"pages": [], "outline": []}
+    if extraction.ocr_on and ocr.available():
+        found = _with_ocr(path, data, found, extraction)
+    return found
 
 
 def _with_ocr(
