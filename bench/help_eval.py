@@ -154,21 +154,35 @@ def write_config(
     return config
 
 
+#: `--known`: the runs of each mode, with the known-item rules (True) and without.
+KNOWN: dict[str, tuple[bool, ...]] = {"on": (True,), "off": (False,), "both": (False, True)}
+
+
 def distinct(paths: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def evaluate(index: Index, questions: Sequence[Question], modes: Sequence[Mode]) -> dict[str, Any]:
-    scores = {mode: Score() for mode in modes}
+def evaluate(
+    index: Index,
+    questions: Sequence[Question],
+    modes: Sequence[Mode],
+    known: Sequence[bool] = (True,),
+) -> dict[str, Any]:
+    """Each mode's scores; with `known` (False, True) each mode also without the known-item
+    rules (tiers and typo corrections), as "<mode>, known off", the two taking turns."""
+    runs = [(mode, on) for mode in modes for on in known]
+    label = {(mode, on): mode if on else f"{mode}, known off" for mode, on in runs}
+    scores = {label[run]: Score() for run in runs}
     searcher = index.searcher
     for mode in modes:  # warm-up: the first call of each mode pays for lazy loading
         searcher.search(questions[0].text, k=K, mode=mode)
     for question in questions:
-        for mode in modes:
+        for mode, on in runs:
             started = time.perf_counter()
-            hits = searcher.search(question.text, k=K, mode=mode)
-            scores[mode].latency_ms.append((time.perf_counter() - started) * 1000)
-            scores[mode].add(question, distinct(h.path for h in hits))
+            hits = searcher.search(question.text, k=K, mode=mode, known_items=on)
+            score = scores[label[mode, on]]
+            score.latency_ms.append((time.perf_counter() - started) * 1000)
+            score.add(question, distinct(h.path for h in hits))
     return {
         "modes": {mode: s.summary() for mode, s in scores.items()},
         "misses": {mode: s.misses for mode, s in scores.items()},
@@ -277,6 +291,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--split", choices=("all", "tune", "test"), default="all")
     parser.add_argument("--modes", default="keyword,vector,hybrid", help="comma-separated")
+    parser.add_argument(
+        "--known",
+        choices=sorted(KNOWN),
+        default="on",
+        help="the known-item rules (tiers, typo corrections): on, off, or both in one run",
+    )
     parser.add_argument("--sweep", action="store_true", help="score the fusion parameter grid")
     parser.add_argument(
         "--beir-workdir",
@@ -348,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
                 ]
                 report["best"] = rows[: args.top]
             else:
-                report.update(evaluate(index, questions, modes))
+                report.update(evaluate(index, questions, modes, KNOWN[args.known]))
     report["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))

@@ -5,6 +5,7 @@ daemon's socket, in the default (hybrid) mode or another, for code before and af
     python bench/known_items.py measure --vault help --workdir /tmp/i38-help \\
         [--split heldout] [--mode hybrid] [--code before=/tmp/base-i38 --code after=.]
     python bench/known_items.py latency --vault hub --workdir /tmp/i38-hub [--code ...]
+    python bench/known_items.py profile --vault hub --workdir /tmp/i38-hub [--mode keyword]
 
 `generate` writes `bench/questions/known-<vault>-{tune,heldout}.jsonl` by this rule, never by
 hand: the vault's notes (parsed by vaultd's own parser) that have text are sorted by path and
@@ -30,7 +31,9 @@ first on the daemon's PYTHONPATH) starts `vaultd run`, asks every question of th
 the socket (k = 10) and counts a hit at rank r when the note is the r-th distinct note of the
 page. Before and after run on the same index in one invocation; the machine's load is
 recorded with the figures. `latency` times the same questions' searches (one client, after a
-warm-up) and reports p50 and p99.
+warm-up) and reports p50 and p99. `profile` runs the same searches in this process on the
+index as it stands (no daemon; the vector side is left out, so hybrid is timed as keyword) and
+reports the wall time per search and per kind of SQL statement (the keyword side's cost).
 """
 
 from __future__ import annotations
@@ -288,9 +291,82 @@ def with_daemon(config: Path, socket: Path, code: str, log: Path, settle: float,
         daemon.stop()
 
 
+def _statement(sql: str, params: Any) -> str:
+    """A short name for a SQL statement, for the profile (a MATCH by what it asks)."""
+    match = str(params[0]) if params and isinstance(params[0], str) else ""
+    if "bm25(" in sql:
+        if "NEAR(" in match:
+            return "bm25: proximity tier (NEAR)"
+        if any(" " in part for part in match.split('"')[1::2]):
+            return "bm25: phrase tiers"
+        if " IN (SELECT rowid" in sql:
+            return "bm25 with a requirement"
+        return "bm25: the OR-ed words"
+    if "fts" not in sql and "vocab" not in sql:
+        return "other: " + " ".join(sql.split()[:4])[:50]
+    if "highlight(" in sql:
+        return "highlight"
+    if "chunks_vocab" in sql:
+        return "vocabulary"
+    return "fts: " + " ".join(sql.split()[:6])[:60]
+
+
+def profile(config: Path, rows: list[dict[str, Any]], mode: str, repeat: int) -> dict[str, Any]:
+    """Searches in this process, timed per search and per kind of SQL statement."""
+    from vaultd.config import load_config
+    from vaultd.index import known
+    from vaultd.index.search import Searcher
+    from vaultd.query import check_query
+    from vaultd.storage.manifest import Manifest
+
+    settings = load_config(config)
+    manifest = Manifest(settings.store.path)
+    spent: defaultdict[str, list[float]] = defaultdict(list)
+    plain = manifest._query
+
+    def timed_query(sql: str, params: Any = ()) -> list[Any]:
+        started = time.perf_counter()
+        try:
+            return plain(sql, params)
+        finally:
+            spent[_statement(sql, params)].append(time.perf_counter() - started)
+
+    manifest._query = timed_query  # type: ignore[method-assign]
+    # Keyword mode needs of the embedder only its model's name (which hits await vectors).
+    embedder = type("NoEmbedder", (), {"model_id": settings.embedding.model})()
+    searcher = Searcher(manifest, None, embedder, settings.search)  # type: ignore[arg-type]
+    keyword_mode = "keyword" if mode == "hybrid" else mode
+    for row in rows[:20]:  # warm-up: the lexicon's snapshot, the stems, SQLite's pages
+        searcher.run(row["query"], 10, keyword_mode)
+    spent.clear()
+    samples: list[float] = []
+    gather: list[float] = []
+    for _ in range(repeat):
+        for row in rows:
+            started = time.perf_counter()
+            searcher.run(row["query"], 10, keyword_mode)
+            samples.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            parsed = check_query(row["query"])
+            known.gather(manifest, searcher.lexicon, row["query"], parsed, 50, None)
+            gather.append(time.perf_counter() - started)
+    manifest.close()
+    total = sum(samples)
+    statements = {
+        name: {"calls": len(times), "ms_per_search": round(sum(times) * 1000 / len(samples), 2),
+               "share": round(sum(times) / total, 3)}
+        for name, times in sorted(spent.items(), key=lambda item: -sum(item[1]))
+    }  # fmt: skip
+    return {
+        "search": {**percentiles(samples), "n": len(samples)},
+        "known.gather alone": percentiles(gather),
+        "statements (the gather timings included)": statements,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("action", choices=("generate", "measure", "latency"))
+    parser.add_argument("action", choices=("generate", "measure", "latency", "profile"))
     parser.add_argument("--vault", choices=sorted(VAULTS), required=True)
     parser.add_argument("--notes", type=int, default=100)
     parser.add_argument("--seed", type=int, default=38)
@@ -317,7 +393,8 @@ def main() -> int:
     workdir = (args.workdir or Path(f"/tmp/i38-{args.vault}")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     extra = args.extra.replace("\\n", "\n")
-    config, socket = prepare(VAULTS[args.vault], workdir, extra, not args.no_index)
+    index = not args.no_index and args.action != "profile"
+    config, socket = prepare(VAULTS[args.vault], workdir, extra, index)
     rows = load(args.vault, args.split)
     codes = [c.split("=", 1) for c in args.code] or [["after", str(REPO)]]
     report: dict[str, Any] = {
@@ -330,6 +407,11 @@ def main() -> int:
         "cpus": os.cpu_count(),
         "embedded": embedded(config),
     }
+    if args.action == "profile":
+        report["profile"] = profile(config, rows, args.mode, args.repeat)
+        report["load_after"] = os.getloadavg()
+        print(json.dumps(report, indent=2))
+        return 0
     for name, code in codes:
         log = workdir / f"daemon-{name}.log"
         if args.action == "measure":

@@ -161,10 +161,15 @@ def evaluate(
     modes: Sequence[Mode],
     progress: bool,
     overrides: Mapping[str, Any] = {},
-) -> tuple[dict[Mode, ModeResult], dict[str, int]]:
+    known: Sequence[bool] = (True,),
+) -> tuple[dict[str, ModeResult], dict[str, int]]:
+    """Each mode's results; with `known` (False, True) each mode also without the known-item
+    rules (tiers and typo corrections), as "<mode>, known off"."""
     config = load_config(config_path, env=os.environ)
     settings = replace(config.search, **overrides)
-    results: dict[Mode, ModeResult] = {mode: ModeResult() for mode in modes}
+    runs = [(mode, on) for mode in modes for on in known]
+    label = {(mode, on): mode if on else f"{mode}, known off" for mode, on in runs}
+    results: dict[str, ModeResult] = {label[run]: ModeResult() for run in runs}
     with open_index(config) as index:
         counts = index.manifest.counts()
         searcher = index.searcher
@@ -174,12 +179,12 @@ def evaluate(
         for done, (query_id, text) in enumerate(queries, 1):
             relevant = dataset.qrels[query_id]
             # Modes take turns on each query, so background load on the machine hits all alike.
-            for mode in modes:
+            for mode, on in runs:
                 started = time.perf_counter()
-                hits = searcher.search(text, k=MAX_K, mode=mode, settings=settings)
+                hits = searcher.search(text, k=MAX_K, mode=mode, settings=settings, known_items=on)
                 elapsed = (time.perf_counter() - started) * 1000
                 ranking = dedupe(doc_id(hit.path) for hit in hits)
-                result = results[mode]
+                result = results[label[mode, on]]
                 result.latency_ms.append(elapsed)
                 result.docs.append(len(ranking))
                 result.ndcg10.append(ndcg_at(ranking, relevant, 10))
@@ -205,12 +210,12 @@ def render(report: dict[str, Any]) -> str:
         f"{index['summary']['notes_failed']} notes failed)",
         f"queries     {report['queries']} judged, top {MAX_K} passages each",
         "",
-        f"{'mode':<8} {'nDCG@10':>8} {'R@10':>7} {'R@100':>7} {'docs':>6} "
+        f"{'mode':<17} {'nDCG@10':>8} {'R@10':>7} {'R@100':>7} {'docs':>6} "
         f"{'p50 ms':>8} {'p95 ms':>8}",
     ]
     for mode, m in report["modes"].items():
         lines.append(
-            f"{mode:<8} {m['ndcg@10']:>8.4f} {m['recall@10']:>7.4f} {m['recall@100']:>7.4f} "
+            f"{mode:<17} {m['ndcg@10']:>8.4f} {m['recall@10']:>7.4f} {m['recall@100']:>7.4f} "
             f"{m['docs_per_query']:>6.1f} {m['latency_p50_ms']:>8.1f} {m['latency_p95_ms']:>8.1f}"
         )
     published = ", ".join(f"{name} {score:.3f}" for name, score in PUBLISHED.items())
@@ -278,6 +283,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="a [search] setting for this run, e.g. lead_weight=0 (repeatable)",
     )
+    parser.add_argument(
+        "--known",
+        choices=("on", "off", "both"),
+        default="on",
+        help="the known-item rules (tiers, typo corrections): on, off, or both in one run",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
@@ -307,7 +318,10 @@ def main(argv: list[str] | None = None) -> int:
             f"index: {summary['chunks_embedded']} chunks embedded, "
             f"{summary['chunks_reused']} reused in {index_seconds:.1f} s"
         )
-        results, counts = evaluate(config, dataset, queries, args.modes, not args.quiet, overrides)
+        known = {"on": (True,), "off": (False,), "both": (False, True)}[args.known]
+        results, counts = evaluate(
+            config, dataset, queries, args.modes, not args.quiet, overrides, known
+        )
 
     report: dict[str, Any] = {
         "data": str(args.data.resolve()),

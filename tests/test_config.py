@@ -321,6 +321,19 @@ def test_require_vault(tmp_path: Path, env: dict[str, str], vault: Path) -> None
 # -- validation ------------------------------------------------------------------------------
 
 
+def test_typo_tolerance_is_a_search_switch(
+    tmp_path: Path, env: dict[str, str], vault: Path
+) -> None:
+    assert load_config(vault=vault, env=env).search.typos is True
+    path = write(tmp_path / "c.toml", "[search]\ntypos = false\n")
+    assert load_config(path, vault=vault, env=env).search.typos is False
+    path = write(tmp_path / "bad.toml", '[search]\ntypos = "off"\ntypo = true\n')
+    assert problems_of(path, env) == [
+        "[search] typos: expected true or false, got 'off'",
+        "[search] typo: unknown key (did you mean 'typos'?)",
+    ]
+
+
 def test_every_problem_is_reported_at_once(tmp_path: Path, env: dict[str, str]) -> None:
     path = write(
         tmp_path / "c.toml",

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from tests.small_vault import indexed
-from vaultd.index import known
+from vaultd.index import known, search
 from vaultd.index.open import Index
 from vaultd.query import MAX_QUERY_TERMS, check_query
 from vaultd.records import SearchResult
@@ -113,6 +114,36 @@ def test_each_kind_of_typo_is_corrected_and_explained(
     shown = result.corrections[0].shown
     assert shown in NOTES["Photo/Portraits.md"].lower()
     assert result.showing == typed.replace(word, shown)
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_typo_tolerance_can_be_turned_off(index: Index, mode: str) -> None:
+    settings = replace(index.searcher.settings, typos=False)
+    result = run(index, "a steady tirpod", mode, settings=settings)
+    assert result.corrections == () and result.showing is None
+    assert all(h.parts.get("known", {}).get("tier") != "corrected phrase" for h in result.hits)
+    assert "corrections" not in result.hits[0].parts
+
+
+def test_without_known_items_nothing_is_corrected_or_tiered(index: Index) -> None:
+    result = run(index, "needs patiemt lighting", known_items=False)
+    assert result.corrections == ()
+    assert all("known" not in h.parts for h in result.hits)
+
+
+def test_a_word_most_passages_hold_is_left_out_when_a_rarer_one_is_there(index: Index) -> None:
+    searcher = index.searcher
+    vocabulary, _ = searcher.lexicon.current()
+    # "step" and "kettle": held by the 21 kettle steps, over a third of the passages.
+    assert vocabulary.chunks["step"] > vocabulary.rows * search.COMMON_SHARE
+    assert searcher.common_words(check_query("descaling step zymurgy")) == {"descaling", "step"}
+    hits = run(index, "descaling step zymurgy", k=30).hits
+    assert {h.path for h in hits} == {"Travel/Prague.md"}
+    # Every word that common: all are searched.
+    assert searcher.common_words(check_query("descaling step")) == frozenset()
+    assert len(run(index, "descaling step", k=30).hits) > 20
+    # The rarer word held by no passage: the common ones are kept.
+    assert searcher.common_words(check_query("descaling qwxzvbnmpl")) == frozenset()
 
 
 def test_a_word_held_exactly_ranks_above_its_commoner_neighbour(index: Index) -> None:

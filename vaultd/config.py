@@ -325,6 +325,9 @@ class SearchSection:
     per_note: int = field(default=3, metadata={"parse": _integer(0, 100)})
     #: Merge neighbouring passages of one note into one hit with the combined line range.
     merge: bool = field(default=False, metadata={"parse": _boolean})
+    #: Typo tolerance: a query word the vault does not hold also matches its close neighbours
+    #: in the vocabulary (docs/search.md, "Known items").
+    typos: bool = field(default=True, metadata={"parse": _boolean})
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ import datetime as dt
 import math
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -350,14 +350,15 @@ class ParsedQuery:
             words.extend(w for w in _WORD.findall(_UNSPACED_RUN.sub(" ", token)) if w != "_")
         return cls(phrases, tuple(dict.fromkeys(words)), tuple(dict.fromkeys(unspaced)))
 
-    def word_match(self) -> str:
-        """The word index's MATCH expression: spaced phrases and every word but stop words,
-        OR-ed."""
-        return " OR ".join(self._word_terms())
+    def word_match(self, leave_out: Collection[str] = ()) -> str:
+        """The word index's MATCH expression: spaced phrases and every word but stop words
+        (and those of `leave_out`, unless that leaves no word), OR-ed."""
+        return " OR ".join(self._word_terms(leave_out))
 
-    def _word_terms(self) -> list[str]:
+    def _word_terms(self, leave_out: Collection[str] = ()) -> list[str]:
         parts = [_fts_phrase(p) for p in self.phrases if not _HAS_UNSPACED.search(p)]
         words = [w for w in self.words if w.lower() not in STOP_WORDS] or self.words
+        words = [w for w in words if w not in leave_out] or words
         parts += [f'"{w}"' for w in words]
         return [p for p in parts if p]
 

@@ -177,10 +177,12 @@ def gather(
     parsed: ParsedQuery,
     depth: int,
     paths: Sequence[str] | None,
+    *,
+    typos: bool = True,
 ) -> Evidence:
-    """The known-item evidence for `query`: names, corrections, and the chunks of each tier
-    (each tier's chunks fetched by an FTS5 query of their own, so none is lost below the
-    candidate depth)."""
+    """The known-item evidence for `query`: names, corrections (unless `typos` is off), and
+    the chunks of each tier (each tier's chunks fetched by an FTS5 query of their own, so none
+    is lost below the candidate depth)."""
     vocabulary, names = lexicon.current()
     named = tuple(p for p in names.notes_named(query) if paths is None or p in set(paths))
     words = query_words(query) if not parsed.phrases else ()
@@ -188,7 +190,7 @@ def gather(
         words = ()  # mixed scripts: the pairs index ranks the unspaced part; no phrase tier
     distinct = list(dict.fromkeys(parsed.words))[: MAX_KNOWN_WORDS * 4]
     stem_of = stems_of(distinct)
-    corrections, alternatives, absent = _corrections(distinct, stem_of, vocabulary)
+    corrections, alternatives, absent = _corrections(distinct, stem_of, vocabulary, typos)
     chunks: dict[int, frozenset[str]] = {}
     found: dict[str, float] = {}
 
@@ -280,10 +282,10 @@ def chunks_holding_paths(
 
 
 def _corrections(
-    words: Sequence[str], stem_of: dict[str, str], vocabulary: Vocabulary
+    words: Sequence[str], stem_of: dict[str, str], vocabulary: Vocabulary, typos: bool = True
 ) -> tuple[tuple[Correction, ...], dict[str, tuple[str, ...]], list[str]]:
     """The corrections of the query's words, each word's added FTS5 words, and the words no
-    note holds that nothing corrected.
+    note holds that nothing corrected (with `typos` off, nothing is corrected).
 
     Candidates come two ways, as a typo may fall in the part of a word the stemmer cuts off
     (`estimfte` is no edit of `estim`, the term of `estimate`): the words one edit from the
@@ -295,7 +297,7 @@ def _corrections(
     for word in words:
         term = stem_of.get(word)
         held = vocabulary.chunks.get(term, 0) if term else 0
-        edits = edits_allowed(word, held > 0)
+        edits = edits_allowed(word, held > 0) if typos else 0
         if term is None or edits == 0 or held > TYPO_CHUNKS:
             if term is not None and held == 0 and not is_unspaced(word):
                 absent.append(word)

@@ -36,7 +36,15 @@ from vaultd.config import SearchSection
 from vaultd.embedding.embedder import Route, TextEmbedder
 from vaultd.index import known, snippets
 from vaultd.index.known import Evidence, Lexicon
-from vaultd.query import MAX_K, Filters, Mode, ParsedQuery, check_query, has_phrase
+from vaultd.query import (
+    MAX_K,
+    STOP_WORDS,
+    Filters,
+    Mode,
+    ParsedQuery,
+    check_query,
+    has_phrase,
+)
 from vaultd.records import Hit, SearchResult
 from vaultd.storage.keyword import KEYWORD_WEIGHTS
 from vaultd.storage.manifest import Manifest, StoredChunk
@@ -54,6 +62,11 @@ LEAD_DEPTH = 4
 PATH_IN_LIMIT = 1000
 #: How long a count of the passages on each route (a pair of models) serves.
 ROUTE_COUNTS_SECONDS = 60.0
+#: A word of the query held by more than this share of the passages is left out of the OR-ed
+#: words when a rarer word of the query is held by some passage (as Lucene's common terms
+#: and Meilisearch's ranking do): BM25 gives it little weight, and ranking every passage that
+#: holds it was most of a search's time on obsidian-hub (docs/benchmarks.md, "Known items").
+COMMON_SHARE = 1 / 3
 
 
 # -- ranking -----------------------------------------------------------------------------------
@@ -114,17 +127,19 @@ class Searcher:
         merge: bool | None = None,
         settings: SearchSection | None = None,
         snippets: bool = False,
+        known_items: bool = True,
     ) -> list[Hit]:
         """The top `k` hits for `query`.
 
         `tags` and `path_prefix` are shorthands for the same fields of `filters`; `per_note`
         and `merge` default to the settings' values (`[search]`, or this searcher's own);
-        `snippets` gives each hit a short passage with the query's terms marked.
+        `snippets` gives each hit a short passage with the query's terms marked; without
+        `known_items` no known-item tier applies and no typo is corrected (for benchmarks).
         """
         return list(
             self.run(
                 query, k, mode, tags, path_prefix, filters=filters, per_note=per_note,
-                merge=merge, settings=settings, snippets=snippets,
+                merge=merge, settings=settings, snippets=snippets, known_items=known_items,
             ).hits
         )  # fmt: skip
 
@@ -141,6 +156,7 @@ class Searcher:
         merge: bool | None = None,
         settings: SearchSection | None = None,
         snippets: bool = False,
+        known_items: bool = True,
     ) -> SearchResult:
         """`search`, with the typo corrections it applied and, when one decided the first hit,
         the query as searched (for "showing results for ...")."""
@@ -159,8 +175,9 @@ class Searcher:
         depth = max(settings.candidates, k)
         leads = settings.lead_weight > 0
         ranked, evidence = self._retrieve(
-            query, parsed, mode, depth, paths, filters, settings.rrf_k, leads=leads
-        )
+            query, parsed, mode, depth, paths, filters, settings.rrf_k, leads=leads,
+            known_items=known_items, typos=settings.typos,
+        )  # fmt: skip
         hits = self._page(parsed, mode, ranked, k, cap, merge, settings, evidence)
         if snippets:
             hits = self._with_snippets(hits, parsed)
@@ -248,6 +265,7 @@ class Searcher:
         *,
         leads: bool = False,
         known_items: bool = True,
+        typos: bool = True,
     ) -> tuple[dict[str, Ranked], Evidence]:
         rrf_k = self.settings.rrf_k if rrf_k is None else rrf_k
         filters = filters or Filters()
@@ -257,7 +275,9 @@ class Searcher:
         def keyword_side() -> tuple[Ranked, Evidence]:
             found = Evidence()
             if known_items:
-                found = known.gather(self.manifest, self.lexicon, query, parsed, depth, paths)
+                found = known.gather(
+                    self.manifest, self.lexicon, query, parsed, depth, paths, typos=typos
+                )
             return self.keyword(parsed, depth, paths, rrf_k, evidence=found), found
 
         if mode == "hybrid":
@@ -291,9 +311,9 @@ class Searcher:
         corrections add are OR-ed in and its tiers' passages join the candidates."""
         rrf_k = self.settings.rrf_k if rrf_k is None else rrf_k
         lists: dict[str, Ranked] = {}
-        match = " OR ".join(p for p in (parsed.word_match(), *evidence.extra_terms) if p) if (
-            evidence
-        ) else parsed.word_match()  # fmt: skip
+        extra = evidence.extra_terms if evidence is not None else ()
+        words = parsed.word_match(self.common_words(parsed, bool(extra)))
+        match = " OR ".join(p for p in (words, *extra) if p)
         if match:
             found = self.manifest.keyword(match, depth, paths, weights=weights)
             required = parsed.phrase_requirement()
@@ -320,6 +340,22 @@ class Searcher:
         if len(lists) == 1:
             return next(iter(lists.values()))
         return rrf(lists, rrf_k, {})[: 2 * depth]
+
+    def common_words(self, parsed: ParsedQuery, others: bool = False) -> frozenset[str]:
+        """The query's words held by more than COMMON_SHARE of the passages, when a rarer word
+        of it is held by some passage (or `others`, more terms, are searched too): left out of
+        the OR-ed words. None when every word is that common."""
+        vocabulary, _ = self.lexicon.current()
+        limit = COMMON_SHARE * vocabulary.rows
+        words = [w for w in dict.fromkeys(parsed.words) if w.lower() not in STOP_WORDS]
+        if (len(words) < 2 and not others) or not vocabulary.rows:
+            return frozenset()
+        stem_of = known.stems_of(words)
+        held = {w: vocabulary.chunks.get(stem_of.get(w, ""), 0) for w in words}
+        common = frozenset(w for w in words if held[w] > limit)
+        if common and (others or any(0 < n <= limit for n in held.values())):
+            return common
+        return frozenset()
 
     def vector(
         self, query: str, depth: int, paths: Sequence[str] | None, filters: Filters

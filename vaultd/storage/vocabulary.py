@@ -46,20 +46,23 @@ class Vocabulary:
     #: (length, first letter) and (length, last letter): the terms made of letters only.
     by_first: dict[tuple[int, str], list[str]] = field(default_factory=dict)
     by_last: dict[tuple[int, str], list[str]] = field(default_factory=dict)
+    #: The chunks in all (for a term's share of them).
+    rows: int = 0
 
     @classmethod
     def read(cls, query: Query) -> Vocabulary:
-        return cls.of(dict(query("SELECT term, doc FROM chunks_vocab", ())))
+        rows = int(query("SELECT count(*) FROM chunks", ())[0][0])
+        return cls.of(dict(query("SELECT term, doc FROM chunks_vocab", ())), rows)
 
     @classmethod
-    def of(cls, chunks: dict[str, int]) -> Vocabulary:
+    def of(cls, chunks: dict[str, int], rows: int = 0) -> Vocabulary:
         by_first: defaultdict[tuple[int, str], list[str]] = defaultdict(list)
         by_last: defaultdict[tuple[int, str], list[str]] = defaultdict(list)
         for term in chunks:
             if _LETTERS.fullmatch(term):
                 by_first[len(term), term[0]].append(term)
                 by_last[len(term), term[-1]].append(term)
-        return cls(chunks, dict(by_first), dict(by_last))
+        return cls(chunks, dict(by_first), dict(by_last), rows)
 
     def __len__(self) -> int:
         return len(self.chunks)
