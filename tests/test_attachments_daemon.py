@@ -59,6 +59,15 @@ def assert_pages_read_everywhere(daemon: Any, hit: dict[str, Any]) -> None:
     assert ran.exit_code == 0, ran.output
     assert json.loads(ran.stdout)["text"] == answer["text"]
     bridge = Bridge(DaemonOrIndex(lambda: Client(daemon.socket, timeout=30), None, "start it"))
+    search = next(tool for tool in TOOLS if tool.name == "search")
+    found = bridge.run(search, {"query": "heron count rose by 32", "k": 1})["hits"][0]
+    assert {k: found[k] for k in ("path", "kind", "page", "page_end")} == {
+        "path": path,
+        "kind": "pdf",
+        "page": page,
+        "page_end": page,
+    }
+    assert "node" not in found and "symbol" not in found
     read_note = next(tool for tool in TOOLS if tool.name == "read_note")
     read = bridge.run(read_note, {"path": path, "start_page": page, "end_page": page})
     assert read == {
