@@ -146,6 +146,16 @@ def test_a_word_most_passages_hold_is_left_out_when_a_rarer_one_is_there(index: 
     assert searcher.common_words(check_query("descaling qwxzvbnmpl")) == frozenset()
 
 
+def test_a_tier_is_looked_for_inside_the_filter_and_beyond_the_depth(index: Index) -> None:
+    hits = run(index, "send the file", path_prefix="Print/Printer.md").hits
+    assert {h.path for h in hits} == {"Print/Printer.md"}
+    assert hits[0].parts["known"]["tier"] == "phrase"
+    # Two passages hold the phrase, more than the depth of one: the tier is ranked by BM25.
+    settings = replace(index.searcher.settings, candidates=1)
+    hits = run(index, "send the file", k=1, settings=settings).hits
+    assert hits[0].parts["known"]["tier"] == "phrase"
+
+
 def test_a_word_held_exactly_ranks_above_its_commoner_neighbour(index: Index) -> None:
     result = run(index, "kettel", k=30)
     assert result.hits[0].path == "Kettle/Odd.md"

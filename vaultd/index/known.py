@@ -93,8 +93,9 @@ class Evidence:
     absent: tuple[str, ...] = ()
     #: Words no note holds that were corrected: every match of theirs is a correction's.
     replaced: tuple[str, ...] = ()
-    #: The tiers' chunks (each tier's best first by its own BM25), and the named notes' first
-    #: chunks: added to the keyword side's candidates after its own.
+    #: The tiers' chunks (in the index's order, or a tier's best first by its own BM25 when
+    #: more than the depth match), and the named notes' first chunks: added to the keyword
+    #: side's candidates after its own.
     found: tuple[tuple[str, float], ...] = ()
 
     def tier(self, chunk_id: str, path: str, body: str) -> int:
@@ -213,16 +214,21 @@ def gather(
     )
 
     def required(expression: str) -> frozenset[str]:
-        """The chunks matching `expression`, best first by its own BM25: a selective
-        expression alone costs little, where requiring it of the query's OR-ed words costs a
-        second ranking of every passage holding any of them (hybrid p50 on obsidian-hub 1.45x
-        before, 1.1x after: docs/benchmarks.md)."""
+        """The chunks matching `expression`: a selective expression alone costs little, where
+        requiring it of the query's OR-ed words costs a second ranking of every passage
+        holding any of them (hybrid p50 on obsidian-hub 1.45x before, 1.1x after:
+        docs/benchmarks.md). Ranked by its own BM25 only when more than `depth` chunks match
+        (then the best `depth` are the tier): BM25 walks each of its words' lists of chunks
+        once more, which doubled the tiers' cost, and a tier's chunks are placed by the
+        keyword side's own ranking where it has them."""
         if not expression:
             return frozenset()
-        ranked = manifest.keyword(expression, depth, paths)
-        for chunk_id, score in ranked:
-            found.setdefault(chunk_id, score)
-        return frozenset(i for i, _ in ranked)
+        matched = [i for i, _ in chunks_holding_paths(manifest, expression, paths, depth + 1)]
+        if len(matched) > depth:
+            matched = [i for i, _ in manifest.keyword(expression, depth, paths)]
+        for chunk_id in matched:
+            found.setdefault(chunk_id, 0.0)
+        return frozenset(matched)
 
     if 1 < len(words) <= MAX_QUERY_PHRASE:
         chunks[PHRASE] = required(_phrase(words))
@@ -243,7 +249,7 @@ def gather(
             continue
         held = vocabulary.chunks.get(term, 0)
         if 0 < held <= RARE_CHUNKS:
-            holding = chunks_holding_paths(manifest, _quoted(word), paths)
+            holding = chunks_holding_paths(manifest, _quoted(word), paths, RARE_CHUNKS + 1)
             if 0 < len({p for _, p in holding}) <= RARE_NOTES:
                 rare.update(i for i, _ in holding)
     chunks[RARE] = frozenset(rare)
@@ -272,13 +278,10 @@ MAX_QUERY_PHRASE = 64
 
 
 def chunks_holding_paths(
-    manifest: Manifest, match: str, paths: Sequence[str] | None
+    manifest: Manifest, match: str, paths: Sequence[str] | None, limit: int
 ) -> list[tuple[str, str]]:
-    found = manifest.read_with(lambda q: chunks_holding(q, match, RARE_CHUNKS + 1))
-    if paths is None:
-        return found
-    allowed = set(paths)
-    return [(i, p) for i, p in found if p in allowed]
+    """(chunk id, path) of up to `limit` chunks matching `match` in `paths`, unranked."""
+    return manifest.read_with(lambda q: chunks_holding(q, match, limit, paths))
 
 
 def _corrections(

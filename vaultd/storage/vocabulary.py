@@ -127,10 +127,17 @@ def _aliases(raw: str) -> Sequence[str]:
     return [str(a) for a in value] if isinstance(value, list) else ()
 
 
-def chunks_holding(query: Query, match: str, limit: int) -> list[tuple[str, str]]:
-    """(chunk id, path) of up to `limit` chunks the words index finds for `match`, unranked."""
+def chunks_holding(
+    query: Query, match: str, limit: int, paths: Sequence[str] | None = None
+) -> list[tuple[str, str]]:
+    """(chunk id, path) of up to `limit` chunks the words index finds for `match` (in `paths`
+    when given), unranked, in the index's order."""
     sql = (
         "SELECT c.id, c.path FROM chunks_fts JOIN chunks c ON c.n = chunks_fts.rowid "
-        "WHERE chunks_fts MATCH ? LIMIT ?"
+        "WHERE chunks_fts MATCH ?"
     )
-    return [(r[0], r[1]) for r in query(sql, (match, limit))]
+    params: list[object] = [match]
+    if paths is not None:
+        sql += " AND c.path IN (SELECT value FROM json_each(?))"
+        params.append(json.dumps(list(paths), ensure_ascii=False))
+    return [(r[0], r[1]) for r in query(sql + " LIMIT ?", (*params, limit))]
