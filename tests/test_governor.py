@@ -222,3 +222,20 @@ def _resumes_or_machine_stays_busy(
         else:
             busy_readings = 0
     raise AssertionError("the daemon kept waiting after the machine went quiet")
+
+
+def test_the_extraction_workers_cpu_counts_as_the_daemons_own() -> None:
+    """A PDF or OCR worker's CPU is this process's bulk work (pacing counts it against the
+    budget, not as other programs' load), and stays counted after the worker ends."""
+    from tests.test_attachments import make_pdf
+    from vaultd.index.extract import PDF_CHILD
+    from vaultd.isolation import children_cpu, close_children, run_child
+
+    before = children_cpu()
+    pages = [f"Page {n}: the otters' holt lies under the alder roots" for n in range(40)]
+    found = run_child(PDF_CHILD, "a.pdf", make_pdf(pages), timeout=60, memory_mb=1024)
+    assert len(found["pages"]) == 40
+    spent = children_cpu()
+    assert spent > before  # the worker's start and its reading, at least a clock tick
+    close_children()
+    assert children_cpu() == spent

@@ -58,6 +58,12 @@ class _Child:
 
     def ask(self, path: str, data: bytes) -> dict[str, Any]:
         process = self._started()
+        try:
+            return self._ask(process, path, data)
+        finally:
+            _cpu_of(process.pid)  # what this file cost, kept after the worker is gone
+
+    def _ask(self, process: subprocess.Popen[bytes], path: str, data: bytes) -> dict[str, Any]:
         assert process.stdin is not None and process.stdout is not None
         deadline = time.monotonic() + self.timeout
         try:
@@ -67,6 +73,7 @@ class _Child:
             size = int.from_bytes(_read(out, 8, deadline), "big")
             answer = _answer(_read(out, size, deadline))
         except TimeoutError as exc:
+            _cpu_of(process.pid)
             self.close()
             raise LeftOutError(
                 path,
@@ -148,6 +155,32 @@ def run_child(
         raise LeftOutError(path, str(reason), kind)
     result: dict[str, Any] = answer["ok"]
     return result
+
+
+#: CPU seconds each extraction worker this process started had used when last read, by pid.
+_spent: dict[int, float] = {}
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpu_of(pid: int) -> None:
+    """Read the worker's CPU time so far (user and system, /proc/PID/stat) into `_spent`."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        _spent[pid] = (int(fields[11]) + int(fields[12])) / _TICKS
+    except (OSError, ValueError, IndexError):
+        pass  # gone (its last reading stands) or not Linux
+
+
+def children_cpu() -> float:
+    """CPU seconds this process's extraction workers have used, live and ended: the daemon's
+    pacing counts them as its own work (OCR is bulk work under the budget), not as other
+    programs' load. Read without waiting for a worker busy with a file."""
+    for child in list(_children.values()):
+        process = child._process
+        if process is not None:
+            _cpu_of(process.pid)
+    return sum(_spent.values())
 
 
 def close_children() -> None:

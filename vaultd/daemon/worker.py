@@ -18,6 +18,7 @@ from vaultd.daemon.state import State
 from vaultd.errors import VaultdError
 from vaultd.index.indexer import Summary
 from vaultd.index.open import Index
+from vaultd.isolation import children_cpu
 from vaultd.pipeline.watch import Settled, Watcher
 from vaultd.progress import Tracker
 from vaultd.storage.vectors import is_disk_full
@@ -74,8 +75,9 @@ class Worker(threading.Thread):
         #: Where the full pass in hand has come; status reports it with the time left.
         self.progress = Tracker()
         embedding = index.config.embedding
-        # The parser's worker processes are this daemon's load, not other programs'.
-        meter = CpuMeter(own_cpu=lambda: process_cpu() + index.indexer.helper_cpu)
+        # The parser's worker processes and the extraction workers (PDF, OCR) are this
+        # daemon's load, not other programs'.
+        meter = CpuMeter(own_cpu=lambda: process_cpu() + index.indexer.helper_cpu + children_cpu())
         self.governor = Governor(embedding.cpu_budget, embedding.yield_above, meter=meter)
         self._bulk = False
         #: Seconds unused after which the store's index and the model are closed (0: never).

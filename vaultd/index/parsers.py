@@ -44,6 +44,7 @@ from vaultd.embedding.spec import ModelSpec
 from vaultd.embedding.tokens import TokenCounter
 from vaultd.errors import LeftOutError, NoteError
 from vaultd.index.extract import Extraction, extract_note
+from vaultd.isolation import children_cpu
 from vaultd.pipeline.chunk import Counter, chunk_note
 from vaultd.records import Chunk, Note
 
@@ -149,7 +150,8 @@ def _parse_in_worker(
     parsed = parse_and_chunk(
         path, data, counter, max_bytes=max_bytes, max_tokens=max_tokens, extraction=extraction
     )
-    return parsed, os.getpid(), time.process_time()
+    # With its PDF and OCR workers' CPU: all of it is the daemon's bulk work.
+    return parsed, os.getpid(), time.process_time() + children_cpu()
 
 
 def _ready() -> None:
