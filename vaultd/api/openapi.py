@@ -145,6 +145,8 @@ def _operation(op: Operation) -> dict[str, Any]:
     answer = model_schema(op.response)
     mime = "application/x-ndjson" if op.stream else "application/json"
     summary = "One JSON line per record" if op.stream else "The answer"
+    if op.sse:
+        mime, summary = "text/event-stream", "Server-sent events, each one's data this object"
     out["responses"] = {
         str(op.status): {"description": summary, "content": {mime: {"schema": answer}}},
         **{str(c): _json(_ERROR, _ERROR_NAMES[c]) for c in sorted({*op.errors, *_FRAMING})},

@@ -374,6 +374,16 @@ class RecentRequest(Request):
         return None if self.since is None else parse_since(self.since)
 
 
+class EventsRequest(Request):
+    """What the daemon does, as it happens (server-sent events).
+
+    A stream of `text/event-stream` events: a note indexed, failed or deleted, a phase of a pass
+    begun or moved on, a pass done, and a `ping` on a quiet stream. Each reader has a bounded
+    buffer: one that reads too slowly loses its oldest events (each event counts them in
+    `dropped`) and never holds the daemon up. `curl -N --unix-socket SOCKET
+    http://vaultd/v1/events` follows it."""
+
+
 class ReindexRequest(Request):
     """Queue notes, or the whole vault, for a fresh comparison.
 
@@ -607,6 +617,11 @@ class StatusResponse(Response):
     skipped: list[Skipped] | None = Field(
         None, description="Files and folders left out that a user would want to hear about."
     )
+    events: Loose | None = Field(
+        None,
+        description="The event stream (`GET /v1/events`): readers now, and events dropped "
+        "since start because a reader read too slowly.",
+    )
 
 
 class Correction(Response):
@@ -696,6 +711,41 @@ class OpenapiResponse(RootModel[dict[str, Any]]):
     pass
 
 
+EventKind = Literal[
+    "hello", "ping", "note_indexed", "note_failed", "note_deleted", "phase", "pass_done"
+]
+
+
+class Event(Response):
+    """One server-sent event of `GET /v1/events`: its `event:` field is `kind`, its `data:`
+    field this object as JSON."""
+
+    kind: EventKind = Field(
+        description="`hello` on connecting; `ping` on a quiet stream; `note_indexed` (searchable "
+        "by its words), `note_failed` (with the reason; also a file left out or quarantined), "
+        "`note_deleted`; `phase` when a pass's phase begins or moves on (with its progress); "
+        "`pass_done` when a pass ends (with its summary)."
+    )
+    seq: int = Field(ge=0, description="The event's number since the daemon started (0: none).")
+    time: float = Field(description="When it happened, epoch seconds.")
+    dropped: int = Field(
+        ge=0, description="Events this reader lost so far because it read too slowly."
+    )
+    path: str | None = Field(None, description="The note, for a note's event.")
+    reason: str | None = Field(None, description="Why a note failed or was left out.")
+    status: str | None = Field(
+        None, description="For `note_failed`: `failed`, `quarantined` or `left_out`."
+    )
+    progress: Loose | None = Field(
+        None, description="For `phase`: the phase, done, total, unit, percent and time left."
+    )
+    summary: Loose | None = Field(None, description="For `pass_done`: what the pass did.")
+    full: bool | None = Field(None, description="For `pass_done`: whether it was a full pass.")
+    lag_seconds: float | None = Field(
+        None, description="For `pass_done` of an edit: its save-to-searchable lag."
+    )
+
+
 # -- the table -----------------------------------------------------------------------------------
 
 
@@ -717,6 +767,9 @@ class Operation:
     stream: bool = False
     #: Answered by the daemon alone (no index opened without one).
     daemon_only: bool = False
+    #: Answered as server-sent events (`text/event-stream`), one `response` each, until the
+    #: client goes away.
+    sse: bool = False
 
     @property
     def doc(self) -> str:
@@ -793,6 +846,9 @@ OPERATIONS: tuple[Operation, ...] = (
         daemon_only=True,
     ),
     Operation("export", "GET", "/v1/export", ExportRequest, ExportRecord, True, stream=True),
+    Operation(
+        "events", "GET", "/v1/events", EventsRequest, Event, True, daemon_only=True, sse=True
+    ),
     Operation("openapi", "GET", "/openapi.json", OpenapiRequest, OpenapiResponse, True),
 )
 

@@ -83,6 +83,8 @@ MAX_CONNECTIONS = 128
 MAX_BUSY = 64
 #: Searches waiting for `wait_for` at once: a thread each, blocked, outside the caps above.
 MAX_WAITING = 512
+#: Event streams (`GET /v1/events`) open at once: a thread each, outside the caps above.
+MAX_STREAMS = 32
 #: Routes answered whatever the load: they are quick and take no slot.
 ALWAYS_ANSWERED = frozenset(BY_NAME[name].route for name in ("health", "status"))
 #: The longest request line read (as the standard library's handler reads it).
@@ -351,6 +353,9 @@ class Handler(BaseHTTPRequestHandler):
         if isinstance(payload, Lines):
             self._stream(status, payload)
             return
+        if isinstance(payload, Events):
+            self._events(status, payload)
+            return
         data = json.dumps(payload, ensure_ascii=False).encode()
         # Reads armed the socket with what was left of their deadline; writing gets its own.
         self.connection.settimeout(IDLE_TIMEOUT)
@@ -394,6 +399,43 @@ class Handler(BaseHTTPRequestHandler):
             return
         self.wfile.write(b"0\r\n\r\n")
 
+    def _events(self, status: HTTPStatus, payload: Events) -> None:
+        """Server-sent events until the client goes away or the server stops. The connection
+        leaves the caps of requests (it is closed after the stream) for MAX_STREAMS; a client
+        that stops reading is cut once a write has waited IDLE_TIMEOUT, and one that vanished
+        at the next event or heartbeat. Either way only this thread ever waits on it."""
+        try:
+            if not self.server.streams.acquire(blocking=False):
+                self.close_connection = True
+                self._send(
+                    HTTPStatus.SERVICE_UNAVAILABLE,
+                    _error_body("busy", f"{MAX_STREAMS} event streams are open already"),
+                )
+                return
+            try:
+                self.server.leave(self.slot)
+                self.close_connection = True
+                self.connection.settimeout(IDLE_TIMEOUT)
+                self.send_response(status)
+                self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+                self.send_header("Cache-Control", "no-store")
+                self.send_header(VAULT_HEADER, self.server.vault_id)
+                self.send_header(VAULT_PATH_HEADER, self.server.vault_path)
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.flush()
+                for item in payload.items:
+                    self.wfile.write(_sse(item))
+                    self.wfile.flush()
+            except OSError:
+                pass  # gone, or not reading: its subscription ends below
+            finally:
+                self.server.streams.release()
+        finally:
+            close = getattr(payload.items, "close", None)
+            if close is not None:
+                close()
+
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
 
@@ -403,6 +445,25 @@ class Lines:
     """An answer sent as JSON lines, one item each, streamed."""
 
     items: Iterator[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Events:
+    """An answer sent as server-sent events, one item each, until the client goes away."""
+
+    items: Iterator[Any]
+
+
+def _sse(item: Mapping[str, Any]) -> bytes:
+    """One item as an event: a heartbeat as a comment line, anything else with its kind as the
+    event's name, its number as the id and the item as JSON data (one line)."""
+    kind = str(item.get("kind", "message"))
+    if kind == "ping":
+        return b": ping\n\n"
+    data = json.dumps(item, ensure_ascii=False)
+    seq = item.get("seq")
+    head = f"id: {seq}\n" if seq else ""
+    return f"{head}event: {kind}\ndata: {data}\n\n".encode()
 
 
 def _error_body(code: str, message: str, kind: str | None = None) -> dict[str, Any]:
@@ -454,6 +515,8 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self._open: dict[socket.socket, _Slot] = {}
         self._busy = threading.BoundedSemaphore(MAX_BUSY)
         self._waiting = threading.BoundedSemaphore(MAX_WAITING)
+        #: Event streams open (see Handler._events).
+        self.streams = threading.BoundedSemaphore(MAX_STREAMS)
         #: The connection this thread serves (a thread per connection) and the slots it holds.
         self.current = threading.local()
         self._uid = os.getuid()
@@ -555,7 +618,7 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         if getattr(self.current, "busy", False):
             self.current.busy = False
             self._busy.release()
-        self._leave(handler.slot)
+        self.leave(handler.slot)
         handler.close_connection = True
         try:
             yield
@@ -569,7 +632,8 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             )
         self.current.busy = True
 
-    def _leave(self, slot: _Slot) -> None:
+    def leave(self, slot: _Slot) -> None:
+        """Take the connection out of MAX_CONNECTIONS (a long poll, an event stream)."""
         with self._lock:
             if self._open.get(slot.sock) is slot:
                 del self._open[slot.sock]
@@ -578,7 +642,7 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._leave(self.slot_of(request))
+            self.leave(self.slot_of(request))
 
     def close(self) -> None:
         if self.record_dir is not None:
@@ -635,6 +699,8 @@ class Api:
         if isinstance(request, SearchRequest) and request.wait_for is not None:
             self._wait(request.wait_for, min(request.timeout, MAX_WAIT))
         answer = getattr(self.service, op.name)(request)
+        if op.sse:
+            return HTTPStatus(op.status), Events(_dumped_all(answer))
         if op.stream:
             return HTTPStatus(op.status), Lines(_dumped(item) for item in answer)
         return HTTPStatus(op.status), _dumped(answer)
@@ -656,6 +722,18 @@ def _route_pattern(route: str) -> re.Pattern[str]:
 def _dumped(answer: BaseModel) -> Any:
     # Optional keys left unset are not sent: a hit with a snippet has no text.
     return answer.model_dump(mode="json", exclude_unset=True)
+
+
+def _dumped_all(answers: Iterator[BaseModel]) -> Iterator[Any]:
+    """Each answer dumped as it comes; closing this closes the answers' iterator (an event
+    stream's subscription ends with it)."""
+    try:
+        for answer in answers:
+            yield _dumped(answer)
+    finally:
+        close = getattr(answers, "close", None)
+        if close is not None:
+            close()
 
 
 def _request(op: Operation, match: re.Match[str], query: str, body: bytes) -> Request:

@@ -21,6 +21,8 @@ from typing import Protocol
 from vaultd.api.operations import (
     BacklinksRequest,
     BacklinksResponse,
+    Event,
+    EventsRequest,
     ExportRecord,
     ExportRequest,
     HealthRequest,
@@ -80,6 +82,11 @@ class Service(Reads, Protocol):
     def status(self, request: StatusRequest) -> StatusResponse: ...
 
     def reindex(self, request: ReindexRequest) -> ReindexResponse: ...
+
+    def events(self, request: EventsRequest) -> Iterator[Event]:
+        """What the daemon does, as it happens, until the iterator is closed (which ends the
+        reader's subscription); a `ping` on a quiet stream."""
+        ...
 
     def wait(self, target: str, timeout: float) -> bool:
         """Block until `target` (a vault path, or "idle") is indexed; False on timeout. The

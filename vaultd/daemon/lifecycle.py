@@ -270,6 +270,8 @@ class Daemon:
         service = DaemonService(self.index, self.state, lambda: self.worker, self.status)
         server = start_server(service, self.config, self.env)
         stack.callback(server.close)
+        # Before the server closes: its event streams end first.
+        stack.callback(self.state.events.close)
         return server
 
     def _start_scheduler(self, stack: ExitStack) -> Any:
@@ -532,7 +534,11 @@ class Daemon:
     # -- what the socket server and the scheduler call -----------------------------------------
 
     def status(self) -> dict[str, Any]:
-        return self.status_record().as_json()
+        events = self.state.events
+        return {
+            **self.status_record().as_json(),
+            "events": {"readers": events.readers, "dropped": events.dropped},
+        }
 
     def status_record(self) -> DaemonStatus:
         from vaultd import __version__

@@ -5,12 +5,14 @@ them to be indexed. Whichever indexing worker runs now is asked (a dead one is r
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from vaultd import __version__
 from vaultd.api.local import LocalService
 from vaultd.api.operations import (
+    Event,
+    EventsRequest,
     HealthRequest,
     HealthResponse,
     ReindexRequest,
@@ -68,6 +70,14 @@ class DaemonService(LocalService):
             # Asked for by the user: every note is read, whatever its stat says.
             worker.request_full(check=1.0)
         return ReindexResponse(accepted=True, paths=request.paths or "all")
+
+    def events(self, request: EventsRequest) -> Iterator[Event]:
+        stream = self._state.events.stream()
+        try:
+            for event in stream:
+                yield Event.model_validate(event)
+        finally:
+            stream.close()
 
     def wait(self, target: str, timeout: float) -> bool:
         worker = self._running_worker()

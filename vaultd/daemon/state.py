@@ -8,6 +8,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from vaultd.daemon.events import EventHub
+
 Health = Literal["starting", "ok", "degraded"]
 
 
@@ -32,6 +34,8 @@ class State:
     lags: deque[float] = field(default_factory=lambda: deque(maxlen=1000))
     #: Bumped after every committed change; `wait_for` waiters watch it.
     generation: int = 0
+    #: What happens as it happens, for `GET /v1/events` (vaultd.daemon.events).
+    events: EventHub = field(default_factory=EventHub)
     _lock: threading.Condition = field(default_factory=threading.Condition)
 
     def degrade(self, key: str, reason: str) -> None:

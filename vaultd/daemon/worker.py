@@ -33,6 +33,8 @@ BULK_BATCH_CHUNKS = 1024
 #: Padded tokens per embedding run in the daemon: about half a second of work on two cores,
 #: the longest a fresh edit waits behind the backlog.
 INTERACTIVE_RUN_TOKENS = 2048
+#: The most often a pass's progress is published as a `phase` event (a new phase always is).
+PHASE_EVERY = 1.0
 #: Back-off after the worker hit an error, so a persistent fault does not spin.
 ERROR_BACKOFF = 5.0
 #: The longest an edit that no stat shows (see `pipeline/detect.py`) stays unindexed: each
@@ -74,6 +76,11 @@ class Worker(threading.Thread):
         self._in_interactive = False
         #: Where the full pass in hand has come; status reports it with the time left.
         self.progress = Tracker()
+        #: The last phase published as an event, and when.
+        self._phase = ""
+        self._phase_at = 0.0
+        # Each note indexed, failed or deleted, on the event stream.
+        index.indexer.on_note = state.events.publish
         embedding = index.config.embedding
         # The parser's worker processes and the extraction workers (PDF, OCR) are this
         # daemon's load, not other programs'.
@@ -229,13 +236,15 @@ class Worker(threading.Thread):
         self.governor.resumed()
         try:
             summary = self.index.indexer.reconcile(
-                self.progress, pause=self._between_batches, check=check
+                self._progressed, pause=self._between_batches, check=check
             )
         finally:
             self._bulk = False
             self.governor.finished()
             self.state.indexing = ""
             self.progress.clear()
+            self._phase = ""
+        self.state.events.publish("pass_done", full=True, summary=summary.as_dict())
         self._succeeded()
         # A store moved aside at start-up is whole again after one full pass.
         self.state.recover("store")
@@ -253,9 +262,28 @@ class Worker(threading.Thread):
         )
         lag = time.monotonic() - settled.first_event if settled.first_event else None
         changed = summary.notes_changed + summary.notes_moved + summary.notes_deleted
+        if changed or summary.notes_touched or summary.notes_failed or summary.notes_left_out:
+            self.state.events.publish(
+                "pass_done",
+                full=False,
+                summary=summary.as_dict(),
+                **({"lag_seconds": round(lag, 3)} if lag is not None else {}),
+            )
         self._succeeded()
         self.state.committed(lag if changed or summary.notes_touched else None)
         return summary
+
+    def _progressed(self, phase: str, done: int, total: int) -> None:
+        """The indexer's progress: kept for status, published when a phase begins and at
+        most every PHASE_EVERY seconds within one."""
+        self.progress(phase, done, total)
+        now = time.monotonic()
+        if phase == self._phase and now - self._phase_at < PHASE_EVERY and done < total:
+            return
+        self._phase, self._phase_at = phase, now
+        snapshot = self.progress.snapshot()
+        if snapshot is not None:
+            self.state.events.publish("phase", progress=snapshot.as_json())
 
     def _succeeded(self) -> None:
         self.state.recover("indexing")

@@ -317,6 +317,9 @@ class Indexer:
         self.pool_above = pool_above
         self._pool: ParserPool | None = None
         self._pools_cpu = 0.0
+        #: Told of each note indexed, failed or deleted, as `(kind, path=..., ...)`: the
+        #: daemon's event stream (vaultd.daemon.events). Must not block.
+        self.on_note: Callable[..., None] | None = None
 
     @property
     def found(self) -> int | None:
@@ -838,6 +841,8 @@ class Indexer:
             self.store.delete(ids)
             self.manifest.apply(self.model_id, deleted=deleted)
             summary.notes_deleted += len(deleted)
+            for path in deleted:
+                self._tell("note_deleted", path=path)
             summary.chunks_deleted += len(ids)
 
     def _mark(self, change: Change, marked: list[str]) -> None:
@@ -1014,6 +1019,7 @@ class Indexer:
             else:
                 log.warning("note left out", path=path, kind=kind, reason=reason)
             summary.left_out.append({"path": path, "kind": kind, "reason": reason})
+            self._tell("note_failed", path=path, reason=reason, status="left_out")
         summary.notes_left_out += len(left)
         for path, _, _, _, reason in rows:
             row = before.get(path)
@@ -1024,6 +1030,8 @@ class Indexer:
             else:
                 log.warning("note failed", path=path, reason=reason)
             summary.failures.append({"path": path, "reason": reason})
+            status = "quarantined" if path in quarantined else "failed"
+            self._tell("note_failed", path=path, reason=reason, status=status)
         summary.notes_failed += len(rows)
 
     def _records(self, p: _Pending, hashes: Container[str]) -> Iterator[tuple[Record, str]]:
@@ -1101,6 +1109,12 @@ class Indexer:
             # A suspect stays one until the embedding phase has tried its chunks alone too.
             suspects=self._suspects,
         )
+        for p in batch:
+            self._tell("note_indexed", path=p.change.path)
+
+    def _tell(self, kind: str, **fields: Any) -> None:
+        if self.on_note is not None:
+            self.on_note(kind, **fields)
 
     # -- the embedding phase -------------------------------------------------------------------
 

@@ -1,0 +1,222 @@
+"""`GET /v1/events`: the hub's bounded buffers on their own, then a real daemon's stream read by
+a real client over its real socket, with readers that stall or vanish beside it."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.daemon import PATIENCE, RunningDaemon, running, wait_until
+from tests.test_server import write_vault
+from vaultd.daemon.events import EventHub
+
+DEBOUNCE = 0.2
+
+
+# -- the hub alone -------------------------------------------------------------------------------
+
+
+def test_a_full_buffer_drops_the_oldest_and_counts_them_without_waiting() -> None:
+    hub = EventHub(buffer=4)
+    stream = hub.stream(heartbeat=0.05)
+    assert next(stream)["kind"] == "hello"
+    started = time.monotonic()
+    for n in range(10):
+        hub.publish("note_indexed", path=f"{n}.md")
+    assert time.monotonic() - started < 0.5  # nobody read: publishing never waited
+    got = [next(stream) for _ in range(4)]
+    assert [e["path"] for e in got] == ["6.md", "7.md", "8.md", "9.md"]
+    assert {e["dropped"] for e in got} == {6}
+    assert hub.dropped == 6
+    assert next(stream)["kind"] == "ping"  # quiet: a heartbeat
+    stream.close()
+    assert hub.readers == 0
+
+
+def test_readers_past_the_cap_end_the_oldest_and_close_ends_them_all() -> None:
+    hub = EventHub(max_readers=2)
+    first, second, third = (hub.stream(heartbeat=5) for _ in range(3))
+    for s in (first, second, third):
+        next(s)
+    assert hub.readers == 2
+    assert list(first) == []  # ended: the newest took its place
+    hub.close()
+    assert list(second) == [] and list(third) == []
+    assert hub.readers == 0
+
+
+# -- a real daemon -------------------------------------------------------------------------------
+
+
+class EventReader:
+    """A client of the event stream on a raw socket, parsing the events as they arrive."""
+
+    def __init__(self, path: Path) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(PATIENCE)
+        self.sock.connect(str(path))
+        self.sock.sendall(b"GET /v1/events HTTP/1.1\r\nHost: vaultd\r\n\r\n")
+        self.file = self.sock.makefile("rb")
+        status = self.file.readline()
+        assert status.startswith(b"HTTP/1.1 200"), status
+        self.headers: dict[str, str] = {}
+        while (line := self.file.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode().partition(":")
+            self.headers[name.strip().lower()] = value.strip()
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        fields: dict[str, str] = {}
+        for raw in self.file:
+            line = raw.decode().rstrip("\n")
+            if not line:
+                if "data" in fields:
+                    event = json.loads(fields["data"])
+                    assert event["kind"] == fields["event"]
+                    yield event
+                fields = {}
+            elif not line.startswith(":"):
+                name, _, value = line.partition(": ")
+                fields[name] = value
+
+    def close(self) -> None:
+        self.file.close()
+        self.sock.close()
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[RunningDaemon]:
+    vault = write_vault(tmp_path / "vault")
+    with running(vault, tmp_path, debounce=f"{int(DEBOUNCE * 1000)}ms") as d:
+        d.wait_idle()
+        yield d
+
+
+def test_an_edited_notes_event_arrives_once_it_is_searchable(daemon: RunningDaemon) -> None:
+    reader = EventReader(daemon.socket)
+    try:
+        assert reader.headers["content-type"].startswith("text/event-stream")
+        events = reader.events()
+        assert next(events)["kind"] == "hello"
+        vault = _vault_of(daemon)
+        edited = time.monotonic()
+        (vault / "Garden" / "Compost.md").write_text(
+            "# Compost\n\nTurn the compost pile weekly; add coffee grounds.\n", encoding="utf-8"
+        )
+        seen: list[dict[str, Any]] = []
+        for event in events:
+            seen.append(event)
+            if event["kind"] == "note_indexed" and event["path"] == "Garden/Compost.md":
+                break
+        arrived = time.monotonic() - edited
+        done = next(events)
+        assert done["kind"] == "pass_done" and done["full"] is False
+        assert done["summary"]["notes_changed"] == 1
+        assert 0 < done["lag_seconds"] < PATIENCE
+        # The debounce window, plus the one note's indexing (generous on a loaded machine).
+        print(f"note_indexed {arrived * 1000:.0f} ms after the write, debounce {DEBOUNCE} s")
+        assert arrived < DEBOUNCE + 10.0, seen
+        assert daemon.search("coffee grounds", k=1)[0]["path"] == "Garden/Compost.md"
+    finally:
+        reader.close()
+
+
+def test_a_failed_and_a_deleted_note_are_told(daemon: RunningDaemon) -> None:
+    reader = EventReader(daemon.socket)
+    try:
+        events = reader.events()
+        next(events)
+        vault = _vault_of(daemon)
+        (vault / "Kitchen" / "Bread Recipe.md").unlink()
+        (vault / "Broken.md").write_bytes(b"\xff\xfe not text \x00\x00")
+        told: dict[str, dict[str, Any]] = {}
+        for event in events:
+            if event.get("path"):
+                told[event["path"]] = event
+            if {"Kitchen/Bread Recipe.md", "Broken.md"} <= set(told):
+                break
+        assert told["Kitchen/Bread Recipe.md"]["kind"] == "note_deleted"
+        assert told["Broken.md"]["kind"] == "note_failed"
+        assert told["Broken.md"]["reason"]
+    finally:
+        reader.close()
+
+
+def test_a_stalled_or_vanished_reader_never_holds_the_daemon_up(
+    daemon: RunningDaemon,
+) -> None:
+    # One reader that never reads, with the smallest receive buffer; one that goes away.
+    stalled = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    stalled.connect(str(daemon.socket))
+    stalled.sendall(b"GET /v1/events HTTP/1.1\r\nHost: vaultd\r\n\r\n")
+    vanished = EventReader(daemon.socket)
+    vanished.sock.shutdown(socket.SHUT_RDWR)
+    vanished.close()
+    live = EventReader(daemon.socket)
+    try:
+        events = live.events()
+        next(events)
+        wait_until(lambda: daemon.request("GET", "/v1/status")["events"]["readers"] >= 2, "read")
+        vault = _vault_of(daemon)
+        many = 300
+        folder = vault / "Many"
+        folder.mkdir()
+        for n in range(many):
+            (folder / f"Note {n}.md").write_text(
+                f"# Note {n}\n\nA passage about lanterns number {n}, long enough to pad the "
+                f"event's line: {'lantern ' * 20}\n",
+                encoding="utf-8",
+            )
+        indexed: set[str] = set()
+        for event in events:
+            if event["kind"] == "note_indexed" and event["path"].startswith("Many/"):
+                indexed.add(event["path"])
+            if len(indexed) == many:
+                break
+        assert len(indexed) == many
+        started = time.monotonic()
+        assert daemon.search("lanterns number 17", k=3, mode="keyword")
+        assert time.monotonic() - started < 10.0
+        # The vanished reader is gone; the stalled one is cut, or still buffered, never waited on.
+        status = daemon.request("GET", "/v1/status")
+        assert status["events"]["readers"] <= 2
+        assert daemon.process.poll() is None
+    finally:
+        live.close()
+        stalled.close()
+
+
+def test_events_are_declared_like_every_other_operation(daemon: RunningDaemon) -> None:
+    document = daemon.request("GET", "/openapi.json")
+    answer = document["paths"]["/v1/events"]["get"]["responses"]["200"]["content"]
+    assert "text/event-stream" in answer
+    assert "note_indexed" in json.dumps(answer)
+
+
+def _vault_of(daemon: RunningDaemon) -> Path:
+    return Path(daemon.request("GET", "/v1/health")["vault"])
+
+
+def test_streams_end_when_the_daemon_stops(daemon: RunningDaemon) -> None:
+    reader = EventReader(daemon.socket)
+    ended = threading.Event()
+
+    def drain() -> None:
+        for _ in reader.events():
+            pass
+        ended.set()
+
+    thread = threading.Thread(target=drain, daemon=True)
+    thread.start()
+    try:
+        assert daemon.stop() == 0
+        assert ended.wait(PATIENCE)
+    finally:
+        reader.close()

@@ -1,0 +1,131 @@
+"""The daemon's event hub: what happens as it happens, for `GET /v1/events` and the page.
+
+The worker publishes (a note indexed, failed or deleted, a phase of a pass begun or moved on, a
+pass done); each reader of the stream holds a subscription with a bounded buffer of its own.
+Publishing never waits for a reader: when a reader's buffer is full its oldest event is
+dropped and counted, both for the reader (each event it does get says how many it lost) and
+for the hub (status and the page report the total). A reader that vanished is unsubscribed by
+the server the first time a write to it fails, at the latest at the next heartbeat.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Generator
+from typing import Any
+
+#: Events a reader may fall behind by before its oldest are dropped.
+BUFFER = 1024
+#: Readers at once; a new one past it ends the oldest's stream.
+MAX_READERS = 32
+#: Seconds between heartbeats on a quiet stream: how soon a vanished reader is noticed.
+HEARTBEAT = 15.0
+
+
+class Subscription:
+    """One reader's place: a bounded buffer and what it lost."""
+
+    def __init__(self, hub: EventHub, size: int) -> None:
+        self._hub = hub
+        self._events: deque[dict[str, Any]] = deque()
+        self._size = size
+        self._ready = threading.Condition(hub.lock)
+        self.dropped = 0
+        self.closed = False
+
+    def _put(self, event: dict[str, Any]) -> None:
+        # Under the hub's lock.
+        if len(self._events) >= self._size:
+            self._events.popleft()
+            self.dropped += 1
+            self._hub.dropped += 1
+        self._events.append(event)
+        self._ready.notify()
+
+    def get(self, timeout: float) -> dict[str, Any] | None:
+        """The next event, or None when none came within `timeout` or the stream was ended."""
+        deadline = time.monotonic() + timeout
+        with self._ready:
+            while not self._events and not self.closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._ready.wait(left)
+            if not self._events:
+                return None
+            event = self._events.popleft()
+            return {**event, "dropped": self.dropped}
+
+    def close(self) -> None:
+        self._hub.unsubscribe(self)
+
+
+class EventHub:
+    """Thread-safe: the worker publishes, each stream's thread reads its own subscription."""
+
+    def __init__(self, buffer: int = BUFFER, max_readers: int = MAX_READERS) -> None:
+        self.lock = threading.Lock()
+        self._buffer = buffer
+        self._max_readers = max_readers
+        self._readers: list[Subscription] = []
+        self._seq = 0
+        #: Events dropped from full buffers since start, over all readers.
+        self.dropped = 0
+
+    @property
+    def readers(self) -> int:
+        with self.lock:
+            return len(self._readers)
+
+    def publish(self, kind: str, **fields: Any) -> None:
+        """Hand an event to every reader; never blocks on one."""
+        with self.lock:
+            if not self._readers:
+                return
+            self._seq += 1
+            event = {"kind": kind, "seq": self._seq, "time": time.time(), **fields}
+            for reader in self._readers:
+                reader._put(event)
+
+    def subscribe(self) -> Subscription:
+        reader = Subscription(self, self._buffer)
+        with self.lock:
+            if len(self._readers) >= self._max_readers:
+                oldest = self._readers.pop(0)
+                oldest.closed = True
+                oldest._ready.notify()
+            self._readers.append(reader)
+        return reader
+
+    def unsubscribe(self, reader: Subscription) -> None:
+        with self.lock:
+            reader.closed = True
+            if reader in self._readers:
+                self._readers.remove(reader)
+            reader._ready.notify()
+
+    def close(self) -> None:
+        """End every reader's stream (the daemon is stopping)."""
+        with self.lock:
+            readers, self._readers = self._readers, []
+            for reader in readers:
+                reader.closed = True
+                reader._ready.notify()
+
+    def stream(self, heartbeat: float | None = None) -> Generator[dict[str, Any], None, None]:
+        """A reader's events as they come, a `ping` after each quiet `heartbeat`; the reader
+        is unsubscribed when the iterator is closed (the server closes it when a write fails)."""
+        reader = self.subscribe()
+        try:
+            yield {"kind": "hello", "seq": 0, "time": time.time(), "dropped": 0}
+            while not reader.closed:
+                event = reader.get(HEARTBEAT if heartbeat is None else heartbeat)
+                if event is None:
+                    if reader.closed:
+                        return
+                    event = {"kind": "ping", "seq": 0, "time": time.time(), "dropped": 0}
+                yield event
+        finally:
+            reader.close()
