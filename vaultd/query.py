@@ -16,7 +16,7 @@ import re
 import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from vaultd.errors import QueryError, VaultdError
 from vaultd.records import NOTE_KINDS
@@ -55,10 +55,10 @@ class Condition:
 
 
 Mode = Literal["hybrid", "vector", "keyword"]
-MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
+MODES: tuple[Mode, ...] = get_args(Mode)
 #: How related notes are measured (vaultd.index.related).
 How = Literal["fused", "coverage", "passages", "centroid", "words"]
-HOWS: tuple[How, ...] = ("fused", "coverage", "passages", "centroid", "words")
+HOWS: tuple[How, ...] = get_args(How)
 MAX_K = 100
 #: Most entries of a list answer (recent notes, mentions, backlinks).
 MAX_LIST = 500

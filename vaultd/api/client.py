@@ -15,41 +15,14 @@ import os
 import socket
 import struct
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
 from pydantic import BaseModel
 
-from vaultd.api.operations import (
-    BY_NAME,
-    BacklinksRequest,
-    BacklinksResponse,
-    ExportRecord,
-    ExportRequest,
-    HealthRequest,
-    HealthResponse,
-    MentionsRequest,
-    MentionsResponse,
-    NoteReadRequest,
-    NoteResponse,
-    OutlineRequest,
-    OutlineResponse,
-    RecentRequest,
-    RecentResponse,
-    ReindexRequest,
-    ReindexResponse,
-    RelatedRequest,
-    RelatedResponse,
-    Request,
-    SearchRequest,
-    SearchResponse,
-    StatusRequest,
-    StatusResponse,
-    TagsRequest,
-    TagsResponse,
-)
+from vaultd.api.operations import BY_NAME, HealthRequest, Operation, Request
 from vaultd.errors import (
     DaemonError,
     NoteError,
@@ -254,8 +227,6 @@ class Client:
         )
 
 
-Answer = TypeVar("Answer", bound=BaseModel)
-
 #: What a daemon's refusal was when it was raised there (vaultd.api.service): raised here again
 #: as the same kind, with the same message, so a command fails alike with or without a daemon.
 _REFUSED: dict[tuple[int, str], type[VaultdError]] = {
@@ -308,8 +279,9 @@ def _param(value: Any) -> str:
 
 class RemoteService:
     """`vaultd.api.service.Service` answered by a running daemon: each operation is one request
-    (its route and method from vaultd.api.operations), each answer checked by its model. What
-    the daemon refuses is raised as the error it raised there (see `refused`)."""
+    (its route and method from vaultd.api.operations), each answer checked by its model, so
+    `RemoteService(client).search(request)` is a SearchResponse. What the daemon refuses is
+    raised as the error it raised there (see `refused`)."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
@@ -322,53 +294,24 @@ class RemoteService:
     def data_dir(self) -> Path:
         return Path(self.health(HealthRequest()).data_dir)
 
-    def _call(self, name: str, request: Request, answer: type[Answer]) -> Answer:
+    def __getattr__(self, name: str) -> Callable[[Request], Any]:
+        if name not in BY_NAME:
+            raise AttributeError(name)
         op = BY_NAME[name]
+        return lambda request: self._lines(op, request) if op.stream else self._call(op, request)
+
+    def _call(self, op: Operation, request: Request) -> BaseModel:
         target, body = wire(request, op.route, op.method)
         try:
             found = self.client.request(op.method, target, body)
         except DaemonError as exc:
             raise refused(exc) from None
-        return answer.model_validate(found)
+        return op.response.model_validate(found)
 
-    def health(self, request: HealthRequest) -> HealthResponse:
-        return self._call("health", request, HealthResponse)
-
-    def status(self, request: StatusRequest) -> StatusResponse:
-        return self._call("status", request, StatusResponse)
-
-    def search(self, request: SearchRequest) -> SearchResponse:
-        return self._call("search", request, SearchResponse)
-
-    def note(self, request: NoteReadRequest) -> NoteResponse:
-        return self._call("note", request, NoteResponse)
-
-    def related(self, request: RelatedRequest) -> RelatedResponse:
-        return self._call("related", request, RelatedResponse)
-
-    def mentions(self, request: MentionsRequest) -> MentionsResponse:
-        return self._call("mentions", request, MentionsResponse)
-
-    def backlinks(self, request: BacklinksRequest) -> BacklinksResponse:
-        return self._call("backlinks", request, BacklinksResponse)
-
-    def outline(self, request: OutlineRequest) -> OutlineResponse:
-        return self._call("outline", request, OutlineResponse)
-
-    def tags(self, request: TagsRequest) -> TagsResponse:
-        return self._call("tags", request, TagsResponse)
-
-    def recent(self, request: RecentRequest) -> RecentResponse:
-        return self._call("recent", request, RecentResponse)
-
-    def reindex(self, request: ReindexRequest) -> ReindexResponse:
-        return self._call("reindex", request, ReindexResponse)
-
-    def export(self, request: ExportRequest) -> Iterator[ExportRecord]:
-        op = BY_NAME["export"]
+    def _lines(self, op: Operation, request: Request) -> Iterator[BaseModel]:
         target, _ = wire(request, op.route, op.method)
         try:
             for line in self.client.lines(target):
-                yield ExportRecord.model_validate(line)
+                yield op.response.model_validate(line)
         except DaemonError as exc:
             raise refused(exc) from None

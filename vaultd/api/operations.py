@@ -875,3 +875,10 @@ def list_fields(model: type[BaseModel]) -> frozenset[str]:
 
 def _is_list(annotation: Any) -> bool:
     return getattr(annotation, "__origin__", None) is list or annotation is list
+
+
+def bounds(metadata: list[Any]) -> tuple[Any, Any]:
+    """The lower and upper bound (`ge`, `le`) of a field's metadata, None where it has none."""
+    low = next((m.ge for m in metadata if getattr(m, "ge", None) is not None), None)
+    high = next((m.le for m in metadata if getattr(m, "le", None) is not None), None)
+    return low, high

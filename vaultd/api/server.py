@@ -37,7 +37,6 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import structlog
 from pydantic import BaseModel, ValidationError
-from pydantic.fields import FieldInfo
 
 from vaultd import __version__
 from vaultd.api.client import VAULT_HEADER, VAULT_PATH_HEADER
@@ -49,6 +48,7 @@ from vaultd.api.operations import (
     Operation,
     Request,
     SearchRequest,
+    bounds,
     list_fields,
 )
 from vaultd.errors import (
@@ -479,7 +479,7 @@ class _Slot:
 
     sock: socket.socket
     #: When it began waiting for its current request (the oldest waiting is cut first).
-    since: float = field(default_factory=time.monotonic)
+    idle_since: float = field(default_factory=time.monotonic)
     #: Whether a request of it is in hand (not to be cut) rather than awaited.
     serving: bool = False
     #: Cut to make room for another connection.
@@ -536,7 +536,7 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             victim = None
             if len(self._open) >= MAX_CONNECTIONS:
                 waiting = (slot for slot in self._open.values() if not slot.serving)
-                victim = min(waiting, key=lambda slot: slot.since, default=None)
+                victim = min(waiting, key=lambda slot: slot.idle_since, default=None)
                 if victim is not None:
                     # Its place passes to the newcomer now; its thread ends once cut.
                     victim.cut = True
@@ -573,7 +573,7 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     def waiting_for_request(self, slot: _Slot) -> None:
         with self._lock:
             slot.serving = False
-            slot.since = time.monotonic()
+            slot.idle_since = time.monotonic()
 
     def serving(self, slot: _Slot) -> bool:
         """Mark the slot's request as in hand; False when it was cut meanwhile."""
@@ -765,7 +765,7 @@ def refusal(model: type[BaseModel], exc: ValidationError) -> str:
         name = str(error["loc"][0]) if error["loc"] else "the body"
         kind = error["type"]
         field = model.model_fields.get(name)
-        bounds = _bounds(field) if field is not None else None
+        low, high = bounds(field.metadata) if field is not None else (None, None)
         if kind == "vaultd":
             messages.append(error["msg"])
         elif kind == "extra_forbidden":
@@ -774,8 +774,8 @@ def refusal(model: type[BaseModel], exc: ValidationError) -> str:
             messages.append(f"unknown field {name!r}{hint}")
         elif kind == "missing":
             messages.append(f"{name} is required")
-        elif bounds is not None and kind in _RANGE_ERRORS:
-            messages.append(f"{name} must be {bounds[0]} to {bounds[1]}")
+        elif low is not None and high is not None and kind in _RANGE_ERRORS:
+            messages.append(f"{name} must be {low} to {high}")
         else:
             messages.append(f"{name}: {error['msg']}")
     return "; ".join(dict.fromkeys(messages))
@@ -784,12 +784,6 @@ def refusal(model: type[BaseModel], exc: ValidationError) -> str:
 _RANGE_ERRORS = frozenset(
     {"greater_than_equal", "less_than_equal", "too_long", "too_short", "int_from_float"}
 )
-
-
-def _bounds(field: FieldInfo) -> tuple[Any, Any] | None:
-    low = next((m.ge for m in field.metadata if getattr(m, "ge", None) is not None), None)
-    high = next((m.le for m in field.metadata if getattr(m, "le", None) is not None), None)
-    return None if low is None or high is None else (low, high)
 
 
 def _json_body(body: bytes) -> dict[str, Any]:

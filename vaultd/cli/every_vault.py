@@ -1,0 +1,85 @@
+"""`vaultd search --all`: every running daemon asked, their hits fused by reciprocal rank."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from vaultd.errors import VaultdError
+
+#: Reciprocal rank fusion's constant across vaults: each list is one vault's own ranking, all
+#: equally trusted, so the customary 60 (a flat curve) rather than search's tuned `rrf_k`,
+#: which weighs two retrievers of one vault.
+_RRF_K = 60
+
+
+def socket_dir(config: Any) -> Path:
+    """Where the daemons' sockets live: beside the configured socket, else the default one."""
+    from vaultd.api.locate import sockets_dir
+
+    found = sockets_dir(config.server.socket, os.environ)
+    if found is not None:
+        return found
+    if config.vault.path is not None:
+        data_dir: Path = config.require_store()
+        return data_dir  # no shared directory: only this vault's own daemon is found
+    raise VaultdError(
+        "cannot tell where the daemons' sockets are: set [server] socket in the config, "
+        "or $XDG_RUNTIME_DIR"
+    )
+
+
+def _ask_daemon(sock: Path, request: Any) -> tuple[str, list[dict[str, Any]]]:
+    """(the daemon's vault, its hits); raises VaultdError when it does not answer."""
+    from vaultd.api.client import Client, RemoteService
+
+    client = Client(sock, timeout=30)
+    health = client.health()
+    if health is None:
+        raise VaultdError("no daemon answers")
+    # The daemon's own id from now on: an answer from another daemon on this socket is refused.
+    client.vault_id = str(health.get("vault_id", "")) or None
+    found = RemoteService(client).search(request)
+    return str(health.get("vault", sock)), found.model_dump(mode="json", exclude_unset=True)["hits"]
+
+
+def search_all_daemons(
+    directory: Path, request: Any
+) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """Ask every daemon with a socket in `directory`; fuse their hits by reciprocal rank.
+
+    Each daemon ranks its own vault; RRF needs no calibration between them (BM25 and cosine
+    scores of two vaults are not comparable). Hits are labelled with their vault. Returns the
+    fused hits and the sockets that did not answer.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    sockets = sorted(p for p in directory.glob("*.sock") if p.is_socket())
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(sockets)))) as pool:
+        futures = {s: pool.submit(_ask_daemon, s, request) for s in sockets}
+    fused: list[tuple[float, float, str, dict[str, Any]]] = []
+    silent: list[dict[str, str]] = []
+    for sock, future in futures.items():
+        try:
+            vault, hits = future.result()
+        except VaultdError as exc:
+            silent.append({"socket": str(sock), "error": str(exc)})
+            continue
+        for rank, hit in enumerate(hits, 1):
+            labelled = {**hit, "vault": vault, "vault_name": Path(vault).name, "rank": rank}
+            fused.append((1.0 / (_RRF_K + rank), float(hit["score"]), vault, labelled))
+    if not fused and len(silent) == len(sockets):
+        raise VaultdError(f"no running vaultd daemon answers in {directory}")
+    fused.sort(key=lambda item: (-item[0], -item[1], item[2]))
+    return [{**hit, "score": round(rrf, 6)} for rrf, _, _, hit in fused[: request.k]], silent
+
+
+def search_every_vault(config: Any, request: Any) -> dict[str, Any]:
+    """The fused hits of every daemon beside this vault's socket; the silent ones said."""
+    hits, silent = search_all_daemons(socket_dir(config), request)
+    for item in silent:
+        click.echo(f"vaultd: skipped {item['socket']}: {item['error']}", err=True)
+    return {"hits": hits}

@@ -1,0 +1,154 @@
+"""`vaultd status`: the index's counts, failures and freshness, from the daemon or the index."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from vaultd.cli.common import config_option, daemon, handle_errors, load, vault_option
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@config_option
+@vault_option
+@handle_errors
+def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
+    """Show the index: notes, chunks, failures and, from a running daemon, its health.
+
+    Quarantined notes failed (or crashed vaultd) too often on their current content; they are
+    skipped until they change or `vaultd reindex PATH` asks for them. Left-out files are no
+    notes vaultd can index (over max_file_mb, binary, not UTF-8 text, unreadable).
+
+    Exits 0 when healthy, 1 when degraded, notes failed or are quarantined, or the vault was
+    never indexed.
+    """
+    from vaultd.errors import NotIndexedError
+
+    config = load(config_file, vault)
+    client = daemon(config)
+    if client is not None:
+        report = client.request("GET", "/v1/status")
+        report["daemon"] = True
+        report["socket"] = str(client.path)
+    else:
+        # Only here: opening the index loads the model and the store, a daemon's answer not.
+        from vaultd.index.open import open_index
+        from vaultd.index.status import index_status
+
+        try:
+            with open_index(config, create=False) as idx:
+                report = {"daemon": False, "status": "stopped", **index_status(idx).as_json()}
+        except NotIndexedError as exc:
+            _never_indexed(exc, as_json)
+            sys.exit(exc.exit_code)
+    if as_json:
+        click.echo(json.dumps(report, ensure_ascii=False, indent=2))
+    else:
+        report["socket"] = report.get("socket") or _no_socket(config)
+        click.echo(_status_text(report))
+    degraded = report["daemon"] and report["status"] == "degraded"
+    if degraded or report["failed"] or report.get("quarantined"):
+        sys.exit(1)
+
+
+def _never_indexed(exc: Any, as_json: bool) -> None:
+    if as_json:
+        report = {
+            "daemon": False,
+            "status": "never_indexed",
+            "vault": exc.vault,
+            "store": {"data_dir": exc.data_dir},
+            "message": str(exc),
+        }
+        click.echo(json.dumps(report, ensure_ascii=False, indent=2))
+        return
+    click.echo(f"vault:    {exc.vault}")
+    click.echo("state:    never indexed, and no daemon running")
+    click.echo(f"data:     {exc.data_dir} (not created yet)")
+    click.echo(f"vaultd: {exc}", err=True)
+
+
+def _status_text(report: dict[str, Any]) -> str:
+    """`vaultd status` for a person: one line per fact, problems last."""
+    import time
+
+    from vaultd.cli.indexing import progress_line
+    from vaultd.index.status import kinds_text
+    from vaultd.progress import Snapshot
+
+    lines: list[str] = []
+    say = lines.append
+    state = report["status"] if report["daemon"] else "no daemon running"
+    say(f"vault:    {report['vault']}")
+    say(f"state:    {state}")
+    for key, reason in (report.get("reasons") or {}).items():
+        say(f"  {key}: {reason}")
+    left_out = report.get("left_out") or []
+    aside = f", {len(left_out)} left out" if left_out else ""
+    found = f" of {report['found']} found" if report.get("found") is not None else ""
+    say(f"notes:    {report['notes']}{found} ({report['chunks']} chunks){aside}")
+    lines.extend(kinds_text(report))  # canvases, PDFs...; files of kinds not indexed
+    if report.get("awaiting"):
+        say(
+            f"vectors:  {report.get('embedded', 0)} of {report['notes']} notes embedded, "
+            f"{report['awaiting']} chunks awaiting; every note is searchable by its words"
+        )
+    if report["daemon"]:
+        lag = report["lag_seconds"]
+        say(f"queue:    {report['queue_depth']}")
+        if report.get("progress"):
+            say(f"progress: {progress_line(Snapshot.from_json(report['progress']))}")
+        governor = report.get("governor") or {}
+        if governor.get("waiting_for_busy_machine"):
+            others = governor.get("others_share")
+            share = f" (others use {others:.0%} of the CPU)" if others is not None else ""
+            say(f"paused:   bulk indexing waits while the machine is busy{share}")
+        if lag["samples"]:
+            say(f"lag:      p50 {lag['p50']:.2f} s, p95 {lag['p95']:.2f} s")
+        say(f"watching: {report['watch']['mode']}")
+        closed = [
+            what
+            for what, loaded in (
+                ("vector index", report["store"].get("loaded", True)),
+                ("model", report.get("model_loaded", True)),
+            )
+            if not loaded
+        ]
+        unused = f" ({' and '.join(closed)} closed while unused)" if closed else ""
+        if report.get("rss_mb") is not None:
+            say(f"memory:   {report['rss_mb']} MB{unused}")
+    say(f"model:    {report['model']}")
+    if report.get("languages"):
+        say(f"text:     {report['languages']['summary']}")
+    say(f"data:     {report['store']['data_dir']}")
+    if report.get("socket"):
+        say(f"socket:   {report['socket']}")
+    for entry in left_out:
+        say(f"left out: {entry['path']}: {entry['reason']}")
+    for entry in report.get("skipped") or []:
+        say(f"skipped:  {entry['path']}: {entry['reason']}")
+    for failure in report["failed"]:
+        say(f"failed:   {failure['path']}: {failure['reason']}")
+    for held in report.get("quarantined", []):
+        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(held["since"]))
+        say(
+            f"quarantined: {held['path']}: {held['reason']} "
+            f"({held['attempts']} attempts, since {since})"
+        )
+    return "\n".join(lines)
+
+
+def _no_socket(config: Any) -> str:
+    import os
+
+    from vaultd.api.locate import looked_at
+
+    sockets = looked_at(
+        config.server.socket, config.require_vault(), config.require_store(), os.environ
+    )
+    return f"no daemon answers on {', '.join(sockets)}"
