@@ -1,5 +1,5 @@
-"""The daemon and PDFs for real: kill -9 while a PDF is being read converges, the reader dies
-with it, and bad PDFs are left out with the daemon up."""
+"""The daemon and PDFs for real: kill -9 while a PDF is being read, or an image by OCR,
+converges, the reader dies with it, and bad PDFs are left out with the daemon up."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import shared_path
 from tests.convergence import assert_converged
 from tests.daemon import running, start, wait_until
 from tests.test_attachments import make_pdf
-from vaultd.index.extract import PDF_CHILD
+from vaultd.index.extract import OCR_CHILD, PDF_CHILD
 
 
-def pdf_readers(parent: int) -> list[int]:
-    """The PDF-reading children of process `parent` now."""
+def pdf_readers(parent: int, module: str = PDF_CHILD) -> list[int]:
+    """The PDF-reading children (or those running `module`) of process `parent` now."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -28,7 +29,7 @@ def pdf_readers(parent: int) -> list[int]:
                 command = fh.read()
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == parent and PDF_CHILD.encode() in command:
+        if ppid == parent and module.encode() in command:
             found.append(int(entry))
     return found
 
@@ -120,3 +121,43 @@ def test_kill_9_while_a_pdf_is_read_converges_and_bad_pdfs_leave_the_daemon_up(
         assert_pages_read_everywhere(again, hit)
     finally:
         assert_converged(again, vault, tmp_path)
+
+
+#: Real screenshots of obsidian-help, and a phrase OCR reads in the first.
+SCREENSHOTS = ("Roam-exporting.png", "Roam-Importer-importing.png", "internal-links-header.png")
+OCR_ON = "\n[attachments]\nocr = true\n"
+
+
+def test_kill_9_while_an_image_is_read_by_ocr_converges(tmp_path: Path) -> None:
+    images = shared_path("corpora", "attachments", "images")
+    vault = tmp_path / "vault"
+    (vault / "Attachments").mkdir(parents=True)
+    for name in SCREENSHOTS:
+        (vault / "Attachments" / name).write_bytes((images / name).read_bytes())
+    (vault / "note.md").write_text("# Roam\n\n![[Roam-exporting.png]]\n")
+
+    with running(vault, tmp_path, wait_ready=False, extra=OCR_ON) as daemon:
+        readers: list[int] = []
+
+        def reading() -> bool:
+            readers[:] = pdf_readers(daemon.process.pid, OCR_CHILD)
+            return bool(readers) or daemon.process.poll() is not None
+
+        wait_until(reading, "the daemon reads an image in its OCR worker")
+        assert readers, daemon.log_text()
+        daemon.process.send_signal(signal.SIGKILL)
+        assert daemon.process.wait(60) == -signal.SIGKILL
+        # The OCR worker does not outlive the daemon (PR_SET_PDEATHSIG).
+        wait_until(lambda: all(gone(pid) for pid in readers), "the OCR worker is gone")
+
+    again = start(daemon.config, daemon.socket, daemon.log)
+    try:
+        again.wait_idle()
+        status = again.request("GET", "/v1/status")
+        assert status["status"] == "ok"
+        assert status["kinds"]["image"] == {"ok": len(SCREENSHOTS)}
+        hit = again.search("Find or Create Page", k=1, kinds=["image"])[0]
+        assert hit["path"] == "Attachments/Roam-exporting.png"
+    finally:
+        assert_converged(again, vault, tmp_path, extra=OCR_ON)
+
