@@ -161,3 +161,64 @@ def test_kill_9_while_an_image_is_read_by_ocr_converges(tmp_path: Path) -> None:
     finally:
         assert_converged(again, vault, tmp_path, extra=OCR_ON)
 
+
+def peak_rss_mb(pid: int) -> float:
+    """The process's peak resident set (VmHWM), in MB."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+        line = next(li for li in handle if li.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
+
+
+def unit_memory_high_mb() -> float:
+    """The shipped systemd unit's MemoryHigh, in MB."""
+    unit = (Path(__file__).parents[1] / "vaultd" / "resources" / "vaultd.service").read_text()
+    value = next(li for li in unit.splitlines() if li.startswith("MemoryHigh="))[11:]
+    return float(value[:-1]) * {"M": 1, "G": 1024}[value[-1]]
+
+
+def big_pdf(path: Path, at_least: int = 100 * 1024 * 1024) -> int:
+    """A PDF of real pages (asymptote's manual imported again and again) of `at_least` bytes."""
+    import pypdfium2 as pdfium
+
+    source = pdfium.PdfDocument(shared_path("corpora", "attachments", "pdf", "asymptote.pdf"))
+    size = path.stat().st_size if path.exists() else 0
+    copies = 1 + at_least // max(1, len(source) * 9000)  # about 9 kB a page once imported
+    while size < at_least:
+        out = pdfium.PdfDocument.new()
+        for _ in range(copies):
+            out.import_pages(source)
+        out.save(str(path))
+        pages = len(out)
+        out.close()
+        size = path.stat().st_size
+        copies = int(copies * at_least / size) + 1
+    source.close()
+    return pages
+
+
+def test_a_100_mb_pdf_is_left_out_with_its_reason_within_the_units_memory(
+    tmp_path: Path,
+) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    pages = big_pdf(vault / "huge.pdf")
+    assert (vault / "huge.pdf").stat().st_size >= 100 * 1024 * 1024 and pages > 10_000
+    (vault / "note.md").write_text("# Note\n\nThe heron count rose again.\n")
+    # The size cap raised over it, so the daemon reads it: hashed, piped to the worker, and
+    # the worker stopped at the time limit (thousands of pages are more than 2 s of work).
+    extra = '\n[attachments]\nmax_pdf_mb = 128\nextract_timeout = "2s"\n'
+    with running(vault, tmp_path, extra=extra) as daemon:
+        status = daemon.request("GET", "/v1/status")
+        assert status["status"] == "ok"
+        left = {e["path"]: e for e in status["left_out"]}
+        assert set(left) == {"huge.pdf"}, left
+        assert left["huge.pdf"]["kind"] == "too_costly"
+        assert "extract_timeout" in left["huge.pdf"]["reason"]
+        assert daemon.search("heron count", k=1)[0]["path"] == "note.md"
+        peak = peak_rss_mb(daemon.process.pid)
+        assert peak < unit_memory_high_mb(), peak
+    # And with the shipped cap it is left out by its size, never read.
+    (tmp_path / "capped").mkdir()
+    with running(vault, tmp_path / "capped") as daemon:
+        (entry,) = daemon.request("GET", "/v1/status")["left_out"]
+        assert entry["path"] == "huge.pdf" and "64 MB limit" in entry["reason"], entry
