@@ -32,7 +32,7 @@ LAYERS: list[set[str]] = [
     {"vaultd.embedding", "vaultd.pipeline", "vaultd.storage"},
     {"vaultd.index"},
     {"vaultd.api"},
-    {"vaultd.daemon"},
+    {"vaultd.daemon", "vaultd.ui"},
     {"vaultd.cli"},
     {"vaultd.__main__"},
 ]

@@ -171,6 +171,28 @@ class Client:
             self._raise_for(response.status, data)
         return decoded
 
+    def open(
+        self, method: str, target: str, body: bytes | None = None, *, timeout: float | None = None
+    ) -> http.client.HTTPResponse:
+        """A request whose answer is read as it comes (a proxy's, an event stream's): the
+        answer from this vault's daemon, whatever its status; closing it ends the connection."""
+        connection = _UnixConnection(self.path, timeout or self.timeout)
+        try:
+            # One request per connection: the answer owns the socket, closed with it.
+            headers = {"Connection": "close"}
+            if body is not None:
+                headers["Content-Type"] = "application/json"
+            connection.request(method, target, body=body, headers=headers)
+            response = connection.getresponse()
+        except (OSError, http.client.HTTPException) as exc:
+            connection.close()
+            raise VaultdError(f"cannot talk to the daemon at {self.path}: {exc}") from exc
+        served = response.getheader(VAULT_HEADER)
+        if self.vault_id is not None and served != self.vault_id:
+            connection.close()
+            raise VaultMismatchError(self._mismatch(served, response.getheader(VAULT_PATH_HEADER)))
+        return response
+
     def lines(self, target: str, *, timeout: float | None = None) -> Iterator[Any]:
         """A GET answered with JSON lines (`/v1/export`), one decoded item at a time."""
         connection = _UnixConnection(self.path, timeout or self.timeout)

@@ -20,6 +20,7 @@ from vaultd.cli.init import init as init_command
 from vaultd.cli.model import model as model_command
 from vaultd.cli.queries import FACES, command
 from vaultd.cli.status import status as status_command
+from vaultd.cli.ui import ui as ui_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -341,7 +342,7 @@ def service_uninstall(kind: str, dry_run: bool) -> None:
 
 # -- setting up and cleaning up: `vaultd init`, `vaultd forget` (vaultd/cli/init.py, forget.py)
 
-for _command in (init_command, forget_command):
+for _command in (init_command, forget_command, ui_command):
     assert _command.callback is not None
     _command.callback = handle_errors(_command.callback)
     main.add_command(_command)

@@ -1,0 +1,332 @@
+"""The page's server: 127.0.0.1 only, a one-time secret exchanged for a cookie, the daemon's read
+operations (and reindex) passed through to its socket, nothing else.
+
+Safe by construction, against a web page in the same browser and against another local user:
+
+- The URL printed holds a one-time secret; asked once, it is exchanged for a random cookie
+  (HttpOnly, SameSite=Strict, Path=/) and works no more. Every other request needs the cookie.
+- Every request's Host must be this server's own address (127.0.0.1:PORT or localhost:PORT):
+  a DNS-rebinding page's requests carry its own name. An Origin, when sent, must be this
+  server's too, and a POST must carry one; `Sec-Fetch-Site: cross-site` is refused.
+- No CORS header is ever sent; every answer has a strict Content-Security-Policy (scripts and
+  styles only from here, no inline script), `nosniff`, no referrer, no framing, no caching.
+- On Linux a connection is refused unless the kernel says its socket belongs to this user
+  (/proc/net/tcp): another user's process is turned away before a byte is read.
+- Only the routes of read operations (export aside) and reindex reach the daemon.
+- The secret and the cookie are never logged (requests are not logged at all).
+- It stops with its terminal (SIGHUP, SIGINT, SIGTERM) or after `idle` seconds without a
+  request or an open event stream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import os
+import re
+import secrets
+import threading
+import time
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from vaultd.api.client import Client
+from vaultd.api.operations import OPERATIONS
+from vaultd.errors import VaultdError
+
+COOKIE = "vaultd_ui"
+#: Every answer's policy: nothing inline, nothing from elsewhere, no framing, no forms.
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+#: The longest body passed on (a search's or a reindex's JSON).
+MAX_BODY = 65536
+#: The page's files, by the name asked for, with their types.
+ASSETS = {
+    "app.js": "text/javascript; charset=utf-8",
+    "style.css": "text/css; charset=utf-8",
+    "index.html": "text/html; charset=utf-8",
+}
+#: Seconds without a request or an open stream after which the server stops (0: never).
+IDLE = 3600.0
+
+
+def _allowed() -> list[tuple[str, re.Pattern[str]]]:
+    """(method, route) of each operation the page may reach: the reads but export, and reindex."""
+    out: list[tuple[str, re.Pattern[str]]] = []
+    for op in OPERATIONS:
+        if (op.read_only and op.name != "export") or op.name == "reindex":
+            pattern = re.escape(op.route).replace(re.escape("{path}"), "(?P<path>.+)")
+            out.append((op.method, re.compile(pattern)))
+    return out
+
+
+ALLOWED = _allowed()
+
+
+def allowed(method: str, path: str) -> bool:
+    return any(m == method and p.fullmatch(path) for m, p in ALLOWED)
+
+
+def socket_uid(client: tuple[str, int], server_port: int) -> int | None:
+    """The uid owning the local TCP socket at `client` connected to `server_port`, as
+    /proc/net/tcp says (Linux); None where it cannot tell."""
+    host, port = client[0], client[1]
+    if host != "127.0.0.1":
+        return None
+    want_local = f"0100007F:{port:04X}"
+    want_remote = f"0100007F:{server_port:04X}"
+    try:
+        with open("/proc/net/tcp", encoding="ascii") as handle:
+            next(handle, None)
+            for line in handle:
+                fields = line.split()
+                if len(fields) > 7 and fields[1] == want_local and fields[2] == want_remote:
+                    return int(fields[7])
+    except OSError:
+        return None
+    return None
+
+
+class UiServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(
+        self,
+        daemon: Client,
+        vault: Path,
+        *,
+        idle: float = IDLE,
+        port: int = 0,
+        check_uid: bool = True,
+    ) -> None:
+        super().__init__(("127.0.0.1", port), Handler)
+        self.daemon = daemon
+        self.vault = vault
+        self.idle = idle
+        self.check_uid = check_uid
+        #: The URL's secret: exchanged once for the cookie, then void.
+        self._secret: str | None = secrets.token_urlsafe(32)
+        self._cookie = secrets.token_urlsafe(32)
+        self._lock = threading.Lock()
+        self.last_used = time.monotonic()
+        self.streams = 0
+        self.port = self.server_address[1]
+        self.hosts = {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
+        self.stopped = threading.Event()
+
+    @property
+    def url(self) -> str:
+        """The one-time URL to open (holds the secret: print it, never log it)."""
+        return f"http://127.0.0.1:{self.port}/?key={self._secret}"
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        if not self.check_uid:
+            return True
+        uid = socket_uid(client_address, self.port)
+        return uid is None or uid == os.getuid()
+
+    def exchange(self, key: str) -> str | None:
+        """The cookie for the URL's secret, once; None for any other key or a second time."""
+        with self._lock:
+            if self._secret is None or not hmac.compare_digest(key, self._secret):
+                return None
+            self._secret = None
+            return self._cookie
+
+    def has_cookie(self, header: str | None) -> bool:
+        for part in (header or "").split(";"):
+            name, _, value = part.strip().partition("=")
+            if name == COOKIE and hmac.compare_digest(value, self._cookie):
+                return True
+        return False
+
+    def opened(self, change: int) -> None:
+        with self._lock:
+            self.streams += change
+            self.last_used = time.monotonic()
+
+    def touch(self) -> None:
+        self.last_used = time.monotonic()
+
+    def watch_idle(self) -> None:
+        """Stop once idle for `idle` seconds (run on a thread of its own)."""
+        while not self.stopped.wait(1.0):
+            if self.idle > 0 and not self.streams and time.monotonic() - self.last_used > self.idle:
+                self.stop()
+                return
+
+    def stop(self) -> None:
+        if not self.stopped.is_set():
+            self.stopped.set()
+            threading.Thread(target=self.shutdown, daemon=True).start()
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: UiServer
+    protocol_version = "HTTP/1.1"
+    server_version = "vaultd-ui"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # a request line may hold the secret: nothing is logged
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_HEAD(self) -> None:
+        self._refuse(HTTPStatus.METHOD_NOT_ALLOWED, "method not allowed")
+
+    do_PUT = do_DELETE = do_OPTIONS = do_PATCH = do_HEAD
+
+    def _handle(self, method: str) -> None:
+        self.server.touch()
+        refusal = self._refusal(method)
+        if refusal is not None:
+            self._refuse(*refusal)
+            return
+        url = urlsplit(self.path)
+        if url.path == "/" and "key" in parse_qs(url.query):
+            self._exchange(parse_qs(url.query)["key"][-1])
+            return
+        if not self.server.has_cookie(self.headers.get("Cookie")):
+            self._refuse(
+                HTTPStatus.FORBIDDEN, "open the page with the URL `vaultd ui` printed (once)"
+            )
+            return
+        if method == "GET" and url.path in ("/", "/index.html"):
+            self._asset("index.html")
+        elif method == "GET" and url.path.startswith("/static/"):
+            self._asset(url.path.removeprefix("/static/"))
+        elif url.path.startswith("/api/") and allowed(method, url.path.removeprefix("/api")):
+            self._proxy(method, self.path.removeprefix("/api"))
+        else:
+            self._refuse(HTTPStatus.NOT_FOUND, "not here")
+
+    def _refusal(self, method: str) -> tuple[HTTPStatus, str] | None:
+        if self.headers.get("Host") not in self.server.hosts:
+            return HTTPStatus.MISDIRECTED_REQUEST, "wrong Host"
+        origin = self.headers.get("Origin")
+        if origin is not None and origin not in {f"http://{h}" for h in self.server.hosts}:
+            return HTTPStatus.FORBIDDEN, "cross-site request"
+        if method == "POST" and origin is None:
+            return HTTPStatus.FORBIDDEN, "a POST must say where it comes from (Origin)"
+        if self.headers.get("Sec-Fetch-Site") == "cross-site":
+            return HTTPStatus.FORBIDDEN, "cross-site request"
+        return None
+
+    def _common_headers(self) -> None:
+        self.send_header("Content-Security-Policy", CSP)
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        self.send_header("X-Frame-Options", "DENY")
+        self.send_header("Cache-Control", "no-store")
+
+    def _send(self, status: HTTPStatus, body: bytes, kind: str, **headers: str) -> None:
+        self.send_response(status)
+        self._common_headers()
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in headers.items():
+            self.send_header(name.replace("_", "-"), value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _refuse(self, status: HTTPStatus, message: str) -> None:
+        self.close_connection = True
+        body = json.dumps({"error": {"code": "refused", "message": message}}).encode()
+        with contextlib.suppress(OSError):
+            self._send(status, body, "application/json", Connection="close")
+
+    def _exchange(self, key: str) -> None:
+        cookie = self.server.exchange(key)
+        if cookie is None:
+            self._refuse(HTTPStatus.FORBIDDEN, "this link was used already or is wrong")
+            return
+        self._send(
+            HTTPStatus.SEE_OTHER,
+            b"",
+            "text/plain",
+            Location="/",
+            Set_Cookie=f"{COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/",
+        )
+
+    def _asset(self, name: str) -> None:
+        kind = ASSETS.get(name)
+        if kind is None:
+            self._refuse(HTTPStatus.NOT_FOUND, "not here")
+            return
+        data = resources.files("vaultd.ui").joinpath("static", name).read_bytes()
+        if name == "index.html":
+            data = data.replace(b"{{vault}}", _html(self.server.vault.name).encode())
+            data = data.replace(b"{{socket}}", _html(str(self.server.daemon.path)).encode())
+        self._send(HTTPStatus.OK, data, kind)
+
+    def _proxy(self, method: str, target: str) -> None:
+        body = None
+        if method == "POST":
+            try:
+                length = int(self.headers.get("Content-Length") or "0")
+            except ValueError:
+                length = -1
+            if not 0 <= length <= MAX_BODY:
+                self._refuse(HTTPStatus.BAD_REQUEST, "bad Content-Length")
+                return
+            body = self.rfile.read(length)
+        try:
+            answer = self.server.daemon.open(method, target, body)
+        except VaultdError:
+            self._refuse(HTTPStatus.BAD_GATEWAY, "the vault's daemon does not answer")
+            return
+        try:
+            kind = answer.getheader("Content-Type", "application/json")
+            if kind.startswith("text/event-stream"):
+                self._relay(answer.status, answer)
+                return
+            data = answer.read()
+            self._send(HTTPStatus(answer.status), data, kind)
+        finally:
+            answer.close()
+
+    def _relay(self, status: int, answer: Any) -> None:
+        """An event stream passed on as it comes, until either side goes away."""
+        self.close_connection = True
+        self.server.opened(1)
+        try:
+            self.send_response(status)
+            self._common_headers()
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.flush()
+            while line := answer.readline():
+                self.wfile.write(line)
+                if line in (b"\n", b"\r\n"):
+                    self.wfile.flush()
+                    self.server.touch()
+        except OSError:
+            pass
+        finally:
+            self.server.opened(-1)
+
+
+def _html(text: str) -> str:
+    return (
+        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    )
+
+
+def serve(daemon: Client, vault: Path, *, idle: float = IDLE, port: int = 0) -> UiServer:
+    """A started server (serving on a thread of its own, its idle watch on another)."""
+    server = UiServer(daemon, vault, idle=idle, port=port)
+    threading.Thread(target=server.serve_forever, name="vaultd-ui", daemon=True).start()
+    threading.Thread(target=server.watch_idle, name="vaultd-ui-idle", daemon=True).start()
+    return server
