@@ -68,8 +68,9 @@ async function search() {
   if (mine !== asked) return;
   const kind = $("f-kind").value;
   drawHits(data, kind);
-  const drawn = performance.now() - sent;
-  window.vaultdTimings.push({ query, ms: drawn });
+  const now = performance.now();
+  window.vaultdTimings.push({ query, ms: now - sent, sinceKey: now - window.vaultdLastKey });
+  window.vaultdDrawnAt = now;
   document.body.dataset.lastQuery = query;
 }
 
@@ -105,6 +106,8 @@ function drawHits(data, kind) {
   }
 }
 
+window.vaultdLastKey = 0;
+$("q").addEventListener("keydown", () => { window.vaultdLastKey = performance.now(); });
 for (const id of ["q", "f-tag", "f-folder", "f-kind", "f-since"]) {
   $(id).addEventListener("input", search);
 }

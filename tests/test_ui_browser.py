@@ -1,0 +1,146 @@
+"""The page in a real headless browser (Debian's Chromium through Playwright) against a real
+daemon on a subset of obsidian-help/en: search as you type, a hit's note with its related notes,
+and the health view changing while a first index runs and while a note is edited.
+
+With VAULTD_UI_SCREENSHOTS=DIR the views are saved there as PNG files (docs/ui/ is made so)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import shared_path
+from tests.daemon import PATIENCE, RunningDaemon, running, wait_until
+from vaultd.ui.server import UiServer, serve
+
+CHROMIUM = Path("/usr/bin/chromium")
+#: obsidian-help/en's folders the vault takes: about a third of its notes, enough for related
+#: notes and backlinks, quick to index.
+FOLDERS = ("Editing and formatting", "Linking notes and files", "Getting started")
+
+pytestmark = [
+    pytest.mark.corpus,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent (apt-get install chromium)"
+    ),
+]
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+
+
+def help_subset(target: Path) -> Path:
+    source = shared_path("corpora", "obsidian-help", "en")
+    for folder in FOLDERS:
+        shutil.copytree(source / folder, target / folder, ignore=shutil.ignore_patterns("*.png"))
+    shutil.copy2(source / "Home.md", target / "Home.md")
+    return target
+
+
+@pytest.fixture(scope="module")
+def vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return help_subset(tmp_path_factory.mktemp("help") / "vault")
+
+
+@pytest.fixture(scope="module")
+def daemon(vault: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
+    # Not waiting for the first index: the health view is watched while it runs.
+    with running(vault, tmp_path_factory.mktemp("work"), wait_ready=False) as d:
+        yield d
+
+
+@pytest.fixture(scope="module")
+def ui(daemon: RunningDaemon, vault: Path) -> Iterator[UiServer]:
+    server = serve(daemon.client, vault, idle=0)
+    try:
+        yield server
+    finally:
+        server.stop()
+        server.stopped.wait(10)
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def page(ui: UiServer) -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"]
+        )
+        try:
+            context = browser.new_context(viewport={"width": 1200, "height": 800})
+            page = context.new_page()
+            page.goto(ui.url)  # the one-time link: its cookie, then the page
+            assert page.url.endswith("/")
+            yield page
+        finally:
+            browser.close()
+
+
+def shot(page: Any, name: str) -> None:
+    folder = os.environ.get("VAULTD_UI_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=False)
+
+
+def events_seen(page: Any) -> int:
+    return int(page.evaluate("Number(document.body.dataset.events || 0)"))
+
+
+def test_1_the_health_view_changes_while_the_first_index_runs(
+    page: Any, daemon: RunningDaemon
+) -> None:
+    page.goto(page.url.split("#")[0] + "#health")
+    wait_until(lambda: events_seen(page) > 0, "the page saw an event of the first index")
+    phase = page.text_content("#h-events")
+    assert "note_indexed" in phase or "phase" in phase, phase
+    daemon.wait_idle()
+    wait_until(lambda: "pass_done" in page.text_content("#h-events"), "the pass ended on the page")
+
+
+def test_2_typing_shows_hits_within_300_ms_of_the_last_keystroke(page: Any) -> None:
+    page.goto(page.url.split("#")[0] + "#search")
+    query = "embed a file"
+    page.click("#q")
+    page.keyboard.type(query, delay=60)
+    page.wait_for_function(
+        "q => document.body.dataset.lastQuery === q"
+        " && document.querySelectorAll('#hits li').length",
+        arg=query,
+        timeout=PATIENCE * 1000,
+    )
+    since_key = page.evaluate("window.vaultdDrawnAt - window.vaultdLastKey")
+    timings = page.evaluate("window.vaultdTimings")
+    print(f"hits drawn {since_key:.0f} ms after the last keystroke; per request:", timings)
+    assert since_key <= 300, timings
+    assert page.locator("#hits li mark").count() > 0  # the snippets' matched words
+    first = page.locator("#hits li").first
+    assert first.locator(".kind").text_content() == "note"
+    assert first.locator("a[href^='obsidian://open?vault=']").count() == 1
+    shot(page, "search")
+
+
+def test_3_opening_a_hit_shows_its_note_and_related_notes(page: Any) -> None:
+    page.locator("#hits li .hit-title").first.click()
+    page.wait_for_function("() => document.body.dataset.noteShown", timeout=PATIENCE * 1000)
+    assert page.locator("#note-chunks .chunk").count() > 0
+    page.wait_for_function(
+        "() => document.querySelectorAll('#note-related li').length > 0",
+        timeout=PATIENCE * 1000,
+    )
+    assert page.locator("#note-outline li").count() > 0
+    shot(page, "note")
+
+
+def test_4_the_health_view_changes_while_a_note_is_edited(page: Any, vault: Path) -> None:
+    page.goto(page.url.split("#")[0] + "#health")
+    before = events_seen(page)
+    note = vault / "Home.md"
+    note.write_text(note.read_text(encoding="utf-8") + "\nA line about lanterns.\n", "utf-8")
+    wait_until(lambda: events_seen(page) > before, "the page saw the edit's events")
+    wait_until(lambda: "Home.md" in page.text_content("#h-events"), "the edit on the page")
+    wait_until(lambda: "p50" in page.text_content("#h-lag"), "the lag shown")
+    shot(page, "health")
