@@ -25,7 +25,7 @@ from vaultd.api.operations import (
     SearchRequest,
     deprecated_aliases,
 )
-from vaultd.api.server import refusal
+from vaultd.api.routes import refusal
 from vaultd.daemon.serving import DaemonService
 from vaultd.query import MAX_K, MAX_LIST, MAX_PER_NOTE
 
@@ -170,14 +170,14 @@ DECLARING = ("api/operations.py", "api/limits.py", "query.py")
 ACTING = ("api/local.py", "daemon/serving.py", "index/", "storage/")
 #: Acts on some fields: the faces, each field it takes in a form of its own (the CLI's
 #: `--where COND`, `--lines A-B`, a tool's fixed `text`) or shows of an answer (the parts of a
-#: hit the MCP search passes on, a quarantined note's `since` in `vaultd status`); the server,
-#: which waits.
+#: hit the MCP search passes on, a quarantined note's `since` in `vaultd status`); the route
+#: table, which waits for `wait_for`.
 FACES = {
     "cli/queries.py": None,
     "cli/mcp_bridge.py": {"text", "start_line", "end_line", "start_page", "end_page", "tags"}
     | {"explain"},
     "cli/status.py": {"since"},
-    "api/server.py": {"wait_for", "timeout"},
+    "api/routes.py": {"wait_for", "timeout"},
 }
 #: Field names that are also ordinary words of the code (a socket's `path`, a client's `timeout`,
 #: a result's `text`): held by the typed tests above instead.

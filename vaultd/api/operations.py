@@ -757,12 +757,12 @@ class Operation:
     route: str
     request: type[Request]
     response: type[BaseModel]
-    #: Whether it only reads (MCP's readOnlyHint).
-    read_only: bool
-    #: The status of a successful answer.
-    status: int = 200
     #: Error statuses of its own, beyond those any request may meet.
     errors: tuple[int, ...] = ()
+    #: Whether it only reads (MCP's readOnlyHint).
+    read_only: bool = True
+    #: The status of a successful answer.
+    status: int = 200
     #: Answered as JSON lines, one `response` each, streamed.
     stream: bool = False
     #: Answered by the daemon alone (no index opened without one).
@@ -786,70 +786,26 @@ class Operation:
         return parts[1].replace("\n", " ") if len(parts) > 1 else ""
 
 
+#: A note's route; `{path}` is its vault path, URL-encoded.
+NOTE = "/v1/notes/{path}"
+#: A write, queued by the daemon alone.
+_WRITE: dict[str, Any] = {"read_only": False, "status": 202, "daemon_only": True}
+
 OPERATIONS: tuple[Operation, ...] = (
-    Operation("health", "GET", "/v1/health", HealthRequest, HealthResponse, True, daemon_only=True),
-    Operation("status", "GET", "/v1/status", StatusRequest, StatusResponse, True, daemon_only=True),
-    Operation("search", "POST", "/v1/search", SearchRequest, SearchResponse, True),
-    Operation(
-        "related",
-        "GET",
-        "/v1/notes/{path}/related",
-        RelatedRequest,
-        RelatedResponse,
-        True,
-        200,
-        (404,),
-    ),
-    Operation(
-        "mentions",
-        "GET",
-        "/v1/notes/{path}/mentions",
-        MentionsRequest,
-        MentionsResponse,
-        True,
-        200,
-        (404,),
-    ),
-    Operation(
-        "backlinks",
-        "GET",
-        "/v1/notes/{path}/backlinks",
-        BacklinksRequest,
-        BacklinksResponse,
-        True,
-        200,
-        (404,),
-    ),
-    Operation(
-        "outline",
-        "GET",
-        "/v1/notes/{path}/outline",
-        OutlineRequest,
-        OutlineResponse,
-        True,
-        200,
-        (404, 422),
-    ),
-    Operation(
-        "note", "GET", "/v1/notes/{path}", NoteReadRequest, NoteResponse, True, 200, (404, 422)
-    ),
-    Operation("tags", "GET", "/v1/tags", TagsRequest, TagsResponse, True),
-    Operation("recent", "GET", "/v1/recent", RecentRequest, RecentResponse, True),
-    Operation(
-        "reindex",
-        "POST",
-        "/v1/reindex",
-        ReindexRequest,
-        ReindexResponse,
-        False,
-        202,
-        daemon_only=True,
-    ),
-    Operation("export", "GET", "/v1/export", ExportRequest, ExportRecord, True, stream=True),
-    Operation(
-        "events", "GET", "/v1/events", EventsRequest, Event, True, daemon_only=True, sse=True
-    ),
-    Operation("openapi", "GET", "/openapi.json", OpenapiRequest, OpenapiResponse, True),
+    Operation("health", "GET", "/v1/health", HealthRequest, HealthResponse, daemon_only=True),
+    Operation("status", "GET", "/v1/status", StatusRequest, StatusResponse, daemon_only=True),
+    Operation("search", "POST", "/v1/search", SearchRequest, SearchResponse),
+    Operation("related", "GET", f"{NOTE}/related", RelatedRequest, RelatedResponse, (404,)),
+    Operation("mentions", "GET", f"{NOTE}/mentions", MentionsRequest, MentionsResponse, (404,)),
+    Operation("backlinks", "GET", f"{NOTE}/backlinks", BacklinksRequest, BacklinksResponse, (404,)),
+    Operation("outline", "GET", f"{NOTE}/outline", OutlineRequest, OutlineResponse, (404, 422)),
+    Operation("note", "GET", NOTE, NoteReadRequest, NoteResponse, (404, 422)),
+    Operation("tags", "GET", "/v1/tags", TagsRequest, TagsResponse),
+    Operation("recent", "GET", "/v1/recent", RecentRequest, RecentResponse),
+    Operation("reindex", "POST", "/v1/reindex", ReindexRequest, ReindexResponse, **_WRITE),
+    Operation("export", "GET", "/v1/export", ExportRequest, ExportRecord, stream=True),
+    Operation("events", "GET", "/v1/events", EventsRequest, Event, daemon_only=True, sse=True),
+    Operation("openapi", "GET", "/openapi.json", OpenapiRequest, OpenapiResponse),
 )
 
 BY_NAME: dict[str, Operation] = {op.name: op for op in OPERATIONS}

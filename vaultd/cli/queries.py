@@ -169,7 +169,7 @@ def build(operation: str, **fields: Any) -> Any:
     words the daemon would use."""
     from pydantic import ValidationError
 
-    from vaultd.api.server import refusal
+    from vaultd.api.routes import refusal
     from vaultd.errors import QueryError
 
     model = BY_NAME[operation].request

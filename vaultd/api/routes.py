@@ -1,0 +1,203 @@
+"""The socket API's route table: each request routed by the operation table
+(vaultd.api.operations), checked by its operation's model, answered by the service and sent as
+its response model (JSON, JSON lines or server-sent events). The transport (vaultd.api.server)
+reads and writes the bytes and holds the limits."""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from pydantic import BaseModel, ValidationError
+
+from vaultd.api.limits import MAX_WAIT
+from vaultd.api.operations import (
+    OPERATIONS,
+    Operation,
+    Request,
+    SearchRequest,
+    bounds,
+    list_fields,
+)
+from vaultd.errors import (
+    ApiError,
+    NoteError,
+    NoteUnavailableError,
+    QueryError,
+    VaultPathError,
+)
+
+if TYPE_CHECKING:
+    from vaultd.api.service import Service
+
+
+@dataclass(frozen=True, slots=True)
+class Lines:
+    """An answer sent as JSON lines, one item each, streamed."""
+
+    items: Iterator[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Events:
+    """An answer sent as server-sent events, one item each, until the client goes away."""
+
+    items: Iterator[Any]
+
+
+class Api:
+    """Routes requests by the operation table (vaultd.api.operations): each request is checked
+    by its operation's model, answered by the service and sent as its response model. Raises
+    ApiError for anything the client got wrong."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        #: Around a search's wait (the server's long-poll lane, see SocketServer.long_poll).
+        self.waiting: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
+        # In the table's order, a note's views before the note: a note's path ends in .md,
+        # never in /related, so none is shadowed.
+        self.routes = [(op, _route_pattern(op.route)) for op in OPERATIONS]
+
+    def handle(self, method: str, target: str, body: bytes) -> tuple[HTTPStatus, Any]:
+        url = urlsplit(target)
+        found = [(op, m) for op, pattern in self.routes if (m := pattern.fullmatch(url.path))]
+        if not found:
+            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", f"no route {url.path}")
+        route = found[0][0].route
+        methods = {op.method: (op, m) for op, m in found if op.route == route}
+        if method not in methods:
+            raise ApiError(
+                HTTPStatus.METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                f"{method} is not supported on {url.path}; use {' or '.join(methods)}",
+                allow=tuple(methods),
+            )
+        op, match = methods[method]
+        request = _request(op, match, url.query, body)
+        try:
+            return self._answer(op, request)
+        except (QueryError, VaultPathError) as exc:
+            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", str(exc)) from None
+        except NoteUnavailableError as exc:
+            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", str(exc), kind=exc.kind) from None
+        except NoteError as exc:
+            raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, "unreadable", str(exc)) from None
+
+    def _answer(self, op: Operation, request: Request) -> tuple[HTTPStatus, Any]:
+        if op.name == "openapi":
+            from vaultd.api.openapi import schema
+
+            return HTTPStatus.OK, schema()
+        if isinstance(request, SearchRequest) and request.wait_for is not None:
+            self._wait(request.wait_for, min(request.timeout, MAX_WAIT))
+        answer = getattr(self.service, op.name)(request)
+        if op.sse:
+            return HTTPStatus(op.status), Events(_dumped_all(answer))
+        if op.stream:
+            return HTTPStatus(op.status), Lines(_dumped(item) for item in answer)
+        return HTTPStatus(op.status), _dumped(answer)
+
+    def _wait(self, target: str, timeout: float) -> None:
+        with self.waiting():
+            if not self.service.wait(target, timeout):
+                raise ApiError(
+                    HTTPStatus.SERVICE_UNAVAILABLE,
+                    "timeout",
+                    f"{target!r} was not indexed within {timeout:g} s",
+                )
+
+
+def _route_pattern(route: str) -> re.Pattern[str]:
+    return re.compile(re.escape(route).replace(re.escape("{path}"), "(?P<path>.+)"))
+
+
+def _dumped(answer: BaseModel) -> Any:
+    # Optional keys left unset are not sent: a hit with a snippet has no text.
+    return answer.model_dump(mode="json", exclude_unset=True)
+
+
+def _dumped_all(answers: Iterator[BaseModel]) -> Iterator[Any]:
+    """Each answer dumped as it comes; closing this closes the answers' iterator (an event
+    stream's subscription ends with it)."""
+    try:
+        for answer in answers:
+            yield _dumped(answer)
+    finally:
+        close = getattr(answers, "close", None)
+        if close is not None:
+            close()
+
+
+def _request(op: Operation, match: re.Match[str], query: str, body: bytes) -> Request:
+    """The request as its operation's model: a GET's query string (a repeated parameter is a
+    list where the field is one, else its last value counts) or a POST's JSON body (strictly
+    typed: "3" is no number), and the note's path from the route. 400 naming the field."""
+    if op.method == "GET":
+        lists = list_fields(op.request)
+        data: dict[str, Any] = {
+            name: values if name in lists else values[-1]
+            for name, values in parse_qs(query).items()
+        }
+        strict = False
+    else:
+        data = _json_body(body)
+        strict = True
+    if "path" in match.groupdict():
+        data["path"] = unquote(match["path"])
+    try:
+        return op.request.model_validate(data, strict=strict)
+    except ValidationError as exc:
+        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", refusal(op.request, exc)) from None
+
+
+def refusal(model: type[BaseModel], exc: ValidationError) -> str:
+    """What was wrong with a request, naming the field, as the API's 400 says it."""
+    messages: list[str] = []
+    for error in exc.errors(include_url=False):
+        name = str(error["loc"][0]) if error["loc"] else "the body"
+        kind = error["type"]
+        field = model.model_fields.get(name)
+        low, high = bounds(field.metadata) if field is not None else (None, None)
+        if kind == "vaultd":
+            messages.append(error["msg"])
+        elif kind == "extra_forbidden":
+            near = difflib.get_close_matches(name, list(model.model_fields), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            messages.append(f"unknown field {name!r}{hint}")
+        elif kind == "missing":
+            messages.append(f"{name} is required")
+        elif low is not None and high is not None and kind in _RANGE_ERRORS:
+            messages.append(f"{name} must be {low} to {high}")
+        else:
+            messages.append(f"{name}: {error['msg']}")
+    return "; ".join(dict.fromkeys(messages))
+
+
+_RANGE_ERRORS = frozenset(
+    {"greater_than_equal", "less_than_equal", "too_long", "too_short", "int_from_float"}
+)
+
+
+def _json_body(body: bytes) -> dict[str, Any]:
+    if not body:
+        return {}
+    try:
+        data = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+        # "\ud800" escapes decode to lone surrogates, which no tokenizer or database takes.
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except (UnicodeError, ValueError, RecursionError) as exc:
+        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_json", f"the body is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_json", "the body must be a JSON object")
+    return data
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
