@@ -84,3 +84,29 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """One worker more than the cores, up to four: a fifth of the suite's time is spent
     waiting on daemons, sockets and child processes, which another worker fills."""
     return min(4, (os.cpu_count() or 1) + 1)
+
+
+#: The longest test files, longest first, from `pytest --durations` (figures in the commit that
+#: last changed this list). xdist hands out whole files (`--dist loadfile`) in collection order
+#: (`--no-loadscope-reorder`; its default order is by number of tests, which sends a few-test
+#: file that runs for minutes last, leaving one worker busy while the others are done), so these
+#: start first and the many short files fill in around them. A file not listed keeps its place.
+LONGEST_FIRST = (
+    "tests/test_index_interrupt.py",
+    "tests/test_multilingual.py",
+    "tests/test_attachments_vault.py",
+    "tests/test_corpus.py",
+    "tests/test_first_hour.py",
+    "tests/test_attachments_daemon.py",
+    "tests/test_ocr.py",
+    "tests/reliability/test_limits.py",
+    "tests/test_chroma_server.py",
+    "tests/test_derive.py",
+    "tests/test_index.py",
+    "tests/test_daemon.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {path: place for place, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))
