@@ -12,26 +12,7 @@ from collections.abc import Iterator
 from http import HTTPStatus
 from typing import TYPE_CHECKING
 
-from vaultd.api.operations import (
-    BacklinksRequest,
-    BacklinksResponse,
-    ExportRecord,
-    ExportRequest,
-    MentionsRequest,
-    MentionsResponse,
-    NoteReadRequest,
-    NoteResponse,
-    OutlineRequest,
-    OutlineResponse,
-    RecentRequest,
-    RecentResponse,
-    RelatedRequest,
-    RelatedResponse,
-    SearchRequest,
-    SearchResponse,
-    TagsRequest,
-    TagsResponse,
-)
+from vaultd.api import operations as o
 from vaultd.errors import ApiError, NoteNotIndexedError, NoteUnavailableError
 from vaultd.index import browse
 from vaultd.index.backlinks import backlinks_of
@@ -59,7 +40,7 @@ class LocalService:
             raise NoteNotIndexedError(name)
         return found
 
-    def search(self, request: SearchRequest) -> SearchResponse:
+    def search(self, request: o.SearchRequest) -> o.SearchResponse:
         result = self.index.searcher.run(
             request.query,
             k=request.k,
@@ -70,9 +51,9 @@ class LocalService:
             settings=self.index.config.search,
             snippets=request.snippets,
         )
-        return SearchResponse.model_validate(result.as_json(request.explain))
+        return o.SearchResponse.model_validate(result.as_json(request.explain))
 
-    def note(self, request: NoteReadRequest) -> NoteResponse:
+    def note(self, request: o.NoteReadRequest) -> o.NoteResponse:
         path = self.find_note(request.path)
         view = note_view(self.index.manifest, path)
         if view is None:
@@ -94,7 +75,7 @@ class LocalService:
                     f"{path} is a {view['kind']}, read by lines: pages are a PDF's",
                 )
             view.update(self._text(path, request.start_line, request.end_line))
-        return NoteResponse.model_validate(view)
+        return o.NoteResponse.model_validate(view)
 
     def _pages(self, path: str, start: int | None, end: int | None) -> dict[str, object]:
         """The text of a PDF's pages as it is on disk now, read as the indexer reads it (in
@@ -155,7 +136,7 @@ class LocalService:
             "total_lines": len(lines),
         }
 
-    def related(self, request: RelatedRequest) -> RelatedResponse:
+    def related(self, request: o.RelatedRequest) -> o.RelatedResponse:
         path = self.find_note(request.path)
         found = self.index.related.related(
             path,
@@ -165,21 +146,21 @@ class LocalService:
             allowed=self.index.searcher.select(request.filters),
             how=request.how,
         )
-        return RelatedResponse.model_validate(
+        return o.RelatedResponse.model_validate(
             {"path": path, "related": [r.as_json() for r in found]}
         )
 
-    def mentions(self, request: MentionsRequest) -> MentionsResponse:
+    def mentions(self, request: o.MentionsRequest) -> o.MentionsResponse:
         path = self.find_note(request.path)
         found = unlinked_mentions(self.index.manifest, path, request.k) or []
-        return MentionsResponse.model_validate(
+        return o.MentionsResponse.model_validate(
             {"path": path, "mentions": [m.as_json() for m in found]}
         )
 
-    def backlinks(self, request: BacklinksRequest) -> BacklinksResponse:
+    def backlinks(self, request: o.BacklinksRequest) -> o.BacklinksResponse:
         path = self.find_note(request.path)
         found = backlinks_of(self.index.manifest, path)[: request.k]
-        return BacklinksResponse.model_validate(
+        return o.BacklinksResponse.model_validate(
             {
                 "path": path,
                 "backlinks": [
@@ -203,23 +184,23 @@ class LocalService:
             }
         )
 
-    def outline(self, request: OutlineRequest) -> OutlineResponse:
+    def outline(self, request: o.OutlineRequest) -> o.OutlineResponse:
         path = self.find_note(request.path)
         indexer = self.index.indexer
         headings = browse.outline(indexer.discovery, path, indexer.max_bytes)
-        return OutlineResponse.model_validate(
+        return o.OutlineResponse.model_validate(
             {"path": path, "headings": [h.as_json() for h in headings]}
         )
 
-    def tags(self, request: TagsRequest) -> TagsResponse:
-        return TagsResponse.model_validate(
+    def tags(self, request: o.TagsRequest) -> o.TagsResponse:
+        return o.TagsResponse.model_validate(
             {"tags": browse.tags(self.index.manifest, request.prefix)}
         )
 
-    def recent(self, request: RecentRequest) -> RecentResponse:
+    def recent(self, request: o.RecentRequest) -> o.RecentResponse:
         notes = browse.recent(self.index.manifest, request.k, request.since_ns)
-        return RecentResponse.model_validate({"notes": notes})
+        return o.RecentResponse.model_validate({"notes": notes})
 
-    def export(self, request: ExportRequest) -> Iterator[ExportRecord]:
+    def export(self, request: o.ExportRequest) -> Iterator[o.ExportRecord]:
         for record in export_records(self.index.store, with_vectors=request.vectors):
-            yield ExportRecord.model_validate(record)
+            yield o.ExportRecord.model_validate(record)

@@ -18,34 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from vaultd.api.operations import (
-    BacklinksRequest,
-    BacklinksResponse,
-    Event,
-    EventsRequest,
-    ExportRecord,
-    ExportRequest,
-    HealthRequest,
-    HealthResponse,
-    MentionsRequest,
-    MentionsResponse,
-    NoteReadRequest,
-    NoteResponse,
-    OutlineRequest,
-    OutlineResponse,
-    RecentRequest,
-    RecentResponse,
-    ReindexRequest,
-    ReindexResponse,
-    RelatedRequest,
-    RelatedResponse,
-    SearchRequest,
-    SearchResponse,
-    StatusRequest,
-    StatusResponse,
-    TagsRequest,
-    TagsResponse,
-)
+from vaultd.api import operations as o
 
 
 class Reads(Protocol):
@@ -55,35 +28,35 @@ class Reads(Protocol):
     vault: Path
     data_dir: Path
 
-    def search(self, request: SearchRequest) -> SearchResponse: ...
+    def search(self, request: o.SearchRequest) -> o.SearchResponse: ...
 
-    def note(self, request: NoteReadRequest) -> NoteResponse: ...
+    def note(self, request: o.NoteReadRequest) -> o.NoteResponse: ...
 
-    def related(self, request: RelatedRequest) -> RelatedResponse: ...
+    def related(self, request: o.RelatedRequest) -> o.RelatedResponse: ...
 
-    def mentions(self, request: MentionsRequest) -> MentionsResponse: ...
+    def mentions(self, request: o.MentionsRequest) -> o.MentionsResponse: ...
 
-    def backlinks(self, request: BacklinksRequest) -> BacklinksResponse: ...
+    def backlinks(self, request: o.BacklinksRequest) -> o.BacklinksResponse: ...
 
-    def outline(self, request: OutlineRequest) -> OutlineResponse: ...
+    def outline(self, request: o.OutlineRequest) -> o.OutlineResponse: ...
 
-    def tags(self, request: TagsRequest) -> TagsResponse: ...
+    def tags(self, request: o.TagsRequest) -> o.TagsResponse: ...
 
-    def recent(self, request: RecentRequest) -> RecentResponse: ...
+    def recent(self, request: o.RecentRequest) -> o.RecentResponse: ...
 
-    def export(self, request: ExportRequest) -> Iterator[ExportRecord]: ...
+    def export(self, request: o.ExportRequest) -> Iterator[o.ExportRecord]: ...
 
 
 class Service(Reads, Protocol):
     """A running daemon: the reads, and what only it can do."""
 
-    def health(self, request: HealthRequest) -> HealthResponse: ...
+    def health(self, request: o.HealthRequest) -> o.HealthResponse: ...
 
-    def status(self, request: StatusRequest) -> StatusResponse: ...
+    def status(self, request: o.StatusRequest) -> o.StatusResponse: ...
 
-    def reindex(self, request: ReindexRequest) -> ReindexResponse: ...
+    def reindex(self, request: o.ReindexRequest) -> o.ReindexResponse: ...
 
-    def events(self, request: EventsRequest) -> Iterator[Event]:
+    def events(self, request: o.EventsRequest) -> Iterator[o.Event]:
         """What the daemon does, as it happens, until the iterator is closed (which ends the
         reader's subscription); a `ping` on a quiet stream."""
         ...

@@ -9,17 +9,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from vaultd import __version__
+from vaultd.api import operations as o
 from vaultd.api.local import LocalService
-from vaultd.api.operations import (
-    Event,
-    EventsRequest,
-    HealthRequest,
-    HealthResponse,
-    ReindexRequest,
-    ReindexResponse,
-    StatusRequest,
-    StatusResponse,
-)
 from vaultd.errors import NotReadyError
 from vaultd.layout import vault_id
 
@@ -44,10 +35,10 @@ class DaemonService(LocalService):
         self._worker = worker
         self._status = status
 
-    def health(self, request: HealthRequest) -> HealthResponse:
+    def health(self, request: o.HealthRequest) -> o.HealthResponse:
         snap = self._state.snapshot()
         reasons = list(snap["reasons"].values())
-        return HealthResponse(
+        return o.HealthResponse(
             status=snap["status"],
             version=__version__,
             vault=str(self.vault),
@@ -57,10 +48,10 @@ class DaemonService(LocalService):
             **({"reason": "; ".join(reasons)} if reasons else {}),
         )
 
-    def status(self, request: StatusRequest) -> StatusResponse:
-        return StatusResponse.model_validate(self._status())
+    def status(self, request: o.StatusRequest) -> o.StatusResponse:
+        return o.StatusResponse.model_validate(self._status())
 
-    def reindex(self, request: ReindexRequest) -> ReindexResponse:
+    def reindex(self, request: o.ReindexRequest) -> o.ReindexResponse:
         worker = self._running_worker()
         if request.paths:
             # Asked for by name: a quarantined note among them gets one more try.
@@ -69,13 +60,13 @@ class DaemonService(LocalService):
         else:
             # Asked for by the user: every note is read, whatever its stat says.
             worker.request_full(check=1.0)
-        return ReindexResponse(accepted=True, paths=request.paths or "all")
+        return o.ReindexResponse(accepted=True, paths=request.paths or "all")
 
-    def events(self, request: EventsRequest) -> Iterator[Event]:
+    def events(self, request: o.EventsRequest) -> Iterator[o.Event]:
         stream = self._state.events.stream()
         try:
             for event in stream:
-                yield Event.model_validate(event)
+                yield o.Event.model_validate(event)
         finally:
             stream.close()
 
