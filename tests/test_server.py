@@ -399,6 +399,7 @@ def test_openapi_describes_every_route(setup: Setup) -> None:
         "/v1/tags",
         "/v1/recent",
         "/v1/reindex",
+        "/v1/events",
         "/v1/export",
         "/openapi.json",
     }
