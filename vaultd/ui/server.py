@@ -121,6 +121,14 @@ class UiServer(ThreadingHTTPServer):
         self.hosts = {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
         self.stopped = threading.Event()
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A search the page cancelled (the next keystroke's replaced it) closes its connection
+        # before the answer is written: not an error. Anything else is printed as usual.
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
     @property
     def url(self) -> str:
         """The one-time URL to open (holds the secret: print it, never log it)."""
