@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import shared_path
-from tests.daemon import PATIENCE, RunningDaemon, running, wait_until
+from tests.daemon import PATIENCE, RunningDaemon, short_socket_dir, start, wait_until, write_config
+from vaultd.api.client import Client
+from vaultd.layout import vault_id
 from vaultd.ui.server import UiServer, serve
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -46,21 +48,35 @@ def vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def daemon(vault: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
-    # Not waiting for the first index: the health view is watched while it runs.
-    with running(vault, tmp_path_factory.mktemp("work"), wait_ready=False) as d:
-        yield d
+def sockets() -> Path:
+    return short_socket_dir() / "vaultd.sock"
 
 
 @pytest.fixture(scope="module")
-def ui(daemon: RunningDaemon, vault: Path) -> Iterator[UiServer]:
-    server = serve(daemon.client, vault, idle=0)
+def ui(sockets: Path, vault: Path) -> Iterator[UiServer]:
+    # Before the daemon: the page is open on the health view when its first index starts.
+    server = serve(Client(sockets, timeout=90, vault_id=vault_id(vault)), vault, idle=0)
     try:
         yield server
     finally:
         server.stop()
         server.stopped.wait(10)
         server.server_close()
+
+
+@pytest.fixture(scope="module")
+def daemon(
+    page: Any, sockets: Path, vault: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningDaemon]:
+    work = tmp_path_factory.mktemp("work")
+    config = write_config(work / "vaultd.toml", vault, work / "data", sockets)
+    # Not waiting for the first index: the health view is watched while it runs.
+    d = start(config, sockets, work / "vaultd.log", wait_ready=False)
+    try:
+        yield d
+    finally:
+        if d.process.poll() is None:
+            d.stop()
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +90,7 @@ def page(ui: UiServer) -> Iterator[Any]:
             page = context.new_page()
             page.goto(ui.url)  # the one-time link: its cookie, then the page
             assert page.url.endswith("/")
+            page.goto(page.url + "#health")
             yield page
         finally:
             browser.close()
@@ -93,7 +110,7 @@ def events_seen(page: Any) -> int:
 def test_1_the_health_view_changes_while_the_first_index_runs(
     page: Any, daemon: RunningDaemon
 ) -> None:
-    page.goto(page.url.split("#")[0] + "#health")
+    # The page was open on the health view before the daemon started.
     wait_until(lambda: events_seen(page) > 0, "the page saw an event of the first index")
     phase = page.text_content("#h-events")
     assert "note_indexed" in phase or "phase" in phase, phase
@@ -101,7 +118,9 @@ def test_1_the_health_view_changes_while_the_first_index_runs(
     wait_until(lambda: "pass_done" in page.text_content("#h-events"), "the pass ended on the page")
 
 
-def test_2_typing_shows_hits_within_300_ms_of_the_last_keystroke(page: Any) -> None:
+def test_2_typing_shows_hits_within_300_ms_of_the_last_keystroke(
+    page: Any, daemon: RunningDaemon
+) -> None:
     page.goto(page.url.split("#")[0] + "#search")
     query = "embed a file"
     page.click("#q")
@@ -123,7 +142,7 @@ def test_2_typing_shows_hits_within_300_ms_of_the_last_keystroke(page: Any) -> N
     shot(page, "search")
 
 
-def test_3_opening_a_hit_shows_its_note_and_related_notes(page: Any) -> None:
+def test_3_opening_a_hit_shows_its_note_and_related_notes(page: Any, daemon: RunningDaemon) -> None:
     page.locator("#hits li .hit-title").first.click()
     page.wait_for_function("() => document.body.dataset.noteShown", timeout=PATIENCE * 1000)
     assert page.locator("#note-chunks .chunk").count() > 0
@@ -135,7 +154,9 @@ def test_3_opening_a_hit_shows_its_note_and_related_notes(page: Any) -> None:
     shot(page, "note")
 
 
-def test_4_the_health_view_changes_while_a_note_is_edited(page: Any, vault: Path) -> None:
+def test_4_the_health_view_changes_while_a_note_is_edited(
+    page: Any, daemon: RunningDaemon, vault: Path
+) -> None:
     page.goto(page.url.split("#")[0] + "#health")
     before = events_seen(page)
     note = vault / "Home.md"

@@ -216,7 +216,11 @@ function soon() {
 function listen() {
   const source = new EventSource("/api/v1/events");
   source.onopen = () => $("live").classList.add("on");
-  source.onerror = () => $("live").classList.remove("on");
+  source.onerror = () => {
+    $("live").classList.remove("on");
+    // A refused stream (no daemon yet, or it restarted) is not retried by the browser itself.
+    if (source.readyState === EventSource.CLOSED) setTimeout(listen, 1000);
+  };
   const log = (event) => {
     const data = JSON.parse(event.data);
     const line = el("li", `${new Date(data.time * 1000).toLocaleTimeString()} ${data.kind} ${data.path || ""} ${data.reason || ""}`);
