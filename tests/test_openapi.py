@@ -198,8 +198,9 @@ WORDS: dict[str, st.SearchStrategy[Any]] = {
     "tags": st.lists(st.sampled_from(["garden", "home", "cooking"]), max_size=3),
     "tags_any": st.lists(st.sampled_from(["garden", "reise"]), max_size=3),
 }
-#: Never drawn valid: a line range is judged against the note's lines.
-RANGED = {"start_line", "end_line"}
+#: Never drawn valid: a line range is judged against the note's lines, and a page range is
+#: refused for a note that is not a PDF (the fuzz vault holds none).
+RANGED = {"start_line", "end_line", "start_page", "end_page"}
 
 
 def from_schema(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
