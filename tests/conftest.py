@@ -97,6 +97,7 @@ LONGEST_FIRST = (
     "tests/test_attachments_vault.py",
     "tests/test_corpus.py",
     "tests/test_first_hour.py",
+    "tests/test_ui_browser.py",
     "tests/test_attachments_daemon.py",
     "tests/test_ocr.py",
     "tests/reliability/test_limits.py",
