@@ -92,19 +92,21 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 #: file that runs for minutes last, leaving one worker busy while the others are done), so these
 #: start first and the many short files fill in around them. A file not listed keeps its place.
 LONGEST_FIRST = (
-    "tests/test_index_interrupt.py",
+    "tests/test_daemon.py",
     "tests/test_multilingual.py",
-    "tests/test_attachments_vault.py",
+    "tests/test_chroma_server.py",
+    "tests/test_derive.py",
+    "tests/reliability/test_poison.py",
+    "tests/test_index.py",
     "tests/test_corpus.py",
+    "tests/test_desks.py",
+    "tests/test_index_interrupt.py",
+    "tests/test_attachments_vault.py",
+    "tests/reliability/test_limits.py",
     "tests/test_first_hour.py",
     "tests/test_ui_browser.py",
     "tests/test_attachments_daemon.py",
     "tests/test_ocr.py",
-    "tests/reliability/test_limits.py",
-    "tests/test_chroma_server.py",
-    "tests/test_derive.py",
-    "tests/test_index.py",
-    "tests/test_daemon.py",
 )
 
 
