@@ -124,7 +124,7 @@ def test_kill_9_while_a_pdf_is_read_converges_and_bad_pdfs_leave_the_daemon_up(
 
 
 #: Real screenshots of obsidian-help, and a phrase OCR reads in the first.
-SCREENSHOTS = ("Roam-exporting.png", "Roam-Importer-importing.png", "internal-links-header.png")
+SCREENSHOTS = ("Roam-exporting.png", "internal-links-header.png")
 OCR_ON = "\n[attachments]\nocr = true\n"
 
 
