@@ -48,7 +48,8 @@ def assert_pages_read_everywhere(daemon: Any, hit: dict[str, Any]) -> None:
 
     from vaultd.api.client import Client
     from vaultd.cli.commands import main
-    from vaultd.cli.mcp_bridge import TOOLS, Bridge, DaemonOrIndex
+    from vaultd.cli.common import DaemonOrIndex
+    from vaultd.cli.mcp_bridge import TOOLS, Bridge
 
     page, path = hit["page"], hit["path"]
     asked = f"/v1/notes/{path}?text=1&start_page={page}&end_page={hit['page_end']}"

@@ -677,7 +677,8 @@ def test_the_mcp_bridge_uses_the_same_rule(setup: Setup) -> None:
     from mcp.server.mcpserver.exceptions import ToolError
 
     from vaultd.api.client import Client
-    from vaultd.cli.mcp_bridge import TOOLS, Bridge, DaemonOrIndex
+    from vaultd.cli.common import DaemonOrIndex
+    from vaultd.cli.mcp_bridge import TOOLS, Bridge
     from vaultd.errors import VaultPathError
     from vaultd.vaultpath import vault_path
 

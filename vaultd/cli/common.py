@@ -1,5 +1,6 @@
 """What every `vaultd` command shares: clean errors, the --config and --vault options, the
-configuration loaded, and the vault's running daemon found.
+configuration loaded, the vault's running daemon found, and what answers a query: that daemon
+or, with none, the index (`DaemonOrIndex`, which the MCP bridge answers with too).
 
 User-facing errors (`VaultdError`) become one clean message and the error's exit code; anything
 else is a bug and keeps its traceback.
@@ -9,14 +10,20 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from vaultd.errors import VaultdError
+from vaultd.errors import DaemonError, NoteError, NotReadyError, QueryError, VaultdError
+
+if TYPE_CHECKING:
+    from vaultd.api.client import Client
+    from vaultd.api.local import LocalService
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -71,6 +78,92 @@ def daemon(config: Any) -> Any:
     return find_daemon(
         config.server.socket, config.require_vault(), config.require_store(), os.environ
     )
+
+
+#: What a daemon that answered said (vaultd.api.client.refused): its answer, not a daemon gone.
+_ANSWERED = (DaemonError, QueryError, NoteError, NotReadyError)
+
+
+class DaemonOrIndex:
+    """The vault's daemon while one answers (RemoteService); when none does (never started, or
+    gone since) the index opened read-only for the call, one call at a time (LocalService, the
+    code the daemon answers with). A daemon is looked for again at every call, and the lock is
+    held only while a call runs, so a daemon started later is not kept out.
+
+    `config` None: no index to fall back to; `fix` says what to do then."""
+
+    def __init__(
+        self,
+        locate: Callable[[], Client | None],
+        config: Any,
+        fix: str = "start it with `vaultd run`",
+    ) -> None:
+        self._locate = locate
+        self._config = config
+        self._fix = fix
+        self.client: Client | None = None
+        # open_index takes the data directory's lock: two calls at once would refuse each other.
+        self._one_at_a_time = threading.Lock()
+
+    @classmethod
+    def of(cls, config: Any) -> DaemonOrIndex:
+        """The configured vault's daemon, else its index."""
+        return cls(lambda: daemon(config), config)
+
+    def find(self) -> Client | None:
+        """The daemon answering now, if one does (raises VaultdError for one that cannot)."""
+        self.client = self._locate()
+        return self.client
+
+    @contextmanager
+    def service(self) -> Iterator[Any]:
+        """The daemon found now, else the index: one interface (vaultd.api.service.Reads)."""
+        client = self.client or self._locate()
+        if client is not None:
+            from vaultd.api.client import RemoteService
+
+            yield RemoteService(client)
+        else:
+            with self._local() as local:
+                yield local
+
+    @contextmanager
+    def _local(self) -> Iterator[LocalService]:
+        if self._config is None:
+            raise VaultdError(f"no vaultd daemon answers; {self._fix}")
+        # Only here: opening the index loads the model and the store, a daemon's answer not.
+        from vaultd.api.local import LocalService
+        from vaultd.index.open import open_index
+
+        with self._one_at_a_time, open_index(self._config, create=False) as index:
+            yield LocalService(index)
+
+    def call(self, operation: str, request: Any) -> Any:
+        """`Service.<operation>(request)` of the daemon, or of the index once it is gone."""
+        client = self.client or self._locate()
+        if client is not None:
+            from vaultd.api.client import RemoteService
+
+            try:
+                answer = getattr(RemoteService(client), operation)(request)
+            except _ANSWERED:
+                raise
+            except VaultdError as exc:
+                if client.reachable():
+                    raise VaultdError(
+                        f"the vaultd daemon on {client.path} is running but did not answer "
+                        f"this request ({exc})"
+                    ) from exc
+                self.client = None  # gone: the index answers until a daemon is back
+                if self._config is None:
+                    raise VaultdError(
+                        f"the vaultd daemon stopped answering on {client.path} ({exc}); {self._fix}"
+                    ) from exc
+            else:
+                self.client = client
+                return answer
+        with self._local() as local:
+            return getattr(local, operation)(request)
 
 
 def load(config_file: Path | None, vault: Path | None) -> Any:

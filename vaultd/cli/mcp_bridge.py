@@ -21,31 +21,21 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import click
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from vaultd import __version__
-from vaultd.api.client import Client, RemoteService
+from vaultd.api.client import Client
 from vaultd.api.limits import MAX_BODY
 from vaultd.api.operations import BY_NAME, Operation, Request, deprecated_aliases
 from vaultd.api.routes import refusal
-from vaultd.errors import (
-    ConfigError,
-    DaemonError,
-    NoteError,
-    NotReadyError,
-    QueryError,
-    VaultdError,
-)
-
-if TYPE_CHECKING:
-    from vaultd.config import Config
+from vaultd.cli.common import DaemonOrIndex
+from vaultd.errors import ConfigError, VaultdError
 
 INSTRUCTIONS = (
     "Tools over the user's Obsidian vault, kept indexed by the vaultd daemon. Use `search` to "
@@ -85,13 +75,6 @@ def _tool_error(message: str) -> Exception:
     return ToolError(message)
 
 
-class Answers(Protocol):
-    """Where the tools' operations go: `Service.<operation>(request)` of the daemon or of the
-    index (a refusal raises the VaultdError it stands for)."""
-
-    def call(self, operation: str, request: Request) -> BaseModel: ...
-
-
 class Unconfigured:
     """No vault to serve: every call answers with what is wrong and how to fix it."""
 
@@ -102,73 +85,9 @@ class Unconfigured:
         raise _tool_error(self.problem)
 
 
-class FromIndex:
-    """The daemon's answers without a daemon: the same reads (vaultd.api.local) over the index
-    opened read-only for each call, one at a time."""
-
-    def __init__(self, config: Config) -> None:
-        self.config = config
-        # open_index takes the data directory's lock: two calls at once would refuse each other.
-        self._one_at_a_time = threading.Lock()
-
-    def call(self, operation: str, request: Request) -> BaseModel:
-        # Here, not at the top: only a bridge without a daemon loads the model and the store.
-        from vaultd.api.local import LocalService
-        from vaultd.index.open import open_index
-
-        with self._one_at_a_time, open_index(self.config, create=False) as index:
-            answer: BaseModel = getattr(LocalService(index), operation)(request)
-        return answer
-
-
-#: What a daemon that answered said (vaultd.api.client.refused): its answer, not a daemon gone.
-_ANSWERED = (DaemonError, QueryError, NoteError, NotReadyError)
-
-
-class DaemonOrIndex:
-    """The vault's daemon while one answers; the index itself when none does (never started,
-    or gone since), looking for a daemon again at every call."""
-
-    def __init__(
-        self,
-        locate: Callable[[], Client | None],
-        index: FromIndex | None,
-        fix: str,
-    ) -> None:
-        self._locate = locate
-        self._index = index
-        self._fix = fix
-        self.client: Client | None = None
-
-    def find(self) -> Client | None:
-        """The daemon answering now, if one does (raises VaultdError for one that cannot)."""
-        self.client = self._locate()
-        return self.client
-
-    def call(self, operation: str, request: Request) -> BaseModel:
-        client = self.client or self._locate()
-        if client is not None:
-            try:
-                answer: BaseModel = getattr(RemoteService(client), operation)(request)
-            except _ANSWERED:
-                raise
-            except VaultdError as exc:
-                if client.reachable():
-                    raise _tool_error(
-                        f"the vaultd daemon on {client.path} is running but did not answer "
-                        f"this request ({exc})"
-                    ) from exc
-                self.client = None  # gone: the index answers until a daemon is back
-                if self._index is None:
-                    raise _tool_error(
-                        f"the vaultd daemon stopped answering on {client.path} ({exc}); {self._fix}"
-                    ) from exc
-            else:
-                self.client = client
-                return answer
-        if self._index is None:
-            raise _tool_error(f"no vaultd daemon answers; {self._fix}")
-        return self._index.call(operation, request)
+#: Where the tools' operations go: `Service.<operation>(request)` of the daemon or of the index
+#: (a refusal raises the VaultdError it stands for).
+Answers = DaemonOrIndex | Unconfigured
 
 
 # -- the tools: each an operation of vaultd.api.operations -----------------------------------------
@@ -390,10 +309,9 @@ def _answers(
             config.server.socket, config.require_vault(), config.require_store(), os.environ
         )
     if config.vault.path is None:
-        index, fix = None, f"start it (`vaultd run`) or {SET_UP}"
+        answers = DaemonOrIndex(locate, None, f"start it (`vaultd run`) or {SET_UP}")
     else:
-        index, fix = FromIndex(config), "start it with `vaultd run`"
-    answers = DaemonOrIndex(locate, index, fix)
+        answers = DaemonOrIndex(locate, config)
     try:
         found = answers.find()
     except VaultdError as exc:

@@ -13,8 +13,7 @@ read-only (LocalService, the code the daemon answers with), and prints the respo
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import UnionType
@@ -85,7 +84,7 @@ def command(face: Face) -> click.Command:
             request = build(face.operation, **given)
             config = common.load(config_file, vault)
         if op.stream:
-            with service(config) as answering:
+            with common.DaemonOrIndex.of(config).service() as answering:
                 for record in getattr(answering, face.operation)(request):
                     line = record.model_dump(mode="json", exclude_unset=True)
                     click.echo(json.dumps(line, ensure_ascii=False, sort_keys=True))
@@ -179,30 +178,12 @@ def build(operation: str, **fields: Any) -> Any:
         raise QueryError(refusal(model, exc)) from None
 
 
-@contextmanager
-def service(config: Any) -> Iterator[Any]:
-    """The vault's daemon, else its index opened read-only: one interface, one answer."""
-    client = common.daemon(config)
-    if client is not None:
-        from vaultd.api.client import RemoteService
-
-        yield RemoteService(client)
-        return
-    # Only here: opening the index loads the model and the store, a daemon's answer not.
-    from vaultd.api.local import LocalService
-    from vaultd.index.open import open_index
-
-    with open_index(config, create=False) as idx:
-        yield LocalService(idx)
-
-
 def ask(config: Any, operation: str, request: Any, note: str | None = None) -> Answer:
     """The answer's JSON; a note no indexed note answers to is the user's input."""
     from vaultd.errors import NoteNotIndexedError, QueryError
 
     try:
-        with service(config) as answering:
-            answer = getattr(answering, operation)(request)
+        answer = common.DaemonOrIndex.of(config).call(operation, request)
     except NoteNotIndexedError:
         if note is None:
             raise
