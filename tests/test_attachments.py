@@ -255,6 +255,49 @@ def test_read_note_gives_a_pdfs_pages_and_refuses_what_is_no_range_of_them(
     assert service.note(NoteReadRequest(path="notes/Plan.md", text=True)).total_pages is None
 
 
+def test_read_note_gives_the_text_indexed_from_a_canvas_a_drawing_or_an_image(
+    indexed: Index,
+) -> None:
+    """Never the file: a canvas's JSON, a drawing's compressed data, an image's pixels."""
+    from vaultd.api.local import LocalService
+    from vaultd.api.operations import NoteReadRequest
+    from vaultd.errors import NoteUnavailableError
+
+    service = LocalService(indexed)
+
+    def read(path: str, **asked: Any) -> Any:
+        return service.note(NoteReadRequest.model_validate({"path": path, "text": True, **asked}))
+
+    board = read("board.canvas")
+    # The cards' text in reading order (outside any group first), the file card a link.
+    assert board.text == f"{BOARD[3]['url']}\n\n{BOARD[1]['text']}"
+    assert [(p.node, p.headings) for p in board.blocks] == [
+        ("web", []),
+        ("card-kestrel", ["Birds"]),
+    ]
+    # A hit's line range reads its card, with its group.
+    hit = top(indexed, "kestrels hovering over motorway verges hunting voles")
+    card = read("board.canvas", start_line=hit.start_line, end_line=hit.end_line)
+    assert card.text == BOARD[1]["text"]
+    assert [(p.node, p.headings) for p in card.blocks] == [("card-kestrel", ["Birds"])]
+
+    sketch = read("sketch.excalidraw.md")
+    assert (
+        sketch.text == "Quokka selfie spot by the ferry pier\n\nBring the wide lens\nfor [[Plan]]"
+    )
+    assert [p.node for p in sketch.blocks] == ["quokka01", "lens0002"]
+    assert read("tank.excalidraw").text == "Axolotl tank layout, filter on the left"
+    # A note and a source file are their own text, without blocks.
+    assert read("notes/Plan.md").blocks is None
+
+    with pytest.raises(NoteUnavailableError, match="ocr = false"):
+        read("photo.png")
+    with pytest.raises(NoteUnavailableError, match="not a JSON Canvas file"):
+        read("bad/broken.canvas")
+    with pytest.raises(NoteUnavailableError, match="encrypted"):
+        read("bad/encrypted.pdf")
+
+
 def test_a_canvas_card_finds_the_canvas_and_names_the_card(indexed: Index) -> None:
     hit = top(indexed, "kestrels hovering over motorway verges hunting voles")
     assert (hit.path, hit.kind, hit.node) == ("board.canvas", "canvas", "card-kestrel")

@@ -12,9 +12,11 @@ without, and the package's own modules (not its subpackages).
 from __future__ import annotations
 
 import ast
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pathspec as installed
 import pytest
@@ -127,3 +129,36 @@ def test_a_word_only_in_a_screenshot_finds_the_screenshot(indexed: Index) -> Non
     assert not [n for n in notes if SEEN_ONLY.lower() in n.lower()]
     hit = top(indexed, SEEN_ONLY)[0]
     assert (hit.path, hit.kind) == ("Attachments/Roam-exporting.png", "image")
+
+
+def test_read_note_of_a_hit_gives_what_was_indexed_for_every_kind(indexed: Index) -> None:
+    """What `read_note` (the MCP tool, `vaultd note --text`, GET /v1/notes/PATH?text=1) gives
+    for a hit's range: the card, the screenshot's words, the function, the page."""
+    from vaultd.api.local import LocalService
+    from vaultd.api.operations import NoteReadRequest
+
+    service = LocalService(indexed)
+
+    def read(hit: Hit) -> Any:
+        where = (
+            {"start_page": hit.page, "end_page": hit.page_end}
+            if hit.kind == "pdf"
+            else {"start_line": hit.start_line, "end_line": hit.end_line}
+        )
+        return service.note(NoteReadRequest(path=hit.path, text=True, **where))
+
+    nodes = json.loads((indexed.vault / "Sample.canvas").read_text(encoding="utf-8"))["nodes"]
+    card = read(top(indexed, CARD)[0])
+    assert card.text == next(n["text"] for n in nodes if n["id"] == NODE).strip()
+    assert [p.node for p in card.blocks] == [NODE]
+    screenshot = read(top(indexed, SEEN_ONLY)[0])
+    assert SEEN_ONLY in screenshot.text and screenshot.blocks
+    whole = service.note(NoteReadRequest(path="Attachments/Roam-exporting.png", text=True))
+    assert SEEN_ONLY in whole.text and "PNG" not in whole.text
+    symbol = top(indexed, f"def {FUNCTION}")[0]
+    lines = (indexed.vault / symbol.path).read_text(encoding="utf-8").split("\n")
+    function = read(symbol)
+    assert function.text == "\n".join(lines[symbol.start_line - 1 : symbol.end_line])
+    assert function.blocks is None
+    page = read(top(indexed, "CAD")[0])
+    assert page.total_pages and page.text.strip()

@@ -17,8 +17,10 @@ import pytest
 from PIL import Image
 
 from tests.conftest import SHARED
+from vaultd.api.local import LocalService
+from vaultd.api.operations import NoteReadRequest
 from vaultd.config import load_config
-from vaultd.errors import LeftOutError
+from vaultd.errors import LeftOutError, NoteUnavailableError
 from vaultd.index.extract import Extraction, extract_note
 from vaultd.index.open import open_index
 from vaultd.isolation import close_children
@@ -175,11 +177,18 @@ def test_a_word_only_in_a_screenshot_finds_it_through_a_real_index(tmp_path: Pat
         f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n'
         '[log]\nlevel = "error"\n[attachments]\nocr = true\n'
     )
+    (vault / "Attachments" / "blank.png").write_bytes(png_bomb(64, 64))
     with open_index(load_config(config, env={}), env={}) as index:
         index.indexer.reconcile()
         hits = index.searcher.search("Find or Create Page", k=3)
+        # read_note gives the words OCR read, and says so when it read none.
+        service = LocalService(index)
+        read = service.note(NoteReadRequest(path=SMALL, text=True))
+        with pytest.raises(NoteUnavailableError, match="OCR reads no text in this image"):
+            service.note(NoteReadRequest(path="Attachments/blank.png", text=True))
     assert hits and (hits[0].path, hits[0].kind) == (f"Attachments/{SMALL}", "image")
     assert "Find or Create Page" in hits[0].text
+    assert read.path == f"Attachments/{SMALL}" and hits[0].text in read.text
 
 
 def test_images_come_after_the_notes_each_a_batch_of_its_own(tmp_path: Path) -> None:

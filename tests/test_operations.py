@@ -175,7 +175,7 @@ ACTING = ("api/local.py", "daemon/serving.py", "index/", "storage/")
 FACES = {
     "cli/queries.py": None,
     "cli/mcp_bridge.py": {"text", "start_line", "end_line", "start_page", "end_page", "tags"}
-    | {"explain"},
+    | {"explain", "blocks"},
     "cli/status.py": {"since"},
     "api/routes.py": {"wait_for", "timeout"},
 }

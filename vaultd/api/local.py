@@ -13,13 +13,17 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING
 
 from vaultd.api import operations as o
-from vaultd.errors import ApiError, NoteNotIndexedError, NoteUnavailableError
+from vaultd.errors import ApiError, LeftOutError, NoteNotIndexedError, NoteUnavailableError
 from vaultd.index import browse
 from vaultd.index.backlinks import backlinks_of
 from vaultd.index.export import export_records
 from vaultd.index.mentions import unlinked_mentions
 from vaultd.index.names import note_named
 from vaultd.index.notes import note_view
+from vaultd.records import Block, Note
+
+#: The kinds read as the text the indexer extracts from them, not as their file.
+EXTRACTED = ("canvas", "excalidraw", "image")
 
 if TYPE_CHECKING:
     from vaultd.index.open import Index
@@ -54,12 +58,23 @@ class LocalService:
         return o.SearchResponse.model_validate(result.as_json(request.explain))
 
     def note(self, request: o.NoteReadRequest) -> o.NoteResponse:
-        path = self.find_note(request.path)
+        try:
+            path = self.find_note(request.path)
+        except NoteNotIndexedError:
+            from vaultd.index.extract import turned_off
+
+            # An image while `ocr` is off, say: why it is not indexed, not just that it is not.
+            kind = self.index.indexer.extraction.kind(request.path)
+            if kind in self.index.config.attachments.kinds():
+                raise
+            raise NoteUnavailableError(request.path, turned_off(kind), "excluded") from None
         view = note_view(self.index.manifest, path)
         if view is None:
             raise NoteNotIndexedError(path)
         pages = (request.start_page, request.end_page)
-        if request.text and view["kind"] == "pdf":
+        # By its name: a file left out has no kind in the manifest.
+        kind = self.index.indexer.extraction.kind(path)
+        if request.text and kind == "pdf":
             if request.start_line is not None or request.end_line is not None:
                 raise ApiError(
                     HTTPStatus.BAD_REQUEST,
@@ -72,15 +87,14 @@ class LocalService:
                 raise ApiError(
                     HTTPStatus.BAD_REQUEST,
                     "bad_range",
-                    f"{path} is a {view['kind']}, read by lines: pages are a PDF's",
+                    f"{path} is a {kind}, read by lines: pages are a PDF's",
                 )
-            view.update(self._text(path, request.start_line, request.end_line))
+            view.update(self._text(path, kind, request.start_line, request.end_line))
         return o.NoteResponse.model_validate(view)
 
     def _pages(self, path: str, start: int | None, end: int | None) -> dict[str, object]:
         """The text of a PDF's pages as it is on disk now, read as the indexer reads it (in
         the extraction worker, with its limits), pages apart by a blank line."""
-        from vaultd.errors import LeftOutError
         from vaultd.index.extract import read_pdf
 
         try:
@@ -106,17 +120,26 @@ class LocalService:
             total_pages=len(pages),
         )
 
-    def _text(self, path: str, start: int | None, end: int | None) -> dict[str, object]:
+    def _text(self, path: str, kind: str, start: int | None, end: int | None) -> dict[str, object]:
         """The note's text as it is on disk now, or the lines asked for. Read as the indexer
         reads (Discovery.read_note): never through a symlink swapped in for the note or a
-        folder above it, and only while the rules still admit it."""
+        folder above it, and only while the rules still admit it.
+
+        A canvas, a drawing or an image is its text as extracted for the index (the lines its
+        hits name), with each passage's card or element and group labels: its file is JSON,
+        a compressed drawing or pixels, none of it what the assistant asked to read."""
         from vaultd.pipeline.parse import decode
 
         try:
             data, _ = self.index.indexer.discovery.read_note(path)
         except OSError as exc:
             raise NoteUnavailableError(path, f"cannot read ({exc})") from None
-        text, _ = decode(data, path)
+        blocks: list[Block] | None = None
+        if kind in EXTRACTED:
+            note = self._extracted(path, data)
+            text, blocks = note.body, list(note.blocks)
+        else:
+            text, _ = decode(data, path)
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()  # the final newline ends the last line; it does not start another
@@ -129,12 +152,40 @@ class LocalService:
                 f"{path} has {len(lines)} lines; {first}..{end or 'the end'} is not a range "
                 "of them",
             )
-        return {
+        out: dict[str, object] = {
             "text": "\n".join(lines[first - 1 : last]),
             "start_line": first,
             "end_line": last,
             "total_lines": len(lines),
         }
+        if blocks is not None:
+            out["blocks"] = [
+                {
+                    "start_line": b.start_line,
+                    "end_line": b.end_line,
+                    "node": b.node,
+                    "headings": list(b.headings or ()),
+                }
+                for b in blocks
+                if b.end_line >= first and b.start_line <= last
+            ]
+        return out
+
+    def _extracted(self, path: str, data: bytes) -> Note:
+        """What the indexer makes of the file's bytes now (an image read by OCR in the
+        worker, with its limits); one it would leave out is unavailable with that reason."""
+        from vaultd.index.extract import extract_note
+
+        indexer = self.index.indexer
+        try:
+            note = extract_note(
+                path, data, max_bytes=indexer.max_bytes, extraction=indexer.extraction
+            )
+        except LeftOutError as exc:
+            raise NoteUnavailableError(path, exc.reason, "unreadable") from None
+        if note.kind == "image" and not note.body.strip():
+            raise NoteUnavailableError(path, "OCR reads no text in this image", "unreadable")
+        return note
 
     def related(self, request: o.RelatedRequest) -> o.RelatedResponse:
         path = self.find_note(request.path)

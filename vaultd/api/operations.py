@@ -281,8 +281,8 @@ class NoteReadRequest(NoteRequest):
     """One indexed note with its links, backlinks and chunks.
 
     With `text`, also the note's text as it is on disk now (or the lines asked for; a PDF's
-    text layer, or the pages asked for, with its count of pages), read as the indexer reads
-    it."""
+    text layer, or the pages asked for, with its count of pages; a canvas's, a drawing's or an
+    image's text as extracted, with its blocks), read as the indexer reads it."""
 
     text: bool = Field(False, description="Add the note's text as it is on disk now.")
     start_line: LineNumber | None = Field(None, description="With text: from this line.")
@@ -525,6 +525,15 @@ class NoteChunk(Response):
     symbol: str | None = None
 
 
+class ReadBlock(Response):
+    """Where a passage of a canvas, a drawing or an image is in the text read of it."""
+
+    start_line: int
+    end_line: int
+    node: str | None = Field(None, description="Its canvas card's (or drawing element's) id.")
+    headings: list[str] = Field(description="The labels of the canvas groups holding it.")
+
+
 class Failure(Response):
     path: str
     reason: str
@@ -663,6 +672,11 @@ class NoteResponse(Response):
     start_page: int | None = Field(None, description="With text of a PDF: its first page.")
     end_page: int | None = Field(None, description="With text of a PDF: its last page.")
     total_pages: int | None = Field(None, description="With text of a PDF: its pages.")
+    blocks: list[ReadBlock] | None = Field(
+        None,
+        description="With text of a canvas, a drawing or an image (its text as indexed): "
+        "its blocks (a card, an element, a run of lines) in the lines read.",
+    )
 
 
 class RelatedResponse(Response):

@@ -102,7 +102,9 @@ def _hits(answer: dict[str, Any]) -> dict[str, Any]:
 
 
 def _lines(answer: dict[str, Any]) -> dict[str, Any]:
-    keep = ("path", "title", "start_line", "end_line", "total_lines", "text")
+    keep: tuple[str, ...] = ("path", "title", "start_line", "end_line", "total_lines", "text")
+    if answer.get("blocks") is not None:  # a canvas's cards with their groups, say
+        keep = (*keep, "blocks")
     # A PDF is read by pages: its page range and count instead of lines.
     pages = ("start_page", "end_page", "total_pages")
     if answer.get("total_pages") is not None:
@@ -153,7 +155,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         shape=_lines,
         description="Read a note, or the lines start_line..end_line of it (e.g. a search hit's "
         "range), as it is on disk now; a PDF by pages, start_page..end_page (a hit's page "
-        "and page_end).",
+        "and page_end); a canvas, a drawing or an image as the text indexed from it.",
     ),
     ToolSpec(
         "links",

@@ -376,7 +376,8 @@ FACES: tuple[Face, ...] = (
         "note",
         _show_note,
         NOTE_USAGE + " With --text the text is printed: a note's lines (--start-line, "
-        "--end-line), a PDF's pages (--start-page, --end-page, a hit's page range).",
+        "--end-line), a PDF's pages (--start-page, --end-page, a hit's page range); a canvas's, "
+        "a drawing's or an image's text as indexed (--json adds each card's group labels).",
         argument="path",
     ),
     Face(

@@ -123,6 +123,15 @@ def extract_note(
     raise LeftOutError(path, f"no extractor for {kind} files in this build; skipped", "no_text")
 
 
+def turned_off(kind: str) -> str:
+    """Why a file of this kind is not indexed with the config as it is."""
+    if kind == "image":
+        return "images are not indexed: [attachments] ocr = false"
+    if kind in ("pdf", "canvas"):
+        return f"files of this kind are not indexed: [attachments] {kind} = false"
+    return f"files of this kind ({kind}) are not indexed"
+
+
 def read_pdf(path: str, data: bytes, extraction: Extraction) -> dict[str, Any]:
     """What the PDF at `path` holds, read in the worker: {"pages": [every page's text],
     "outline": [...]}, with OCR's text on pages without a text layer when `ocr` is on. Raises

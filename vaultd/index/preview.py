@@ -16,7 +16,7 @@ from vaultd.embedding.derive import cache_dir, converted
 from vaultd.embedding.spec import load_spec
 from vaultd.embedding.tokens import TokenCounter, chunk_budget
 from vaultd.errors import LeftOutError, NotAFileError, NoteError
-from vaultd.index.extract import Extraction, extract_note
+from vaultd.index.extract import Extraction, extract_note, turned_off
 from vaultd.index.models import resolve
 from vaultd.isolation import close_children
 from vaultd.pipeline.chunk import chunk_note
@@ -101,7 +101,7 @@ def _preview(file: Path, config: Config) -> dict[str, Any]:
     # A PDF's or an image's own cap, as the discovery applies it; the note's for the rest.
     caps = {"pdf": config.attachments.max_pdf_mb, "image": config.attachments.max_image_mb}
     file_cap = int(caps[kind] * 1024 * 1024) if kind in caps else max_bytes
-    off = [] if kind in config.attachments.kinds() else [_turned_off(kind)]
+    off = [] if kind in config.attachments.kinds() else [turned_off(kind)]
     try:
         # Not a file at all, or unreadable: an error. Too big: a note left out, as indexing says.
         data = read_capped(file, file_cap)
@@ -136,15 +136,6 @@ def _preview(file: Path, config: Config) -> dict[str, Any]:
         "errors": [*off, *note.errors],
         "chunks": [chunk_json(c) for c in chunks],
     }
-
-
-def _turned_off(kind: str) -> str:
-    """Why a file of this kind is not indexed with the config as it is."""
-    if kind == "image":
-        return "images are not indexed: [attachments] ocr = false"
-    if kind in ("pdf", "canvas"):
-        return f"files of this kind are not indexed: [attachments] {kind} = false"
-    return f"files of this kind ({kind}) are not indexed"
 
 
 def _where(chunk: dict[str, Any]) -> str:
