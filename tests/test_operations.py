@@ -24,8 +24,8 @@ from vaultd.api.operations import (
     RelatedRequest,
     SearchRequest,
     deprecated_aliases,
+    refusal,
 )
-from vaultd.api.routes import refusal
 from vaultd.daemon.serving import DaemonService
 from vaultd.query import MAX_K, MAX_LIST, MAX_PER_NOTE
 

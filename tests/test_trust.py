@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vaultd.api.client import server_uid
+from vaultd.api.client import peer_uid
 from vaultd.errors import TrustError
 from vaultd.trust import MAX_LINKS, distrust
 
@@ -115,9 +115,9 @@ def test_group_writable_is_trusted_only_for_a_private_group(tmp_path: Path) -> N
     assert found is not None and found.kind == "writable" and "its group" in found.describe()
 
 
-def test_the_server_uid_comes_from_the_kernel() -> None:
+def test_the_peer_uid_comes_from_the_kernel() -> None:
     if not hasattr(socket, "AF_UNIX"):
         pytest.skip("no Unix sockets")
     left, right = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     with left, right:
-        assert server_uid(left) == os.getuid()
+        assert peer_uid(left) == os.getuid()

@@ -50,9 +50,9 @@ _LOCAL_PEERCRED = getattr(socket, "LOCAL_PEERCRED", 1)
 _XUCRED = "=IIh2x16I"
 
 
-def server_uid(sock: socket.socket) -> int | None:
-    """The uid of the process listening at the other end of a connected Unix socket, as the
-    kernel recorded it at listen(); None where the platform cannot tell."""
+def peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process at the other end of a connected Unix socket, as the kernel
+    recorded it at connect() or listen(); None where the platform cannot tell."""
     if hasattr(socket, "SO_PEERCRED"):  # Linux
         creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         return int(struct.unpack("3i", creds)[1])
@@ -98,7 +98,7 @@ class _UnixConnection(http.client.HTTPConnection):
         try:
             sock.settimeout(self.timeout)
             sock.connect(str(self._path))
-            uid = server_uid(sock)
+            uid = peer_uid(sock)
         except BaseException:
             sock.close()  # a refused connect (a stale socket) must not leak the descriptor
             raise

@@ -15,27 +15,7 @@ from pydantic import BaseModel
 
 from vaultd import __version__
 from vaultd.api.limits import MAX_BODY
-from vaultd.api.operations import OPERATIONS, Operation, deprecated_aliases
-
-_ERROR = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["code", "message"],
-            "properties": {
-                "code": {"type": "string"},
-                "message": {"type": "string"},
-                "kind": {
-                    "type": "string",
-                    "description": "What exactly is refused, where a client acts on it: a 404 "
-                    "for a note sends `not_indexed` when no indexed note answers to the name.",
-                },
-            },
-        }
-    },
-}
+from vaultd.api.operations import OPERATIONS, ErrorResponse, Operation, deprecated_aliases
 
 _ERROR_NAMES = {
     400: "Bad input: a malformed request (request line, an HTTP version other than 1.x, a "
@@ -75,7 +55,7 @@ def schema() -> dict[str, Any]:
         "components": {
             "responses": {
                 "MethodNotAllowed": {
-                    **_json(_ERROR, _ERROR_NAMES[405]),
+                    **_json(model_schema(ErrorResponse), _ERROR_NAMES[405]),
                     "headers": {
                         "Allow": {
                             "description": "The methods the route takes, e.g. `GET`",
@@ -147,9 +127,10 @@ def _operation(op: Operation) -> dict[str, Any]:
     summary = "One JSON line per record" if op.stream else "The answer"
     if op.sse:
         mime, summary = "text/event-stream", "Server-sent events, each one's data this object"
+    error = model_schema(ErrorResponse)
     out["responses"] = {
         str(op.status): {"description": summary, "content": {mime: {"schema": answer}}},
-        **{str(c): _json(_ERROR, _ERROR_NAMES[c]) for c in sorted({*op.errors, *_FRAMING})},
+        **{str(c): _json(error, _ERROR_NAMES[c]) for c in sorted({*op.errors, *_FRAMING})},
     }
     return out
 

@@ -20,24 +20,28 @@ document, which marks them deprecated.
 
 from __future__ import annotations
 
+import difflib
 import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
+    AfterValidator,
     AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
     PrivateAttr,
     RootModel,
-    field_validator,
+    ValidationError,
+    ValidationInfo,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from vaultd.api.limits import MAX_TAGS, MAX_WAIT
-from vaultd.errors import LeftOutKind, VaultdError
+from vaultd.errors import LeftOutKind, QueryError, VaultdError
 from vaultd.query import (
     MAX_CONDITIONS,
     MAX_IN_VALUES,
@@ -50,25 +54,54 @@ from vaultd.query import (
     How,
     Mode,
     check_query,
+    parse_since,
     parse_where,
 )
 from vaultd.records import NOTE_KINDS, NoteKind
 from vaultd.vaultpath import vault_path
 
 
-def _refusal(exc: VaultdError) -> PydanticCustomError:
-    # The message as the rule words it (it names the field), never "Value error, ...": the
-    # API, the CLI and MCP refuse the same input with the same words.
-    return PydanticCustomError("vaultd", "{message}", {"message": str(exc)})
+def _refusal(message: object) -> PydanticCustomError:
+    # The message as the rule words it, never "Value error, ...": the API, the CLI and MCP
+    # refuse the same input with the same words.
+    return PydanticCustomError("vaultd", "{message}", {"message": str(message)})
 
 
-def _in_vault(field_name: str, value: str) -> str:
+def _rule(check: Callable[[Any], object]) -> AfterValidator:
+    """A field checked by the rule the code below applies to it, refused in its words (which
+    name the field)."""
+
+    def checked(value: Any) -> Any:
+        try:
+            check(value)
+        except VaultdError as exc:
+            raise _refusal(exc) from None
+        return value
+
+    return AfterValidator(checked)
+
+
+def _in_vault(value: str, info: ValidationInfo) -> str:
+    """The vault path, normalized (or `wait_for`'s "idle"); refused, naming the field, when out
+    of the vault."""
+    if info.field_name == "wait_for" and value == "idle":
+        return value
     try:
         return vault_path(value)
     except VaultdError as exc:
-        raise PydanticCustomError(
-            "vaultd", "{message}", {"message": f"{field_name}: {exc}"}
-        ) from None
+        raise _refusal(f"{info.field_name}: {exc}") from None
+
+
+VaultPath = Annotated[str, Field(min_length=1), AfterValidator(_in_vault)]
+Since = Annotated[
+    str | Annotated[float, Field(ge=0)] | None,
+    _rule(lambda value: value is None or parse_since(value)),
+    Field(
+        validation_alias=AliasChoices("since", "modified_since"),
+        description="Only notes changed at or after this ISO date or time (local time when "
+        "it has no offset) or epoch seconds.",
+    ),
+]
 
 
 # -- the parts of requests -----------------------------------------------------------------------
@@ -83,16 +116,10 @@ class Request(BaseModel):
 class NoteRequest(Request):
     """A request about one note, named by its vault path or as Obsidian takes a name."""
 
-    path: str = Field(
-        min_length=1,
+    path: VaultPath = Field(
         description="The note: its vault path, or its name as Obsidian resolves it "
         "(`Canvas` is `Plugins/Canvas.md`); 400 when absolute or with a `..` component.",
     )
-
-    @field_validator("path")
-    @classmethod
-    def _path(cls, value: str) -> str:
-        return _in_vault("path", value)
 
 
 Count = Annotated[int, Field(ge=1, le=MAX_LIST)]
@@ -119,12 +146,7 @@ class Filtered(Request):
         description="Only notes under this folder, or this one note's path: a vault path (400 "
         "when absolute or with a `..` component).",
     )
-    since: str | Annotated[float, Field(ge=0)] | None = Field(
-        None,
-        validation_alias=AliasChoices("since", "modified_since"),
-        description="Only notes changed at or after this ISO date or time (local time when "
-        "it has no offset) or epoch seconds.",
-    )
+    since: Since = None
     kinds: list[NoteKind] = Field(
         default_factory=list,
         max_length=len(NOTE_KINDS),
@@ -202,7 +224,7 @@ class SearchRequest(Filtered):
     Filters narrow the notes before ranking: tags, a folder, frontmatter conditions (`where`)
     and a modification time (`since`)."""
 
-    query: str = Field(
+    query: Annotated[str, _rule(check_query)] = Field(
         # Checked by vaultd.query.check_query, whose words every way in shares; stated here.
         json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": r"\S"},
         description=f"Not empty or only whitespace; at most {MAX_QUERY_CHARS} characters and "
@@ -212,7 +234,7 @@ class SearchRequest(Filtered):
     )
     k: int = Field(10, ge=1, le=MAX_K, description="How many hits.")
     mode: Mode = Field("hybrid", description="Words and meaning fused, or one of them.")
-    where: dict[str, Any] | None = Field(
+    where: Annotated[dict[str, Any], _rule(parse_where)] | None = Field(
         None,
         max_length=MAX_CONDITIONS,
         json_schema_extra={"additionalProperties": _CONDITION},
@@ -238,9 +260,8 @@ class SearchRequest(Filtered):
         "this** instead of its whole text; the line range stays the passage's.",
     )
     explain: bool = Field(False, description="Add each hit's score parts.")
-    wait_for: str | None = Field(
+    wait_for: VaultPath | None = Field(
         None,
-        min_length=1,
         description='A vault path, or "idle": answer once it is indexed (400 for a path out '
         "of the vault; 503 timeout when it is not indexed in time).",
     )
@@ -250,31 +271,6 @@ class SearchRequest(Filtered):
         description=f"How long to wait for `wait_for`, in seconds; at most {MAX_WAIT:g} are "
         "waited (ask again for longer).",
     )
-
-    @field_validator("query")
-    @classmethod
-    def _query(cls, value: str) -> str:
-        # Before any wait_for: a query that cannot run never waits.
-        try:
-            check_query(value)
-        except VaultdError as exc:
-            raise _refusal(exc) from None
-        return value
-
-    @field_validator("where")
-    @classmethod
-    def _where(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            try:
-                parse_where(value)
-            except VaultdError as exc:
-                raise _refusal(exc) from None
-        return value
-
-    @field_validator("wait_for")
-    @classmethod
-    def _wait_for(cls, value: str | None) -> str | None:
-        return value if value in (None, "idle") else _in_vault("wait_for", str(value))
 
 
 class NoteReadRequest(NoteRequest):
@@ -351,26 +347,10 @@ class RecentRequest(Request):
     """The notes modified most recently, newest first."""
 
     k: Count = Field(20, description="How many notes.")
-    since: str | Annotated[float, Field(ge=0)] | None = Field(
-        None,
-        validation_alias=AliasChoices("since", "modified_since"),
-        description="Only notes changed at or after this ISO date or time, or epoch seconds.",
-    )
-
-    @field_validator("since")
-    @classmethod
-    def _since(cls, value: str | float | None) -> str | float | None:
-        if value is not None:
-            try:
-                Filters.build(modified_since=value)
-            except VaultdError as exc:
-                raise _refusal(exc) from None
-        return value
+    since: Since = None
 
     @property
     def since_ns(self) -> int | None:
-        from vaultd.query import parse_since
-
         return None if self.since is None else parse_since(self.since)
 
 
@@ -390,14 +370,9 @@ class ReindexRequest(Request):
     Every note named (every note, without paths) is read and hashed, whatever its size and
     times say. A quarantined note named in paths gets one more try."""
 
-    paths: list[Annotated[str, Field(min_length=1)]] = Field(
+    paths: Annotated[list[VaultPath], AfterValidator(lambda p: list(dict.fromkeys(p)))] = Field(
         default_factory=list, description="Vault paths; none: the whole vault."
     )
-
-    @field_validator("paths")
-    @classmethod
-    def _paths(cls, value: list[str]) -> list[str]:
-        return list(dict.fromkeys(_in_vault("paths", p) for p in value))
 
 
 class ExportRequest(Request):
@@ -568,6 +543,22 @@ Loose = dict[str, Any]
 
 
 # -- answers -------------------------------------------------------------------------------------
+
+
+class ErrorDetail(Response):
+    code: str
+    message: str
+    kind: str | None = Field(
+        None,
+        description="What exactly is refused, where a client acts on it: a 404 for a note sends "
+        "`not_indexed` when no indexed note answers to the name.",
+    )
+
+
+class ErrorResponse(Response):
+    """Every error answer, whatever the route."""
+
+    error: ErrorDetail
 
 
 class HealthResponse(Response):
@@ -852,3 +843,43 @@ def bounds(metadata: list[Any]) -> tuple[Any, Any]:
     low = next((m.ge for m in metadata if getattr(m, "ge", None) is not None), None)
     high = next((m.le for m in metadata if getattr(m, "le", None) is not None), None)
     return low, high
+
+
+R = TypeVar("R", bound=BaseModel)
+
+
+def checked(model: type[R], data: Mapping[str, Any], *, strict: bool = False) -> R:
+    """`data` as the request `model`, or QueryError saying what is wrong as the API's 400 says
+    it: the server, the CLI and the MCP tools refuse alike."""
+    try:
+        return model.model_validate(data, strict=strict)
+    except ValidationError as exc:
+        raise QueryError(refusal(model, exc)) from None
+
+
+def refusal(model: type[BaseModel], exc: ValidationError) -> str:
+    """What was wrong with a request, naming the field, as the API's 400 says it."""
+    messages: list[str] = []
+    for error in exc.errors(include_url=False):
+        name = str(error["loc"][0]) if error["loc"] else "the body"
+        kind = error["type"]
+        field = model.model_fields.get(name)
+        low, high = bounds(field.metadata) if field is not None else (None, None)
+        if kind == "vaultd":
+            messages.append(error["msg"])
+        elif kind == "extra_forbidden":
+            near = difflib.get_close_matches(name, list(model.model_fields), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            messages.append(f"unknown field {name!r}{hint}")
+        elif kind == "missing":
+            messages.append(f"{name} is required")
+        elif low is not None and high is not None and kind in _RANGE_ERRORS:
+            messages.append(f"{name} must be {low} to {high}")
+        else:
+            messages.append(f"{name}: {error['msg']}")
+    return "; ".join(dict.fromkeys(messages))
+
+
+_RANGE_ERRORS = frozenset(
+    {"greater_than_equal", "less_than_equal", "too_long", "too_short", "int_from_float"}
+)

@@ -6,7 +6,6 @@ reads and writes the bytes and holds the limits."""
 from __future__ import annotations
 
 import contextlib
-import difflib
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -15,7 +14,7 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from vaultd.api.limits import MAX_WAIT
 from vaultd.api.operations import (
@@ -23,7 +22,7 @@ from vaultd.api.operations import (
     Operation,
     Request,
     SearchRequest,
-    bounds,
+    checked,
     list_fields,
 )
 from vaultd.errors import (
@@ -80,9 +79,8 @@ class Api:
                 allow=tuple(methods),
             )
         op, match = methods[method]
-        request = _request(op, match, url.query, body)
         try:
-            return self._answer(op, request)
+            return self._answer(op, _request(op, match, url.query, body))
         except (QueryError, VaultPathError) as exc:
             raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", str(exc)) from None
         except NoteUnavailableError as exc:
@@ -138,7 +136,8 @@ def _dumped_all(answers: Iterator[BaseModel]) -> Iterator[Any]:
 def _request(op: Operation, match: re.Match[str], query: str, body: bytes) -> Request:
     """The request as its operation's model: a GET's query string (a repeated parameter is a
     list where the field is one, else its last value counts) or a POST's JSON body (strictly
-    typed: "3" is no number), and the note's path from the route. 400 naming the field."""
+    typed: "3" is no number), and the note's path from the route. QueryError (400) naming the
+    field."""
     if op.method == "GET":
         lists = list_fields(op.request)
         data: dict[str, Any] = {
@@ -151,38 +150,7 @@ def _request(op: Operation, match: re.Match[str], query: str, body: bytes) -> Re
         strict = True
     if "path" in match.groupdict():
         data["path"] = unquote(match["path"])
-    try:
-        return op.request.model_validate(data, strict=strict)
-    except ValidationError as exc:
-        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", refusal(op.request, exc)) from None
-
-
-def refusal(model: type[BaseModel], exc: ValidationError) -> str:
-    """What was wrong with a request, naming the field, as the API's 400 says it."""
-    messages: list[str] = []
-    for error in exc.errors(include_url=False):
-        name = str(error["loc"][0]) if error["loc"] else "the body"
-        kind = error["type"]
-        field = model.model_fields.get(name)
-        low, high = bounds(field.metadata) if field is not None else (None, None)
-        if kind == "vaultd":
-            messages.append(error["msg"])
-        elif kind == "extra_forbidden":
-            near = difflib.get_close_matches(name, list(model.model_fields), n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            messages.append(f"unknown field {name!r}{hint}")
-        elif kind == "missing":
-            messages.append(f"{name} is required")
-        elif low is not None and high is not None and kind in _RANGE_ERRORS:
-            messages.append(f"{name} must be {low} to {high}")
-        else:
-            messages.append(f"{name}: {error['msg']}")
-    return "; ".join(dict.fromkeys(messages))
-
-
-_RANGE_ERRORS = frozenset(
-    {"greater_than_equal", "less_than_equal", "too_long", "too_short", "int_from_float"}
-)
+    return checked(op.request, data, strict=strict)
 
 
 def _json_body(body: bytes) -> dict[str, Any]:

@@ -23,7 +23,6 @@ import re
 import socket
 import socketserver
 import stat
-import struct
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -37,12 +36,10 @@ from urllib.parse import quote, urlsplit
 import structlog
 
 from vaultd import __version__
-from vaultd.api.client import VAULT_HEADER, VAULT_PATH_HEADER
+from vaultd.api.client import VAULT_HEADER, VAULT_PATH_HEADER, peer_uid
 from vaultd.api.limits import MAX_BODY
 from vaultd.api.locate import remove_record, socket_path, write_record
-from vaultd.api.operations import (
-    BY_NAME,
-)
+from vaultd.api.operations import BY_NAME, ErrorDetail, ErrorResponse
 from vaultd.api.routes import Api, Events, Lines
 from vaultd.errors import (
     ApiError,
@@ -135,18 +132,6 @@ def _clear_stale(path: Path) -> None:
         )
     finally:
         probe.close()
-
-
-def peer_uid(sock: socket.socket) -> int | None:
-    """The connecting process's uid (SO_PEERCRED on Linux, getpeereid on BSD/macOS)."""
-    if hasattr(socket, "SO_PEERCRED"):
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        _pid, uid, _gid = struct.unpack("3i", creds)
-        return int(uid)
-    getpeereid = getattr(sock, "getpeereid", None)
-    if getpeereid is not None:
-        return int(getpeereid()[0])
-    return None
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -296,9 +281,9 @@ class Handler(BaseHTTPRequestHandler):
         )
 
     def _read_body(self) -> bytes:
+        # Every refusal here ends the connection: what follows could not be told from the body.
         if self.headers.get("Transfer-Encoding"):
-            self.close_connection = True
-            raise ApiError(
+            raise self._ending(
                 HTTPStatus.LENGTH_REQUIRED,
                 "length_required",
                 "send the body with a Content-Length, not chunked",
@@ -306,17 +291,13 @@ class Handler(BaseHTTPRequestHandler):
         lengths = self.headers.get_all("Content-Length") or []
         if len(lengths) > 1:
             # Equal or not: a proxy in front may take the other one, and the rest of this body
-            # would be read as a second request (request smuggling). The connection ends here.
-            self.close_connection = True
-            raise ApiError(
-                HTTPStatus.BAD_REQUEST, "bad_request", "send exactly one Content-Length header"
-            )
+            # would be read as a second request (request smuggling).
+            raise self._ending(400, "bad_request", "send exactly one Content-Length header")
         if not lengths:
             return b""
         if not _LENGTH.fullmatch(lengths[0]):
-            self.close_connection = True
-            raise ApiError(
-                HTTPStatus.BAD_REQUEST,
+            raise self._ending(
+                400,
                 "bad_request",
                 f"invalid Content-Length {lengths[0][:40]!r}: send the body's size in digits only",
             )
@@ -324,17 +305,15 @@ class Handler(BaseHTTPRequestHandler):
         # More digits than MAX_BODY has is over it, however many (int() refuses 4,300 and more).
         length = MAX_BODY + 1 if len(digits) > len(str(MAX_BODY)) else int(digits or "0")
         if length > MAX_BODY:
-            self.close_connection = True
-            raise ApiError(
-                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                "too_large",
-                f"request bodies are limited to {MAX_BODY} bytes",
-            )
+            raise self._ending(413, "too_large", f"request bodies are limited to {MAX_BODY} bytes")
         data = self.rfile.read(length)
         if len(data) < length:
-            self.close_connection = True
-            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", "the body ended early")
+            raise self._ending(400, "bad_request", "the body ended early")
         return data
+
+    def _ending(self, status: int, code: str, message: str) -> ApiError:
+        self.close_connection = True
+        return ApiError(HTTPStatus(status), code, message)
 
     def _send(
         self, status: HTTPStatus, payload: Any, headers: Mapping[str, str] | None = None
@@ -346,31 +325,29 @@ class Handler(BaseHTTPRequestHandler):
             self._events(status, payload)
             return
         data = json.dumps(payload, ensure_ascii=False).encode()
+        self._head(
+            status, "application/json", {"Content-Length": str(len(data)), **(headers or {})}
+        )
+        if self.command != "HEAD":  # a HEAD answer has the headers of a body, never the body
+            self.wfile.write(data)
+
+    def _head(self, status: HTTPStatus, content_type: str, headers: Mapping[str, str]) -> None:
         # Reads armed the socket with what was left of their deadline; writing gets its own.
         self.connection.settimeout(IDLE_TIMEOUT)
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Content-Type", content_type)
         # Which vault answered: clients refuse an answer from another vault's daemon.
         self.send_header(VAULT_HEADER, self.server.vault_id)
         self.send_header(VAULT_PATH_HEADER, self.server.vault_path)
-        for name, value in (headers or {}).items():
+        for name, value in headers.items():
             self.send_header(name, value)
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
-        if self.command != "HEAD":  # a HEAD answer has the headers of a body, never the body
-            self.wfile.write(data)
 
     def _stream(self, status: HTTPStatus, payload: Lines) -> None:
         """JSON lines in chunks as they are made: an export of a big vault is never held whole."""
-        self.connection.settimeout(IDLE_TIMEOUT)
-        self.send_response(status)
-        self.send_header("Content-Type", "application/x-ndjson")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header(VAULT_HEADER, self.server.vault_id)
-        self.send_header(VAULT_PATH_HEADER, self.server.vault_path)
-        self.end_headers()
+        self._head(status, "application/x-ndjson", {"Transfer-Encoding": "chunked"})
         try:
             batch: list[bytes] = []
             for item in payload.items:
@@ -404,14 +381,9 @@ class Handler(BaseHTTPRequestHandler):
             try:
                 self.server.leave(self.slot)
                 self.close_connection = True
-                self.connection.settimeout(IDLE_TIMEOUT)
-                self.send_response(status)
-                self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-                self.send_header("Cache-Control", "no-store")
-                self.send_header(VAULT_HEADER, self.server.vault_id)
-                self.send_header(VAULT_PATH_HEADER, self.server.vault_path)
-                self.send_header("Connection", "close")
-                self.end_headers()
+                self._head(
+                    status, "text/event-stream; charset=utf-8", {"Cache-Control": "no-store"}
+                )
                 self.wfile.flush()
                 for item in payload.items:
                     self.wfile.write(_sse(item))
@@ -442,10 +414,8 @@ def _sse(item: Mapping[str, Any]) -> bytes:
 
 
 def _error_body(code: str, message: str, kind: str | None = None) -> dict[str, Any]:
-    body = {"code": code, "message": message}
-    if kind is not None:
-        body["kind"] = kind
-    return {"error": body}
+    error = ErrorDetail(code=code, message=message, kind=kind)
+    return ErrorResponse(error=error).model_dump(exclude_none=True)
 
 
 @dataclass(eq=False)
@@ -460,6 +430,10 @@ class _Slot:
     #: Cut to make room for another connection.
     cut: bool = False
     reader: _DeadlineReader | None = None
+
+
+def _busy(why: str) -> ApiError:
+    return ApiError(HTTPStatus.SERVICE_UNAVAILABLE, "busy", f"{why}; ask again in a moment")
 
 
 def _busy_reply(message: str) -> bytes:
@@ -563,11 +537,7 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             yield
             return
         if not self._busy.acquire(blocking=False):
-            raise ApiError(
-                HTTPStatus.SERVICE_UNAVAILABLE,
-                "busy",
-                f"{MAX_BUSY} requests are in hand already; ask again in a moment",
-            )
+            raise _busy(f"{MAX_BUSY} requests are in hand already")
         self.current.busy = True
         try:
             yield
@@ -585,11 +555,7 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             yield
             return
         if not self._waiting.acquire(blocking=False):
-            raise ApiError(
-                HTTPStatus.SERVICE_UNAVAILABLE,
-                "busy",
-                f"{MAX_WAITING} searches are waiting already; ask again in a moment",
-            )
+            raise _busy(f"{MAX_WAITING} searches are waiting already")
         if getattr(self.current, "busy", False):
             self.current.busy = False
             self._busy.release()
@@ -600,11 +566,7 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         finally:
             self._waiting.release()
         if not self._busy.acquire(timeout=HEADER_TIMEOUT):
-            raise ApiError(
-                HTTPStatus.SERVICE_UNAVAILABLE,
-                "busy",
-                f"{MAX_BUSY} requests are in hand already; ask again in a moment",
-            )
+            raise _busy(f"{MAX_BUSY} requests are in hand already")
         self.current.busy = True
 
     def leave(self, slot: _Slot) -> None:
@@ -641,8 +603,7 @@ def check_socket_path(config: Any, env: Mapping[str, str]) -> Path:
 
 
 def start_server(service: Service, config: Any, env: Mapping[str, str]) -> SocketServer:
-    path = daemon_socket_path(config, env)
-    _safe_directory(path.parent)
+    path = check_socket_path(config, env)
     _clear_stale(path)
     server = SocketServer(path, Api(service), service.vault)
     thread = threading.Thread(target=server.serve_forever, name="vaultd-server", daemon=True)

@@ -6,9 +6,8 @@ never reads the vault itself: the daemon reads a note for `read_note`, and only 
 indexed and its rules still admit, so ignore rules (a private folder left out of the index)
 hold for the assistant too.
 
-With no daemon (never started, or stopped mid-session) the same requests are answered by the
-same routes over the index opened read-only for the call, as `vaultd search` does without a
-daemon: the lock is held only while a call runs, so a daemon started later is not kept out.
+With no daemon (never started, or stopped mid-session) the same requests are answered over
+the index opened read-only for the call, as `vaultd search` does (vaultd.cli.common.DaemonOrIndex).
 
 An MCP client shows the user nothing of a server's stderr, and a server that exits shows only
 "Connection closed". So whatever is wrong (no vault configured, a config that does not load,
@@ -27,15 +26,14 @@ from pathlib import Path
 from typing import Any
 
 import click
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from vaultd import __version__
 from vaultd.api.client import Client
 from vaultd.api.limits import MAX_BODY
-from vaultd.api.operations import BY_NAME, Operation, Request, deprecated_aliases
-from vaultd.api.routes import refusal
+from vaultd.api.operations import BY_NAME, Operation, Request, checked, deprecated_aliases
 from vaultd.cli.common import DaemonOrIndex
-from vaultd.errors import ConfigError, VaultdError
+from vaultd.errors import ConfigError, QueryError, VaultdError
 
 INSTRUCTIONS = (
     "Tools over the user's Obsidian vault, kept indexed by the vaultd daemon. Use `search` to "
@@ -206,9 +204,9 @@ class Bridge:
         request: Request | None = None
         if not problems:
             try:
-                request = model.model_validate({**_arguments(model, given), **tool.fixed})
-            except ValidationError as exc:
-                problems.append(refusal(model, exc))
+                request = checked(model, {**_arguments(model, given), **tool.fixed})
+            except QueryError as exc:
+                problems.append(str(exc))
         size = len(json.dumps(dict(given)).encode())
         if size > MAX_BODY:
             # The daemon cuts a body over its limit while it arrives, and the broken send

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 import click
 from pydantic_core import PydanticUndefined
 
-from vaultd.api.operations import BY_NAME, bounds
+from vaultd.api.operations import BY_NAME, bounds, checked
 from vaultd.cli import common
 from vaultd.cli.common import F, echo_hit, marked, snippet
 
@@ -166,16 +166,8 @@ def _option(name: str, info: Any) -> click.Option:
 def build(operation: str, **fields: Any) -> Any:
     """The operation's request from a command's options (None: not given), refused with the
     words the daemon would use."""
-    from pydantic import ValidationError
-
-    from vaultd.api.routes import refusal
-    from vaultd.errors import QueryError
-
-    model = BY_NAME[operation].request
-    try:
-        return model.model_validate({k: v for k, v in fields.items() if v is not None})
-    except ValidationError as exc:
-        raise QueryError(refusal(model, exc)) from None
+    given = {k: v for k, v in fields.items() if v is not None}
+    return checked(BY_NAME[operation].request, given)
 
 
 def ask(config: Any, operation: str, request: Any, note: str | None = None) -> Answer:
