@@ -13,6 +13,7 @@ from tests.conftest import shared_path
 from tests.convergence import assert_converged
 from tests.daemon import running, start, wait_until
 from tests.test_attachments import make_pdf
+from tests.test_ocr import png_bomb
 from vaultd.index.extract import OCR_CHILD, PDF_CHILD
 
 
@@ -124,6 +125,34 @@ def test_kill_9_while_a_pdf_is_read_converges_and_bad_pdfs_leave_the_daemon_up(
         assert_converged(again, vault, tmp_path)
 
 
+def assert_text_read_everywhere(daemon: Any, hit: dict[str, Any]) -> None:
+    """A hit's lines of a file read by extraction (a screenshot) read back over HTTP, by the
+    CLI and by the MCP tool read_note: the text indexed from it, never the file's bytes."""
+    from urllib.parse import quote
+
+    from click.testing import CliRunner
+
+    from vaultd.api.client import Client
+    from vaultd.cli.commands import main
+    from vaultd.cli.common import DaemonOrIndex
+    from vaultd.cli.mcp_bridge import TOOLS, Bridge
+
+    path, lines = hit["path"], {"start_line": hit["start_line"], "end_line": hit["end_line"]}
+    asked = f"/v1/notes/{quote(path)}?text=1&start_line={lines['start_line']}"
+    answer = daemon.request("GET", f"{asked}&end_line={lines['end_line']}")
+    assert answer["text"] == hit["text"] and answer["blocks"], answer
+    args = ["note", path, "--text", "--start-line", str(lines["start_line"]), "--json"]
+    ran = CliRunner().invoke(
+        main, [*args, "--end-line", str(lines["end_line"]), "--config", str(daemon.config)]
+    )
+    assert ran.exit_code == 0, ran.output
+    assert json.loads(ran.stdout)["text"] == answer["text"]
+    bridge = Bridge(DaemonOrIndex(lambda: Client(daemon.socket, timeout=30), None, "start it"))
+    read_note = next(tool for tool in TOOLS if tool.name == "read_note")
+    read = bridge.run(read_note, {"path": path, **lines})
+    assert (read["text"], read["blocks"]) == (answer["text"], answer["blocks"])
+
+
 #: Real screenshots of obsidian-help, and a phrase OCR reads in the first.
 SCREENSHOTS = ("Roam-exporting.png", "internal-links-header.png")
 OCR_ON = "\n[attachments]\nocr = true\n"
@@ -159,6 +188,7 @@ def test_kill_9_while_an_image_is_read_by_ocr_converges(tmp_path: Path) -> None:
         assert status["kinds"]["image"] == {"ok": len(SCREENSHOTS)}
         hit = again.search("Find or Create Page", k=1, kinds=["image"])[0]
         assert hit["path"] == "Attachments/Roam-exporting.png"
+        assert_text_read_everywhere(again, hit)
     finally:
         assert_converged(again, vault, tmp_path, extra=OCR_ON)
 
@@ -205,21 +235,39 @@ def test_a_100_mb_pdf_is_left_out_with_its_reason_within_the_units_memory(
     pages = big_pdf(vault / "huge.pdf")
     assert (vault / "huge.pdf").stat().st_size >= 100 * 1024 * 1024 and pages > 10_000
     (vault / "note.md").write_text("# Note\n\nThe heron count rose again.\n")
+    # And the other bad input beside it: the daemon serves on, each left out with its reason.
+    card = shared_path("corpora", "attachments", "pdf", "asyRefCard.pdf").read_bytes()
+    bad = vault / "bad"
+    bad.mkdir()
+    (bad / "truncated.pdf").write_bytes(card[: len(card) // 2])
+    (bad / "encrypted.pdf").write_bytes(make_pdf(["A secret page"], encrypt=True))
+    (bad / "fake.pdf").write_text("This is a note someone named .pdf\n")
+    (bad / "broken.canvas").write_text('{"nodes": [{"id": "a", "type": "text", "text": ')
+    (bad / "bomb.png").write_bytes(png_bomb(20_000, 20_000))
     # The size cap raised over it, so the daemon reads it: hashed, piped to the worker, and
     # the worker stopped at the time limit (thousands of pages are more than 2 s of work).
-    extra = '\n[attachments]\nmax_pdf_mb = 128\nextract_timeout = "2s"\n'
+    extra = '\n[attachments]\nmax_pdf_mb = 128\nextract_timeout = "2s"\nocr = true\n'
     with running(vault, tmp_path, extra=extra) as daemon:
         status = daemon.request("GET", "/v1/status")
         assert status["status"] == "ok"
         left = {e["path"]: e for e in status["left_out"]}
-        assert set(left) == {"huge.pdf"}, left
-        assert left["huge.pdf"]["kind"] == "too_costly"
+        assert {p: e["kind"] for p, e in left.items()} == {
+            "huge.pdf": "too_costly",
+            "bad/truncated.pdf": "damaged",
+            "bad/encrypted.pdf": "encrypted",
+            "bad/fake.pdf": "damaged",
+            "bad/broken.canvas": "damaged",
+            "bad/bomb.png": "too_big",
+        }, left
         assert "extract_timeout" in left["huge.pdf"]["reason"]
+        assert left["bad/fake.pdf"]["reason"] == "not a PDF file (no %PDF header)"
+        assert "not a JSON Canvas file" in left["bad/broken.canvas"]["reason"]
+        assert left["bad/bomb.png"]["reason"].startswith("20000 x 20000 pixels is over")
         assert daemon.search("heron count", k=1)[0]["path"] == "note.md"
         peak = peak_rss_mb(daemon.process.pid)
         assert peak < unit_memory_high_mb(), peak
     # And with the shipped cap it is left out by its size, never read.
     (tmp_path / "capped").mkdir()
     with running(vault, tmp_path / "capped") as daemon:
-        (entry,) = daemon.request("GET", "/v1/status")["left_out"]
-        assert entry["path"] == "huge.pdf" and "64 MB limit" in entry["reason"], entry
+        left = {e["path"]: e for e in daemon.request("GET", "/v1/status")["left_out"]}
+        assert "64 MB limit" in left["huge.pdf"]["reason"], left
