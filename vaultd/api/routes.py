@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
@@ -48,7 +48,7 @@ class Lines:
 class Events:
     """An answer sent as server-sent events, one item each, until the client goes away."""
 
-    items: Iterator[Any]
+    items: Generator[Any, None, None]
 
 
 class Api:
@@ -121,7 +121,7 @@ def _dumped(answer: BaseModel) -> Any:
     return answer.model_dump(mode="json", exclude_unset=True)
 
 
-def _dumped_all(answers: Iterator[BaseModel]) -> Iterator[Any]:
+def _dumped_all(answers: Iterator[BaseModel]) -> Generator[Any, None, None]:
     """Each answer dumped as it comes; closing this closes the answers' iterator (an event
     stream's subscription ends with it)."""
     try:

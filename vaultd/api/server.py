@@ -393,9 +393,7 @@ class Handler(BaseHTTPRequestHandler):
             finally:
                 self.server.streams.release()
         finally:
-            close = getattr(payload.items, "close", None)
-            if close is not None:
-                close()
+            payload.items.close()
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

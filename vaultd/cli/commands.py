@@ -14,7 +14,15 @@ from typing import Any
 import click
 
 from vaultd import __version__
-from vaultd.cli.common import F, config_option, daemon, handle_errors, load, vault_option
+from vaultd.cli.common import (
+    F,
+    daemon,
+    handle_errors,
+    json_option,
+    load,
+    vault_command,
+    vault_option,
+)
 from vaultd.cli.forget import forget as forget_command
 from vaultd.cli.init import init as init_command
 from vaultd.cli.model import model as model_command
@@ -43,10 +51,8 @@ def main() -> None:
 
 @main.command()
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@config_option
-@vault_option
-@handle_errors
+@json_option("Print one JSON object.")
+@vault_command
 def inspect(file: Path, as_json: bool, config_file: Path | None, vault: Path | None) -> None:
     """Parse and chunk one note and print what would be indexed.
 
@@ -64,16 +70,9 @@ def inspect(file: Path, as_json: bool, config_file: Path | None, vault: Path | N
 
 
 @main.command()
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print the summary as one JSON object; progress as JSON lines on stderr (not a tty).",
-)
+@json_option("Print the summary as one JSON object; progress as JSON lines on stderr (not a tty).")
 @click.option("--quiet", "-q", is_flag=True, help="Print only errors: no progress, no log.")
-@config_option
-@vault_option
-@handle_errors
+@vault_command
 def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | None) -> None:
     """Reconcile the index with the vault once, then exit.
 
@@ -139,9 +138,7 @@ def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | No
 
 
 @main.command()
-@config_option
-@vault_option
-@handle_errors
+@vault_command
 def run(config_file: Path | None, vault: Path | None) -> None:
     """Run the daemon in the foreground: watch the vault and keep the index fresh.
 
@@ -157,9 +154,7 @@ def run(config_file: Path | None, vault: Path | None) -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1)
-@config_option
-@vault_option
-@handle_errors
+@vault_command
 def reindex(paths: tuple[str, ...], config_file: Path | None, vault: Path | None) -> None:
     """Read notes (vault-relative PATHS, or the whole vault) and compare them with the index.
 
@@ -198,15 +193,8 @@ _DOCTOR_COLOURS = {"ok": "green", "warn": "yellow", "fail": "red"}
 
 
 @main.command()
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help='Print {"ok": bool, "checks": [{"name", "status", "message", "remedy"}]}.',
-)
-@config_option
-@vault_option
-@handle_errors
+@json_option('Print {"ok": bool, "checks": [{"name", "status", "message", "remedy"}]}.')
+@vault_command
 def doctor(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
     """Check the installation and the index; say what is wrong and how to fix it.
 
@@ -367,9 +355,7 @@ class _McpCommand(click.Command):
     "([server] socket, else the socket the daemon recorded in its data directory, else "
     "the vault's default socket).",
 )
-@config_option
-@vault_option
-@handle_errors
+@vault_command
 def mcp(socket_file: Path | None, config_file: Path | None, vault: Path | None) -> None:
     """Serve the vault to AI tools: an MCP server on stdin/stdout.
 

@@ -65,6 +65,15 @@ def vault_option(func: F) -> F:
     )(func)
 
 
+def vault_command(func: F) -> F:
+    """What every command over a vault takes: --config and --vault, its errors said cleanly."""
+    return config_option(vault_option(handle_errors(func)))
+
+
+def json_option(help: str) -> Callable[[F], F]:
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
 def daemon(config: Any) -> Any:
     """A client for the running daemon of this vault, or None when none answers.
 

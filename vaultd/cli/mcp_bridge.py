@@ -284,7 +284,6 @@ def _answers(
     config_file: Path | None, vault: Path | None, socket_file: Path | None
 ) -> tuple[Answers, str]:
     """Where this bridge's requests go, and the instructions that say so."""
-    from vaultd.api.locate import find_daemon
     from vaultd.config import LogSection, load_config
     from vaultd.layout import vault_id
     from vaultd.logs import configure
@@ -298,20 +297,19 @@ def _answers(
         return Unconfigured(problem), f"{INSTRUCTIONS} vaultd is not set up yet: {problem}."
     if config.vault.path is None and socket_file is None:
         return Unconfigured(NO_VAULT), f"{INSTRUCTIONS} vaultd is not set up yet: {NO_VAULT}."
-    locate: Callable[[], Client | None]
-    if socket_file is not None:
+    if socket_file is None:
+        answers = DaemonOrIndex.of(config)
+    else:
         # Named outright: that daemon, checked against the vault when one is configured.
-        expected = vault_id(config.require_vault()) if config.vault.path is not None else None
-        named = Client(socket_file, vault_id=expected)
-        locate = lambda: named if named.health() is not None else None  # noqa: E731
-    else:
-        locate = lambda: find_daemon(  # noqa: E731
-            config.server.socket, config.require_vault(), config.require_store(), os.environ
+        configured = config.vault.path is not None
+        named = Client(
+            socket_file, vault_id=vault_id(config.require_vault()) if configured else None
         )
-    if config.vault.path is None:
-        answers = DaemonOrIndex(locate, None, f"start it (`vaultd run`) or {SET_UP}")
-    else:
-        answers = DaemonOrIndex(locate, config)
+        answers = DaemonOrIndex(
+            lambda: named if named.health() is not None else None,
+            config if configured else None,
+            f"start it (`vaultd run`) or {SET_UP}",
+        )
     try:
         found = answers.find()
     except VaultdError as exc:

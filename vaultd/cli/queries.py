@@ -24,7 +24,7 @@ from pydantic_core import PydanticUndefined
 
 from vaultd.api.operations import BY_NAME, bounds, checked
 from vaultd.cli import common
-from vaultd.cli.common import F, echo_hit, marked, snippet
+from vaultd.cli.common import echo_hit, marked, snippet
 
 Answer = dict[str, Any]
 
@@ -115,18 +115,16 @@ def command(face: Face) -> click.Command:
     taken = {face.argument, *face.own}
     params += [_option(name, info) for name, info in fields.items() if name not in taken]
     decorated: Any = run
-    shared = (common.vault_option, common.config_option)
-    for decorate in (*face.options, *(shared if op.stream else (_json_option, *shared))):
+    shared: tuple[Callable[[Any], Any], ...] = (common.vault_option, common.config_option)
+    if not op.stream:
+        shared = (common.json_option("Print the answer as JSON."), *shared)
+    for decorate in (*face.options, *shared):
         decorated = decorate(decorated)
     params += getattr(decorated, "__click_params__", [])
     text = op.doc + (f"\n\n{face.usage}" if face.usage else "")
     return click.Command(
         face.operation, callback=common.handle_errors(run), params=params, help=text
     )
-
-
-def _json_option(func: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")(func)
 
 
 def _option(name: str, info: Any) -> click.Option:

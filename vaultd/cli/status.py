@@ -9,14 +9,12 @@ from typing import Any
 
 import click
 
-from vaultd.cli.common import config_option, daemon, handle_errors, load, vault_option
+from vaultd.cli.common import daemon, json_option, load, vault_command
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@config_option
-@vault_option
-@handle_errors
+@json_option("Print one JSON object.")
+@vault_command
 def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
     """Show the index: notes, chunks, failures and, from a running daemon, its health.
 
