@@ -293,3 +293,59 @@ def test_help_works(args: list[str], env: dict[str, str | None]) -> None:
     assert "inspect" in result.stdout
     if args[0] == "inspect":
         assert "--json" in result.stdout and "--config" in result.stdout
+
+
+def test_inspect_shows_what_would_be_indexed_for_every_kind(
+    tmp_path: Path, env: dict[str, str | None]
+) -> None:
+    """Real files of each kind: a canvas's cards, a PDF's pages, a screenshot's words (with
+    `ocr = true`), a source file's symbols and a drawing's text elements, never its data."""
+    import pathspec
+
+    from tests.test_attachments import DRAWING_DATA, EXCALIDRAW_MD
+
+    attachments = shared_path("corpora", "attachments")
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    copies = {
+        "Sample.canvas": attachments / "canvas" / "jsoncanvas-sample.canvas",
+        "CAD.pdf": attachments / "pdf" / "CAD.pdf",
+        "Roam-exporting.png": attachments / "images" / "Roam-exporting.png",
+        "util.py": Path(pathspec.__file__).parent / "util.py",
+    }
+    for name, source in copies.items():
+        (vault / name).write_bytes(source.read_bytes())
+    (vault / "sketch.excalidraw.md").write_text(EXCALIDRAW_MD, encoding="utf-8")
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n'
+        '[attachments]\nocr = true\ncode = ["*.py"]\n',
+        encoding="utf-8",
+    )
+
+    def report(name: str) -> dict[str, Any]:
+        found = inspect_json([str(vault / name), "--config", str(config)], env)
+        assert not found.get("skipped") and found["chunks"], found
+        return found
+
+    canvas = report("Sample.canvas")
+    assert canvas["kind"] == "canvas"
+    card = next(c for c in canvas["chunks"] if c.get("node") == "59e896bc8da20699")
+    assert card["text"].startswith("Learn more:")
+    pdf = report("CAD.pdf")
+    assert pdf["kind"] == "pdf" and all(c["page"] >= 1 for c in pdf["chunks"])
+    assert {c["page"] for c in pdf["chunks"]} >= {1, 4}
+    image = report("Roam-exporting.png")
+    assert image["kind"] == "image"
+    assert any("Find or Create Page" in c["text"] for c in image["chunks"])
+    code = report("util.py")
+    assert code["kind"] == "code" and "def normalize_file" in {
+        c.get("symbol") for c in code["chunks"]
+    }
+    drawing = report("sketch.excalidraw.md")
+    assert drawing["kind"] == "excalidraw" and drawing["title"] == "sketch"
+    assert [c["node"] for c in drawing["chunks"]] == ["quokka01", "lens0002"]
+    assert not any(DRAWING_DATA[:20] in c["text"] for c in drawing["chunks"])
+
+    text = invoke(["inspect", str(vault / "CAD.pdf"), "--config", str(config)], env)
+    assert text.exit_code == 0 and "kind:     pdf" in text.stdout and " · page 4" in text.stdout
