@@ -46,40 +46,33 @@ def _ask_daemon(sock: Path, request: Any) -> tuple[str, list[dict[str, Any]]]:
     return str(health.get("vault", sock)), found.model_dump(mode="json", exclude_unset=True)["hits"]
 
 
-def search_all_daemons(
-    directory: Path, request: Any
-) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
-    """Ask every daemon with a socket in `directory`; fuse their hits by reciprocal rank.
+def search_every_vault(config: Any, request: Any) -> dict[str, Any]:
+    """Ask every daemon with a socket beside this vault's; fuse their hits by reciprocal rank.
 
     Each daemon ranks its own vault; RRF needs no calibration between them (BM25 and cosine
-    scores of two vaults are not comparable). Hits are labelled with their vault. Returns the
-    fused hits and the sockets that did not answer.
+    scores of two vaults are not comparable). Hits are labelled with their vault; the sockets
+    that did not answer are said on stderr.
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    directory = socket_dir(config)
     sockets = sorted(p for p in directory.glob("*.sock") if p.is_socket())
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(sockets)))) as pool:
         futures = {s: pool.submit(_ask_daemon, s, request) for s in sockets}
     fused: list[tuple[float, float, str, dict[str, Any]]] = []
-    silent: list[dict[str, str]] = []
+    silent: list[str] = []
     for sock, future in futures.items():
         try:
             vault, hits = future.result()
         except VaultdError as exc:
-            silent.append({"socket": str(sock), "error": str(exc)})
+            silent.append(f"vaultd: skipped {sock}: {exc}")
             continue
         for rank, hit in enumerate(hits, 1):
             labelled = {**hit, "vault": vault, "vault_name": Path(vault).name, "rank": rank}
             fused.append((1.0 / (_RRF_K + rank), float(hit["score"]), vault, labelled))
     if not fused and len(silent) == len(sockets):
         raise VaultdError(f"no running vaultd daemon answers in {directory}")
+    for line in silent:
+        click.echo(line, err=True)
     fused.sort(key=lambda item: (-item[0], -item[1], item[2]))
-    return [{**hit, "score": round(rrf, 6)} for rrf, _, _, hit in fused[: request.k]], silent
-
-
-def search_every_vault(config: Any, request: Any) -> dict[str, Any]:
-    """The fused hits of every daemon beside this vault's socket; the silent ones said."""
-    hits, silent = search_all_daemons(socket_dir(config), request)
-    for item in silent:
-        click.echo(f"vaultd: skipped {item['socket']}: {item['error']}", err=True)
-    return {"hits": hits}
+    return {"hits": [{**hit, "score": round(rrf, 6)} for rrf, _, _, hit in fused[: request.k]]}
