@@ -16,9 +16,10 @@ import pytest
 
 from tests.conftest import shared_path
 from tests.daemon import PATIENCE, RunningDaemon, short_socket_dir, start, wait_until, write_config
+from tests.ui import ui_server
 from vaultd.api.client import Client
 from vaultd.layout import vault_id
-from vaultd.ui.server import UiServer, serve
+from vaultd.ui.server import UiServer
 
 CHROMIUM = Path("/usr/bin/chromium")
 #: obsidian-help/en's folders the vault takes: about a third of its notes, enough for related
@@ -55,13 +56,8 @@ def sockets() -> Path:
 @pytest.fixture(scope="module")
 def ui(sockets: Path, vault: Path) -> Iterator[UiServer]:
     # Before the daemon: the page is open on the health view when its first index starts.
-    server = serve(Client(sockets, timeout=90, vault_id=vault_id(vault)), vault, idle=0)
-    try:
+    with ui_server(Client(sockets, timeout=90, vault_id=vault_id(vault)), vault) as server:
         yield server
-    finally:
-        server.stop()
-        server.stopped.wait(10)
-        server.server_close()
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ import pytest
 
 from tests.daemon import RunningDaemon, running
 from tests.test_server import write_vault
-from vaultd.ui.server import CSP, UiServer, serve
+from tests.ui import ui_server
+from vaultd.ui.server import CSP, UiServer
 
 
 @pytest.fixture(scope="module")
@@ -30,13 +31,8 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
 
 @pytest.fixture
 def ui(daemon: RunningDaemon) -> Iterator[UiServer]:
-    server = serve(daemon.client, Path(daemon.request("GET", "/v1/health")["vault"]), idle=0)
-    try:
+    with ui_server(daemon.client, Path(daemon.request("GET", "/v1/health")["vault"])) as server:
         yield server
-    finally:
-        server.stop()
-        server.stopped.wait(10)
-        server.server_close()
 
 
 def ask(
