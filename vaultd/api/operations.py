@@ -193,12 +193,7 @@ class StatusRequest(Request):
     lag."""
 
 
-_SCALAR: list[dict[str, Any]] = [
-    {"type": "string"},
-    {"type": "number"},
-    {"type": "boolean"},
-    {"type": "null"},
-]
+_SCALAR: list[dict[str, Any]] = [{"type": t} for t in ("string", "number", "boolean", "null")]
 #: One frontmatter condition of `where`, as vaultd.query.parse_where reads it.
 _CONDITION: dict[str, Any] = {
     "anyOf": [

@@ -25,13 +25,7 @@ from vaultd.api.operations import (
     checked,
     list_fields,
 )
-from vaultd.errors import (
-    ApiError,
-    NoteError,
-    NoteUnavailableError,
-    QueryError,
-    VaultPathError,
-)
+from vaultd.errors import ApiError, NoteError, NoteUnavailableError, QueryError, VaultPathError
 
 if TYPE_CHECKING:
     from vaultd.api.service import Service

@@ -41,12 +41,7 @@ from vaultd.api.limits import MAX_BODY
 from vaultd.api.locate import remove_record, socket_path, write_record
 from vaultd.api.operations import BY_NAME, ErrorDetail, ErrorResponse
 from vaultd.api.routes import Api, Events, Lines
-from vaultd.errors import (
-    ApiError,
-    NotReadyError,
-    StartupError,
-    VaultdError,
-)
+from vaultd.errors import ApiError, NotReadyError, StartupError, VaultdError
 from vaultd.layout import vault_id
 
 if TYPE_CHECKING:
