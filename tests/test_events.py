@@ -165,28 +165,35 @@ def test_a_stalled_or_vanished_reader_never_holds_the_daemon_up(
         next(events)
         wait_until(lambda: daemon.request("GET", "/v1/status")["events"]["readers"] >= 2, "read")
         vault = _vault_of(daemon)
-        many = 300
+        # Several times the events the stalled reader's socket holds (a few hundred): its
+        # server thread waits on its write, and never the daemon. One text (and title) in
+        # every note: one vector to compute, not a thousand.
+        many = 1000
         folder = vault / "Many"
         folder.mkdir()
         for n in range(many):
             (folder / f"Note {n}.md").write_text(
-                f"# Note {n}\n\nA passage about lanterns number {n}, long enough to pad the "
-                f"event's line: {'lantern ' * 20}\n",
+                "# Lantern\n\nA passage about lanterns, the same in every note.\n",
                 encoding="utf-8",
             )
         indexed: set[str] = set()
         for event in events:
             if event["kind"] == "note_indexed" and event["path"].startswith("Many/"):
                 indexed.add(event["path"])
-            if len(indexed) == many:
+            # The live reader may lose a few in a batch's burst too: it is told how many.
+            if len(indexed) + event["dropped"] >= many:
                 break
-        assert len(indexed) == many
+        assert len(indexed) > many // 2
         started = time.monotonic()
-        assert daemon.search("lanterns number 17", k=3, mode="keyword")
+        assert daemon.search("lanterns", k=3, mode="keyword")
         assert time.monotonic() - started < 10.0
-        # The vanished reader is gone; the stalled one is cut, or still buffered, never waited on.
-        status = daemon.request("GET", "/v1/status")
-        assert status["events"]["readers"] <= 2
+        # The vanished reader is gone at its first write; the stalled one is cut once a write
+        # to it has waited the server's IDLE_TIMEOUT (its buffer dropping and counting what
+        # comes meanwhile), while the live one reads on.
+        wait_until(
+            lambda: daemon.request("GET", "/v1/status")["events"]["readers"] == 1,
+            "the stalled reader cut",
+        )
         assert daemon.process.poll() is None
     finally:
         live.close()
