@@ -10,7 +10,7 @@ Variants:
 - `upsert`: each round upserts every record again, with new vectors and text (notes edited).
 - `churn`: each round deletes every record and adds it again (what moves, and notes deleted
   and written again, do), with vaultd's upkeep at every checkpoint, standing in for the full
-  pass after which the daemon runs it (`VectorStore.compact_if_bloated`).
+  pass after which the daemon runs it (`Upkeep.compact_if_bloated`).
 - `churn-raw`: the same without upkeep: Chroma's own behaviour.
 
 At the end the store must hold exactly the records written last (ids, documents, metadata,
@@ -135,7 +135,7 @@ def measure(store: VectorStore, store_dir: Path, upserts: int, started: float) -
         "store_bytes": folder_bytes(store_dir),
         "sqlite_bytes": (store_dir / "chroma.sqlite3").stat().st_size,
         "queue_rows": queue_rows(store_dir),
-        "hnsw_elements": store.segment_elements(),
+        "hnsw_elements": store.upkeep.segment_elements(),
         "data_level0_bytes": segment_files(store_dir, "data_level0.bin"),
         "link_lists_bytes": segment_files(store_dir, "link_lists.bin"),
         "seconds": round(time.perf_counter() - started, 1),
@@ -166,7 +166,7 @@ def run(
             store.upsert(records.ids, records.vectors, records.documents, records.metadatas)
             upserts += count
             if upserts == count or upserts >= next_mark or upserts >= total:
-                if variant == "churn" and store.compact_if_bloated():
+                if variant == "churn" and store.upkeep.compact_if_bloated():
                     compactions += 1
                 row = measure(store, store_dir, upserts, started)
                 row["compactions"] = compactions

@@ -28,12 +28,9 @@ import pytest
 from tests.conftest import captured_logs, shared_path
 from tests.daemon import NEVER_YIELD, PATIENCE, fault_env, short_socket_dir, start
 from vaultd.errors import StoreError, StoreUnavailableError
-from vaultd.storage import vectors as store_module
-from vaultd.storage.vectors import (
-    VectorStore,
-    auth_headers,
-    is_transient,
-)
+from vaultd.storage import chroma as chroma_module
+from vaultd.storage.chroma import auth_headers, is_transient
+from vaultd.storage.vectors import VectorStore
 
 pytestmark = [pytest.mark.corpus, pytest.mark.slow]
 
@@ -393,7 +390,7 @@ def test_an_unreachable_server_is_retried_then_deferred(
 ) -> None:
     """Nothing listens: the store opens lazily, and each use fails after bounded retries."""
     url = f"http://127.0.0.1:{free_port()}"
-    monkeypatch.setattr(store_module, "RETRY_FIRST_DELAY", 0.1)
+    monkeypatch.setattr(chroma_module, "RETRY_FIRST_DELAY", 0.1)
     store = VectorStore(collection=COLLECTION, vault_id="/v", model_id="m", url=url)
     with (
         captured_logs() as logs,

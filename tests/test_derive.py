@@ -28,7 +28,8 @@ from vaultd.embedding.spec import DEFAULT_MODEL_ID, ModelSpec, default_spec, fil
 from vaultd.errors import ModelError
 from vaultd.index.open import open_index
 from vaultd.layout import CHROMA, MANIFEST
-from vaultd.storage.vectors import CHROMA_DATABASE, collection_name
+from vaultd.storage.chroma import collection_name
+from vaultd.storage.upkeep import CHROMA_DATABASE
 
 INT8_ID = DEFAULT_MODEL_ID + "@int8"
 TEXTS = [

@@ -12,7 +12,7 @@ import pytest
 from vaultd.embedding.embedder import Embedder
 from vaultd.embedding.spec import DEFAULT_MODEL_ID, MANIFEST_NAME, default_spec, load_spec, verify
 from vaultd.errors import ModelError
-from vaultd.storage.vectors import collection_name
+from vaultd.storage.chroma import collection_name
 
 
 def test_default_model_is_installed_and_pinned() -> None:

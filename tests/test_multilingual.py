@@ -45,7 +45,8 @@ from vaultd.index.status import index_status
 from vaultd.layout import CHROMA, MANIFEST
 from vaultd.pipeline.chunk import chunk_note
 from vaultd.pipeline.parse import parse_note
-from vaultd.storage.vectors import CHROMA_DATABASE, collection_name
+from vaultd.storage.chroma import collection_name
+from vaultd.storage.upkeep import CHROMA_DATABASE
 
 #: The converted tokenizer's SHA-256: it is JSON written by vaultd alone, so it is the same
 #: whatever the versions of onnx and onnxruntime.

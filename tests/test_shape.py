@@ -24,7 +24,6 @@ ALLOWED = {
     "storage/manifest.py:Manifest",
     "storage/manifest.py:_write_note",
     # The others.
-    "storage/vectors.py:VectorStore",
     "pipeline/discover.py:Discovery",
     "pipeline/discover.py:_walk_dir",
     "index/search.py:Searcher",

@@ -35,7 +35,7 @@ def test_an_unused_store_is_closed_and_reopened_by_its_next_use(tmp_path: Path) 
         assert before[0][0] == "id03"
 
         assert not store.release(3600), "just used: kept open"
-        with store._in_use():  # an operation in flight on another thread
+        with store._chroma.in_use():  # an operation in flight on another thread
             assert not store.release(0)
         assert store.loaded
         assert store.release(0)

@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vaultd.storage import vectors as vectors_module
-from vaultd.storage.vectors import SEARCH_EF, VectorStore
+from vaultd.storage import exact as exact_module
+from vaultd.storage.chroma import SEARCH_EF
+from vaultd.storage.vectors import VectorStore
 
 RECORDS = 3000
 DIMENSIONS = 48
@@ -114,7 +115,7 @@ def test_searches_are_exact_and_follow_every_write(tmp_path: Path) -> None:
 def test_a_store_above_the_limit_is_searched_by_chroma(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(vectors_module, "EXACT_LIMIT", 50)
+    monkeypatch.setattr(exact_module, "EXACT_LIMIT", 50)
     vectors = _unit(100, 6)
     store = VectorStore(collection="vaultd-big", vault_id="/v", model_id="m", path=tmp_path)
     try:

@@ -28,7 +28,7 @@ from vaultd.embedding.derive import model_id
 from vaultd.embedding.spec import load_spec
 from vaultd.index.open import open_index
 from vaultd.layout import CHROMA as CHROMA_DIR
-from vaultd.storage.vectors import collection_name
+from vaultd.storage.chroma import collection_name
 
 TOPICS = [
     "volcano eruption lava",

@@ -270,7 +270,7 @@ def test_an_io_error_for_one_batch_holds_the_manifest_back_and_the_next_pass_con
 
 
 def test_disk_full_is_told_apart_from_other_store_errors() -> None:
-    from vaultd.storage.vectors import is_disk_full
+    from vaultd.storage.chroma import is_disk_full
 
     full = sqlite3.OperationalError("database or disk is full")
     full.sqlite_errorcode = sqlite3.SQLITE_FULL

@@ -29,8 +29,9 @@ from vaultd.config import load_config
 from vaultd.index.indexer import chunk_metadata
 from vaultd.index.open import open_index
 from vaultd.layout import CHROMA as CHROMA_DIR
-from vaultd.storage import vectors as store_module
-from vaultd.storage.vectors import COMPACT_MIN_DEAD, Metadata, VectorStore, log_pruning
+from vaultd.storage import upkeep
+from vaultd.storage.upkeep import COMPACT_MIN_DEAD, log_pruning
+from vaultd.storage.vectors import Metadata, VectorStore
 
 RECORDS = 500
 DIM = 32
@@ -130,7 +131,7 @@ def test_upserting_the_same_records_keeps_the_store_bounded(tmp_path: Path) -> N
             links.append(link_lists_bytes(store_dir))
             if done < rounds:
                 batch.next()
-        assert store.segment_elements() == RECORDS  # updated in place, no dead elements
+        assert store.upkeep.segment_elements() == RECORDS  # updated in place, no dead elements
         # 2,500 upserts later the store is the size it was half-way: with pruning off, the log
         # grows by those 2,500 rows (about 1 MB, a third of the store).
         half = rounds // 2
@@ -156,12 +157,12 @@ def test_deleting_and_adding_again_is_compacted_and_stays_bounded(tmp_path: Path
             store.delete(batch.ids)
             store.upsert(batch.ids, batch.vectors, batch.documents, batch.metadatas)
             # Chroma alone: every round leaves RECORDS dead elements behind.
-            before = store.segment_elements() or 0
+            before = store.upkeep.segment_elements() or 0
             # What the daemon runs after each full pass.
-            if store.compact_if_bloated():
+            if store.upkeep.compact_if_bloated():
                 compactions += 1
                 assert before - RECORDS >= COMPACT_MIN_DEAD
-            elements.append(store.segment_elements() or 0)
+            elements.append(store.upkeep.segment_elements() or 0)
             sizes.append(folder_bytes(store_dir))
         assert compactions >= 2
         # Dead elements stay under the threshold (after each check) instead of piling up.
@@ -178,7 +179,7 @@ def test_a_full_pass_compacts_a_store_bloated_by_moves(
 ) -> None:
     """Through the indexer: notes renamed back and forth, then the pass that compacts."""
     # A small vault: compact at a lower count of dead elements (the ratio rule still holds).
-    monkeypatch.setattr(store_module, "COMPACT_MIN_DEAD", 100)
+    monkeypatch.setattr(upkeep, "COMPACT_MIN_DEAD", 100)
     vault = tmp_path / "vault"
     vault.mkdir()
     for i in range(120):

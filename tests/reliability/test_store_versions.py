@@ -34,9 +34,9 @@ from vaultd.errors import StoreMismatchError
 from vaultd.index.open import CHROMADB_META, installed_chromadb, open_index
 from vaultd.layout import CHROMA as CHROMA_DIR
 from vaultd.layout import DIRTY
+from vaultd.storage.chroma import collection_name
 from vaultd.storage.manifest import Manifest
 from vaultd.storage.probe import fingerprint
-from vaultd.storage.vectors import collection_name
 
 NOTES = {
     "volcano.md": "# Volcano\n\nLava flows down the slope after the eruption.\n",

@@ -902,8 +902,9 @@ def check_chroma(
 ) -> Check:
     """Probe the store in a child process, then compare its ids with the manifest's."""
     from vaultd.layout import CHROMA, DAMAGED
+    from vaultd.storage.chroma import collection_name
     from vaultd.storage.probe import closed_uncleanly, mark_closed, probe, why_probe
-    from vaultd.storage.vectors import VectorStore, collection_name
+    from vaultd.storage.vectors import VectorStore
 
     expected = view.chunk_ids if view is not None else frozenset()
     chroma_dir = data_dir / CHROMA

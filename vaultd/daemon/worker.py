@@ -21,7 +21,7 @@ from vaultd.index.open import Index
 from vaultd.isolation import children_cpu
 from vaultd.pipeline.watch import Settled, Watcher
 from vaultd.progress import Tracker
-from vaultd.storage.vectors import is_disk_full
+from vaultd.storage.chroma import is_disk_full
 
 log = structlog.get_logger(__name__)
 

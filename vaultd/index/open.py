@@ -53,15 +53,12 @@ from vaultd.isolation import close_children
 from vaultd.layout import CHROMA, MANIFEST, tighten
 from vaultd.pipeline.discover import Discovery, IgnoreRules
 from vaultd.pipeline.languages import Languages, latin_query, measure, reads_english
+from vaultd.storage.chroma import collection_name
 from vaultd.storage.lock import DataDirLock, unusable
 from vaultd.storage.manifest import Manifest
 from vaultd.storage.probe import check_store, mark_closed, mark_open
-from vaultd.storage.vectors import (
-    CHROMA_DATABASE,
-    VectorStore,
-    collection_name,
-    enable_log_pruning,
-)
+from vaultd.storage.upkeep import CHROMA_DATABASE, enable_log_pruning
+from vaultd.storage.vectors import VectorStore
 
 #: Manifest meta keys (see the module's docstring).
 CHROMADB_META = "chromadb_version"
@@ -187,7 +184,7 @@ def _upkeep(manifest: Manifest, store: VectorStore, model_id: str) -> None:
     A failure here loses nothing (the next full pass tries again), so it is logged, not raised.
     """
     try:
-        dropped = store.drop_retired()
+        dropped = store.upkeep.drop_retired()
         forgotten = manifest.forget_other_models(model_id)
         if dropped or forgotten:
             log.info(
@@ -196,7 +193,7 @@ def _upkeep(manifest: Manifest, store: VectorStore, model_id: str) -> None:
                 collections_dropped=dropped,
                 vectors_forgotten=forgotten,
             )
-        store.compact_if_bloated()
+        store.upkeep.compact_if_bloated()
     except StoreError as exc:
         log.error("store upkeep failed; it is tried again after the next full pass", error=str(exc))
 
