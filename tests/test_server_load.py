@@ -14,7 +14,8 @@ from vaultd.api.server import HEADER_TIMEOUT
 #: How long the load lasts: each long-poll waits this long, slow senders trickle this long.
 HOLD = 2 * HEADER_TIMEOUT + 5
 #: What a health answer may take under the load, on a machine also busy with other work. The
-#: daemon answers within a second here (bench/starvation.py measures it); this bounds a failure.
+#: daemon answers within a second here (bench/soak/starvation.py measures it); this bounds a
+#: failure.
 SLOW_HEALTH = 10.0
 
 

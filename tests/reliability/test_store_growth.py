@@ -6,7 +6,7 @@ store created earlier keeps pruning off, and vaultd turns it on with `chroma vac
 the segment never reuses the slot of a deleted record, so deleting and adding records (moves,
 notes deleted and written again) grows `data_level0.bin` and `link_lists.bin` with the churn;
 vaultd compacts the collection after a full pass once dead elements outnumber live ones.
-`bench/store_growth.py` runs the same at 100k upserts.
+`bench/memory/store_growth.py` runs the same at 100k upserts.
 
 The vectors here are 32-dimensional: an HNSW update costs in proportion to the dimension, and
 what grows (rows, elements, links) does not depend on it.

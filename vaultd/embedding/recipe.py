@@ -42,8 +42,8 @@ does, in a child process). Needs the `onnx` package and numpy; onnxruntime folds
 
 On CPUs without VNNI the u8 x s8 kernels add pairs of products in 16 bits and can saturate:
 the same file gives slightly different vectors there than on a VNNI CPU. An index is built and
-searched on one machine, so that stays within one index. Measurements: bench/precision.py and
-docs/benchmarks.md.
+searched on one machine, so that stays within one index. Measurements: bench/speed/precision.py
+and docs/benchmarks.md.
 
 `RECIPE` names this build; change it with any change to the steps, so that a cache built by
 the old steps is not taken for the new.

@@ -21,8 +21,8 @@ as one BM25 query; another note scores by its best passage. Names and terms of a
 notes on one subject share and a small model's vectors blur.
 
 `fused` (the default) fuses coverage and words by rank (RRF, each one's top `FUSED_DEPTH`),
-as search fuses its retrievers; `how` picks one way alone. bench/related_eval.py measures each
-against the vault's own links (docs/benchmarks.md). A result's `score` is what ranks it: the
+as search fuses its retrievers; `how` picks one way alone. bench/quality/related_eval.py measures
+each against the vault's own links (docs/benchmarks.md). A result's `score` is what ranks it: the
 fused score as a share of the best there is (1.0: first both ways), or the one way's own.
 
 Each result carries the pair of passages that ties the two notes: the most similar pair,

@@ -1,0 +1,1 @@
+"""Generated vaults and the labelled question sets (`questions/`) the benchmarks read."""

@@ -1,0 +1,1 @@
+"""Retrieval quality: labelled questions, BEIR sets, known items, and the model checks."""

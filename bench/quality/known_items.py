@@ -1,0 +1,458 @@
+"""Known items: does search find the note a person half remembers? hit@1 and hit@10 through the
+daemon's socket, in the default (hybrid) mode or another, for code before and after a change.
+
+    python -m bench.quality.known_items generate --vault help|kepano|hub [--notes 100] [--seed 38]
+    python -m bench.quality.known_items measure --vault help --workdir /tmp/i38-help \\
+        [--split heldout] [--mode hybrid] [--code before=/tmp/base-i38 --code after=.]
+    python -m bench.quality.known_items latency --vault hub --workdir /tmp/i38-hub [--code ...]
+    python -m bench.quality.known_items profile --vault hub --workdir /tmp/i38-hub [--mode keyword]
+
+`generate` writes `bench/data/questions/known-<vault>-{tune,heldout}.jsonl` by this rule, never by
+hand: the vault's notes (parsed by vaultd's own parser) that have text are sorted by path and
+`--notes` of them drawn with `random.Random(seed)`; the first half drawn is the tuning half,
+the second the held-out half. For each note, with the same generator:
+
+- **phrase**: a run of 4 to 6 words (length drawn) from one line of the note as a reader sees
+  it (links shown by their text, markup dropped), every word letters only, whose folded form
+  (case, accents, punctuation) no other note's text holds; up to 40 draws, else none.
+- **typo**: that run with one word of 5+ letters (drawn) changed by one edit of a kind drawn
+  from deletion, insertion, substitution and a swap of two neighbouring letters, at a drawn
+  place (inserted and substituted letters drawn from a-z), the result being no word of the
+  vault (a typo that makes another word is another problem).
+- **name**: the note's title, an alias or its file name (drawn among those no other note has),
+  lower-cased.
+- **word**: a word of 6+ letters of the note (a token as the words index cuts it, letters
+  only) whose stem (the index's term) no other note holds in its title, aliases, headings or
+  text (code included), drawn; none when it has no such word.
+
+`measure` copies the vault into `--workdir` (kept: later runs re-index only what changed),
+indexes it with `vaultd index` unless it is already, then for each `--code` (a checkout put
+first on the daemon's PYTHONPATH) starts `vaultd run`, asks every question of the split over
+the socket (k = 10) and counts a hit at rank r when the note is the r-th distinct note of the
+page. Before and after run on the same index in one invocation; the machine's load is
+recorded with the figures. `latency` times the same questions' searches (one client, after a
+warm-up) and reports p50 and p99, and the daemon's CPU time per search (which a loaded
+machine inflates far less than the wall time). `profile` runs the same searches in this
+process on the index as it stands (no daemon; the vector side is left out, so hybrid is timed
+as keyword) and reports the wall time per search and per kind of SQL statement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from bench.lib.paths import CORPORA, QUESTIONS, REPO
+from bench.lib.stats import rank
+from tests.daemon import short_socket_dir, start, write_config
+from vaultd.api.client import Client
+from vaultd.pipeline.parse import parse_note
+from vaultd.storage.keyword import stems
+from vaultd.storage.vocabulary import fold
+
+VAULTS = {
+    "help": CORPORA / "obsidian-help" / "en",
+    "kepano": CORPORA / "kepano-obsidian",
+    "hub": CORPORA / "obsidian-hub",
+}
+KINDS = ("phrase", "typo", "name", "word")
+_WORD = re.compile(r"\w+")
+_LETTERS = re.compile(r"[^\W\d_]+")
+_WIKILINK = re.compile(r"!?\[\[([^\]|]*)\|([^\]]*)\]\]")
+_PLAINLINK = re.compile(r"!?\[\[([^\]]*)\]\]")
+_MDLINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+
+
+# -- generating ------------------------------------------------------------------------------
+
+
+def reader_lines(text: str) -> list[str]:
+    """The note's lines as a reader sees them: links as their shown text."""
+    text = _MDLINK.sub(r"\1", _PLAINLINK.sub(r"\1", _WIKILINK.sub(r"\2", text)))
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def load_notes(vault: Path) -> dict[str, dict[str, Any]]:
+    notes: dict[str, dict[str, Any]] = {}
+    for file in sorted(vault.rglob("*.md")):
+        rel = file.relative_to(vault).as_posix()
+        if any(part.startswith(".") for part in Path(rel).parts):
+            continue
+        note = parse_note(rel, file.read_bytes())
+        prose = "\n".join(b.text for b in note.blocks if b.kind != "code")
+        if not _LETTERS.search(prose):
+            continue
+        notes[rel] = {
+            "title": note.title,
+            "aliases": list(note.aliases),
+            "stem": Path(rel).stem,
+            "lines": reader_lines(prose),
+            # What the words index holds of the note (code included).
+            "all": " ".join([note.title, *note.aliases, *(b.text for b in note.blocks)]),
+        }
+    return notes
+
+
+def typo(word: str, rng: random.Random) -> str:
+    kind = rng.choice(("deletion", "insertion", "substitution", "swap"))
+    at = rng.randrange(len(word))
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    if kind == "deletion":
+        return word[:at] + word[at + 1 :]
+    if kind == "insertion":
+        return word[:at] + rng.choice(letters) + word[at:]
+    if kind == "substitution":
+        return word[:at] + rng.choice(letters.replace(word[at].lower(), "")) + word[at + 1 :]
+    at = min(at, len(word) - 2)
+    return word[:at] + word[at + 1] + word[at] + word[at + 2 :]
+
+
+def generate(vault: Path, count: int, seed: int) -> list[dict[str, Any]]:
+    notes = load_notes(vault)
+    folded = {path: " " + fold(n["all"]) + " " for path, n in notes.items()}
+    vocabulary = {w.lower() for text in folded.values() for w in _WORD.findall(text)}
+    # Tokens as the index cuts them (`SilentVoid13` is one), of letters only.
+    words_of = {
+        p: {w for w in _WORD.findall(n["all"].lower()) if _LETTERS.fullmatch(w)}
+        for p, n in notes.items()
+    }
+    stem_of = stems(sorted({w for ws in words_of.values() for w in ws}))
+    notes_by_stem: defaultdict[str, set[str]] = defaultdict(set)
+    for path, ws in words_of.items():
+        for w in ws:
+            if w in stem_of:
+                notes_by_stem[stem_of[w]].add(path)
+    name_count: defaultdict[str, int] = defaultdict(int)
+    for n in notes.values():
+        for name in {fold(x) for x in (n["title"], n["stem"], *n["aliases"]) if x}:
+            name_count[name] += 1
+    rng = random.Random(seed)
+    drawn = rng.sample(sorted(notes), min(count, len(notes)))
+    rows: list[dict[str, Any]] = []
+    for number, path in enumerate(drawn):
+        n = notes[path]
+        half = "tune" if number < len(drawn) / 2 else "heldout"
+        base = {"path": path, "half": half}
+        run = None
+        for _ in range(40):
+            line = rng.choice(n["lines"])
+            words = _WORD.findall(line)
+            size = rng.randint(4, 6)
+            if len(words) < size:
+                continue
+            at = rng.randrange(len(words) - size + 1)
+            candidate = words[at : at + size]
+            if not all(_LETTERS.fullmatch(w) for w in candidate):
+                continue
+            needle = " " + fold(" ".join(candidate)) + " "
+            if sum(needle in text for text in folded.values()) == 1:
+                run = candidate
+                break
+        if run is not None:
+            rows.append({**base, "kind": "phrase", "query": " ".join(run)})
+            long = [i for i, w in enumerate(run) if len(w) >= 5]
+            for _ in range(40):
+                if not long:
+                    break
+                i = rng.choice(long)
+                changed = typo(run[i], rng)
+                if changed.lower() not in vocabulary:
+                    typed = [*run[:i], changed, *run[i + 1 :]]
+                    rows.append({**base, "kind": "typo", "query": " ".join(typed), "word": changed})
+                    break
+        names = [x for x in (n["title"], *n["aliases"], n["stem"]) if x]
+        unique = [x for x in dict.fromkeys(names) if name_count[fold(x)] == 1 and fold(x)]
+        if unique:
+            rows.append({**base, "kind": "name", "query": rng.choice(unique).lower()})
+        rare = sorted(
+            w
+            for w in words_of[path]
+            if len(w) >= 6 and w in stem_of and notes_by_stem[stem_of[w]] == {path}
+        )
+        if rare:
+            rows.append({**base, "kind": "word", "query": rng.choice(rare)})
+    return rows
+
+
+def write_sets(name: str, rows: list[dict[str, Any]]) -> None:
+    for half in ("tune", "heldout"):
+        target = QUESTIONS / f"known-{name}-{half}.jsonl"
+        with target.open("w", encoding="utf-8") as fh:
+            for row in rows:
+                if row["half"] == half:
+                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        print(f"{target.relative_to(REPO)}: {sum(r['half'] == half for r in rows)} questions")
+
+
+# -- measuring -------------------------------------------------------------------------------
+
+
+def prepare(vault: Path, workdir: Path, extra: str, index: bool) -> tuple[Path, Path]:
+    copy = workdir / "vault"
+    if not copy.exists():
+        shutil.copytree(vault, copy)
+    socket = short_socket_dir() / "vaultd.sock"
+    config = write_config(workdir / "vaultd.toml", copy, workdir / "data", socket, extra=extra)
+    if index:
+        subprocess.run(
+            [sys.executable, "-m", "vaultd", "index", "-q", "--config", str(config)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            cwd="/",
+        )
+    return config, socket
+
+
+def embedded(config: Path) -> str:
+    """How much of the index has vectors, as `vaultd status` says it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "vaultd", "status", "--json", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
+    try:
+        status = json.loads(done.stdout)
+    except ValueError:
+        return "unknown"
+    return f"{status.get('embedded')} of {status.get('notes')} notes embedded"
+
+
+def load(name: str, split: str) -> list[dict[str, Any]]:
+    halves = ("tune", "heldout") if split == "all" else (split,)
+    rows: list[dict[str, Any]] = []
+    for half in halves:
+        with (QUESTIONS / f"known-{name}-{half}.jsonl").open(encoding="utf-8") as fh:
+            rows += [json.loads(line) for line in fh if line.strip()]
+    return rows
+
+
+def ask(client: Client, rows: list[dict[str, Any]], mode: str) -> dict[str, Any]:
+    by_kind: defaultdict[str, list[int]] = defaultdict(list)
+    misses: list[dict[str, Any]] = []
+    seconds: list[float] = []
+    for row in rows:
+        started = time.perf_counter()
+        answer = client.request(
+            "POST", "/v1/search", {"query": row["query"], "k": 10, "mode": mode}
+        )
+        seconds.append(time.perf_counter() - started)
+        notes = list(dict.fromkeys(h["path"] for h in answer["hits"]))
+        rank = notes.index(row["path"]) + 1 if row["path"] in notes else 0
+        by_kind[row["kind"]].append(rank)
+        if rank != 1:
+            misses.append({"kind": row["kind"], "query": row["query"], "rank": rank,
+                           "want": row["path"], "got": notes[:1]})  # fmt: skip
+    out: dict[str, Any] = {}
+    for kind in KINDS:
+        ranks = by_kind.get(kind, [])
+        if ranks:
+            out[kind] = {
+                "n": len(ranks),
+                "hit@1": round(sum(r == 1 for r in ranks) / len(ranks), 3),
+                "hit@10": round(sum(0 < r <= 10 for r in ranks) / len(ranks), 3),
+            }
+    out["latency"] = percentiles(seconds)
+    out["misses"] = misses
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time a process has used (user and system): on a loaded machine a search's wall
+    time is mostly waiting for a core, its CPU time is not."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "p50_ms": round(rank(ordered, 0.5) * 1000, 1),
+        "p99_ms": round(rank(ordered, 0.99) * 1000, 1),
+    }
+
+
+def with_daemon(config: Path, socket: Path, code: str, log: Path, settle: float, call: Any) -> Any:
+    """`call` with a client of a daemon running `code`, once it is ready or `settle` seconds
+    after it answers (a vault still embedding is searched as it stands)."""
+    env = {"PYTHONPATH": str(Path(code).resolve())}
+    daemon = start(config, socket, log, env=env, wait_ready=False)
+    try:
+        deadline = time.monotonic() + settle
+        while time.monotonic() < deadline:
+            if daemon.request("GET", "/v1/health").get("status") == "ok":
+                break
+            time.sleep(0.5)
+        return call(Client(socket), daemon.process.pid)
+    finally:
+        daemon.stop()
+
+
+def _statement(sql: str, params: Any) -> str:
+    """A short name for a SQL statement, for the profile (a MATCH by what it asks)."""
+    match = str(params[0]) if params and isinstance(params[0], str) else ""
+    if "bm25(" in sql:
+        if "NEAR(" in match:
+            return "bm25: proximity tier (NEAR)"
+        if any(" " in part for part in match.split('"')[1::2]):
+            return "bm25: phrase tiers"
+        if " IN (SELECT rowid" in sql:
+            return "bm25 with a requirement"
+        return "bm25: the OR-ed words"
+    if "fts" not in sql and "vocab" not in sql:
+        return "other: " + " ".join(sql.split()[:4])[:50]
+    if "highlight(" in sql:
+        return "highlight"
+    if "chunks_vocab" in sql:
+        return "vocabulary"
+    return "fts: " + " ".join(sql.split()[:6])[:60]
+
+
+def profile(config: Path, rows: list[dict[str, Any]], mode: str, repeat: int) -> dict[str, Any]:
+    """Searches in this process, timed per search and per kind of SQL statement."""
+    from vaultd.config import load_config
+    from vaultd.index import known
+    from vaultd.index.search import Searcher
+    from vaultd.query import check_query
+    from vaultd.storage.manifest import Manifest
+
+    settings = load_config(config)
+    manifest = Manifest(settings.store.path)
+    spent: defaultdict[str, list[float]] = defaultdict(list)
+    plain = manifest._query
+
+    def timed_query(sql: str, params: Any = ()) -> list[Any]:
+        started = time.perf_counter()
+        try:
+            return plain(sql, params)
+        finally:
+            spent[_statement(sql, params)].append(time.perf_counter() - started)
+
+    manifest._query = timed_query  # type: ignore[method-assign]
+    # Keyword mode needs of the embedder only its model's name (which hits await vectors).
+    embedder = type("NoEmbedder", (), {"model_id": settings.embedding.model})()
+    searcher = Searcher(manifest, None, embedder, settings.search)  # type: ignore[arg-type]
+    keyword_mode = "keyword" if mode == "hybrid" else mode
+    for row in rows[:20]:  # warm-up: the lexicon's snapshot, the stems, SQLite's pages
+        searcher.run(row["query"], 10, keyword_mode)
+    spent.clear()
+    samples: list[float] = []
+    gather: list[float] = []
+    for _ in range(repeat):
+        for row in rows:
+            started = time.perf_counter()
+            searcher.run(row["query"], 10, keyword_mode)
+            samples.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            parsed = check_query(row["query"])
+            known.gather(manifest, searcher.lexicon, row["query"], parsed, 50, None)
+            gather.append(time.perf_counter() - started)
+    manifest.close()
+    total = sum(samples)
+    statements = {
+        name: {"calls": len(times), "ms_per_search": round(sum(times) * 1000 / len(samples), 2),
+               "share": round(sum(times) / total, 3)}
+        for name, times in sorted(spent.items(), key=lambda item: -sum(item[1]))
+    }  # fmt: skip
+    return {
+        "search": {**percentiles(samples), "n": len(samples)},
+        "known.gather alone": percentiles(gather),
+        "statements (the gather timings included)": statements,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=("generate", "measure", "latency", "profile"))
+    parser.add_argument("--vault", choices=sorted(VAULTS), required=True)
+    parser.add_argument("--notes", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=38)
+    parser.add_argument("--workdir", type=Path)
+    parser.add_argument("--split", choices=("tune", "heldout", "all"), default="heldout")
+    parser.add_argument("--mode", default="hybrid")
+    parser.add_argument("--repeat", type=int, default=1, help="latency: passes over the set")
+    parser.add_argument(
+        "--code", action="append", default=[], help="NAME=CHECKOUT (default: after=this one)"
+    )
+    parser.add_argument(
+        "--extra", default="", help="more config (e.g. '[embedding]\\ncpu_budget = 0.05')"
+    )
+    parser.add_argument(
+        "--no-index", action="store_true", help="search the index as it stands (partly embedded)"
+    )
+    parser.add_argument("--settle", type=float, default=600, help="seconds to wait for ready")
+    parser.add_argument("--json", type=Path, help="also write the report here")
+    args = parser.parse_args()
+    if args.action == "generate":
+        write_sets(args.vault, generate(VAULTS[args.vault], args.notes, args.seed))
+        return 0
+    os.chdir("/")  # the daemon's `python -m` puts its working directory first on sys.path
+    workdir = (args.workdir or Path(f"/tmp/i38-{args.vault}")).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    extra = args.extra.replace("\\n", "\n")
+    index = not args.no_index and args.action != "profile"
+    config, socket = prepare(VAULTS[args.vault], workdir, extra, index)
+    rows = load(args.vault, args.split)
+    codes = [c.split("=", 1) for c in args.code] or [["after", str(REPO)]]
+    report: dict[str, Any] = {
+        "vault": args.vault,
+        "split": args.split,
+        "mode": args.mode,
+        "questions": len(rows),
+        "load_before": os.getloadavg(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "cpus": os.cpu_count(),
+        "embedded": embedded(config),
+    }
+    if args.action == "profile":
+        report["profile"] = profile(config, rows, args.mode, args.repeat)
+        report["load_after"] = os.getloadavg()
+        print(json.dumps(report, indent=2))
+        return 0
+    for name, code in codes:
+        log = workdir / f"daemon-{name}.log"
+        if args.action == "measure":
+            report[name] = with_daemon(
+                config, socket, code, log, args.settle, lambda c, _: ask(c, rows, args.mode)
+            )
+        else:
+
+            def timed(client: Client, pid: int) -> dict[str, Any]:
+                ask(client, rows[:20], args.mode)  # warm-up
+                samples: list[float] = []
+                cpu = cpu_seconds(pid)
+                for _ in range(args.repeat):
+                    for row in rows:
+                        body = {"query": row["query"], "k": 10, "mode": args.mode}
+                        started = time.perf_counter()
+                        client.request("POST", "/v1/search", body)
+                        samples.append(time.perf_counter() - started)
+                cpu = cpu_seconds(pid) - cpu
+                per_search = round(cpu * 1000 / len(samples), 1)
+                return {**percentiles(samples), "n": len(samples), "daemon_cpu_ms": per_search}
+
+            report[name] = with_daemon(config, socket, code, log, args.settle, timed)
+    report["load_after"] = os.getloadavg()
+    text = json.dumps(report, indent=2, ensure_ascii=False)
+    if args.json:
+        args.json.write_text(text + "\n", encoding="utf-8")
+    summary = {k: v for k, v in report.items() if k not in [c[0] for c in codes]}
+    print(json.dumps(summary))
+    for name, _ in codes:
+        part = {k: v for k, v in report[name].items() if k != "misses"}
+        print(name, json.dumps(part))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Long runs under faults: kill -9, random edits, starvation, hostile files."""

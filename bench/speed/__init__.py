@@ -1,0 +1,1 @@
+"""Throughput and latency: indexing, search, start-up, and what each part of them costs."""
