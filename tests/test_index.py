@@ -69,14 +69,14 @@ def has_own_title(file: Path) -> bool:
     return parse_note(file.name, file.read_bytes()).title != file.stem
 
 
-HELP_FOLDERS = ("Bases", "Editing and formatting", "Plugins")
+HELP_FOLDERS = ("Bases", "Editing and formatting")
 
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("help")
-    # Three of its folders and the notes at its root: what the test
-    # counts needs hundreds of notes' worth of chunks, not all of them.
+    # Two of its folders and the notes at its root, 343 distinct chunks (more than one
+    # commit's worth): what the test counts needs hundreds of chunks, not all of them.
     help_vault = shared_path("corpora", "obsidian-help", "en")
     for name in HELP_FOLDERS:
         shutil.copytree(help_vault / name, root / "vault" / name)
@@ -91,8 +91,8 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # It embeds part of the help vault twice (the first index and the fresh one compared at the
-# end): about 500 chunks each time, half a minute of CPU, several times that on a busy
-# machine. The limit guards against a hang, not for speed.
+# end): about 340 chunks each time, a quarter of a minute of CPU, several times that on a
+# busy machine. The limit guards against a hang, not for speed.
 @pytest.mark.timeout(1800)
 def test_incremental_runs_spend_work_only_on_changes(
     workspace: Path, counter: TokenCounter
