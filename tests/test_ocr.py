@@ -175,7 +175,7 @@ def test_a_word_only_in_a_screenshot_finds_it_through_a_real_index(tmp_path: Pat
     config = tmp_path / "c.toml"
     config.write_text(
         f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n'
-        '[log]\nlevel = "error"\n[attachments]\nocr = true\n'
+        '[log]\nlevel = "error"\n[attachments]\nocr = true\nextract_timeout = "10m"\n'
     )
     (vault / "Attachments" / "blank.png").write_bytes(png_bomb(64, 64))
     with open_index(load_config(config, env={}), env={}) as index:

@@ -8,9 +8,13 @@ is timed whole, and every call of an extraction worker apart: its wall time, and
 CPU time (`vaultd.isolation.children_cpu`, read after each file). The index's CPU is this
 process's own plus its workers'.
 
+With `--whole` the vault is issue 39's acceptance vault instead: all of obsidian-help/en with
+every screenshot of `../shared/corpora/attachments/images`, all ten PDFs, the canvas and the same
+sources.
+
 Usage:
 
-    python -m bench.speed.attachment_share [--json]
+    python -m bench.speed.attachment_share [--whole] [--json]
 """
 
 from __future__ import annotations
@@ -37,18 +41,31 @@ SCREENSHOTS = ("Roam-exporting.png", "Roam-Importer-importing.png")
 PDFS = ("CAD.pdf", "asyRefCard.pdf", "TeXShopAndAsymptote.pdf", "pixel.pdf")
 
 
-def build(vault: Path) -> None:
+def build(vault: Path, whole: bool) -> None:
     help_en, attachments = CORPORA / "obsidian-help" / "en", CORPORA / "attachments"
-    vault.mkdir(parents=True)
-    shutil.copy(help_en / "Home.md", vault / "Home.md")
-    for folder in FOLDERS:
-        shutil.copytree(help_en / folder, vault / folder)
-    (vault / "Attachments").mkdir()
-    for name in SCREENSHOTS:
-        shutil.copy(attachments / "images" / name, vault / "Attachments" / name)
-    (vault / "Manuals").mkdir()
-    for name in PDFS:
-        shutil.copy(attachments / "pdf" / name, vault / "Manuals" / name)
+    if whole:
+        shutil.copytree(help_en, vault)
+    else:
+        vault.mkdir(parents=True)
+        shutil.copy(help_en / "Home.md", vault / "Home.md")
+        for folder in FOLDERS:
+            shutil.copytree(help_en / folder, vault / folder)
+    images = (
+        sorted((attachments / "images").iterdir())
+        if whole
+        else [attachments / "images" / name for name in SCREENSHOTS]
+    )
+    pdfs = (
+        sorted((attachments / "pdf").iterdir())
+        if whole
+        else [attachments / "pdf" / name for name in PDFS]
+    )
+    (vault / "Attachments").mkdir(exist_ok=True)
+    for image in images:
+        shutil.copy(image, vault / "Attachments" / image.name)
+    (vault / "Manuals").mkdir(exist_ok=True)
+    for pdf in pdfs:
+        shutil.copy(pdf, vault / "Manuals" / pdf.name)
     shutil.copy(attachments / "canvas" / "jsoncanvas-sample.canvas", vault / "Sample.canvas")
     package = Path(installed.__file__).parent
     shutil.copytree(package, vault / "code" / "pathspec", ignore=shutil.ignore_patterns("*.pyc"))
@@ -57,6 +74,7 @@ def build(vault: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--whole", action="store_true", help="issue 39's whole acceptance vault")
     args = parser.parse_args()
     spent: dict[str, dict[str, float]] = {}
     real = extract.run_child
@@ -75,7 +93,7 @@ def main() -> None:
     extract.run_child = timed  # type: ignore[assignment]
     with tempfile.TemporaryDirectory() as work:
         root = Path(work)
-        build(root / "vault")
+        build(root / "vault", args.whole)
         config_file = root / "c.toml"
         config_file.write_text(
             f'[vault]\npath = "{root / "vault"}"\n[store]\npath = "{root / "data"}"\n'
