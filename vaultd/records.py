@@ -290,6 +290,56 @@ class Change:
         )
 
 
+# What became of one note in a pass: the indexer makes one of these per note it tried, and
+# the manifest records it as it is.
+
+
+@dataclass(frozen=True, slots=True)
+class NoteWritten:
+    """A note indexed: what was made of the bytes read under `state`, which hash to `sha256`."""
+
+    note: Note
+    state: FileState
+    sha256: str
+    chunks: tuple[Chunk, ...]
+
+    @property
+    def path(self) -> str:
+        return self.state.path
+
+
+@dataclass(frozen=True, slots=True)
+class NoteFailed:
+    """A note that could not be indexed; it keeps its last good chunks. `sha256` is "" when
+    its bytes could not be read."""
+
+    state: FileState
+    sha256: str
+    reason: str
+
+    @property
+    def path(self) -> str:
+        return self.state.path
+
+
+@dataclass(frozen=True, slots=True)
+class NoteLeftOut:
+    """A file that is no note vaultd can index (`errors.LeftOutKind`: too big, binary, not
+    UTF-8 text, unreadable, ...); never quarantined, tried again on every pass."""
+
+    state: FileState
+    sha256: str
+    kind: str
+    reason: str
+
+    @property
+    def path(self) -> str:
+        return self.state.path
+
+
+NoteOutcome = NoteWritten | NoteFailed | NoteLeftOut
+
+
 @dataclass(frozen=True, slots=True)
 class Hit:
     """One search result: a passage of a note with its 1-based line range."""

@@ -66,9 +66,12 @@ from vaultd.records import (
     KnownNote,
     Location,
     Note,
+    NoteFailed,
+    NoteLeftOut,
+    NoteWritten,
     kind_of,
 )
-from vaultd.storage.manifest import Manifest, NoteUpdate, StoredChunk, tag_ancestors
+from vaultd.storage.manifest import Manifest, StoredChunk, tag_ancestors
 from vaultd.storage.vectors import Metadata, VectorStore
 
 log = structlog.get_logger(__name__)
@@ -107,9 +110,14 @@ MARK_GROUP = 32
 PAUSE_EVERY = 0.25
 
 
-#: A note that could not be indexed: (its stat, its SHA-256 or "" when unread, the reason, and
-#: the kind of left-out file it is, or "" for a failure).
-_Failed = tuple[FileState, str, str, str]
+#: A note that could not be indexed.
+_Failed = NoteFailed | NoteLeftOut
+
+
+def _failure(state: FileState, sha256: str, reason: str, kind: str) -> _Failed:
+    """A failure, or a file left out when there is a `kind` of file it is."""
+    return NoteLeftOut(state, sha256, kind, reason) if kind else NoteFailed(state, sha256, reason)
+
 
 #: Called at safe points of a long pass with the notes of the batch in flight (read, not yet
 #: written); the daemon serves fresh edits of other notes there, and may raise to abandon the
@@ -161,7 +169,11 @@ class _Pending:
     change: Change
     note: Note
     chunks: list[Chunk]
+    #: The chunks recorded at its path, and at the path it moved from.
     old_ids: list[str]
+    moved_ids: list[str]
+    #: Vectors looked up already for its chunks' texts (a move's), by text hash.
+    vectors: dict[str, np.ndarray]
 
 
 #: A note's bytes with the stat they were read under (and when).
@@ -586,7 +598,7 @@ class Indexer:
                 weights[state.path] = text_weight(data, copy=sha256 in contents)
                 contents.add(sha256)
             except LeftOutError as exc:
-                unreadable.append((state, "", exc.reason, exc.kind))
+                unreadable.append(NoteLeftOut(state, "", exc.kind, exc.reason))
             report("hash", done, len(result.candidates))
             self._pause(frozenset(), throttle=True)
         changes = classify(known, hashed, result.gone)
@@ -609,7 +621,7 @@ class Indexer:
             self.store.delete([i for p in indexed for i in chunks[p]])
         self._record_failures(
             summary,
-            [(state, "", reason, "too_big") for state, reason in too_big.values()],
+            [NoteLeftOut(state, "", "too_big", reason) for state, reason in too_big.values()],
             deleted=indexed,
         )
 
@@ -664,12 +676,12 @@ class Indexer:
                 [c for s in stats for c in self.manifest.chunks_of(s.path)],
                 mtimes={s.path: s.mtime_ns for s in stats},
             )
-            self.manifest.apply(self.model_id, touched=stats)
+            self.manifest.apply(touched=stats)
         summary.notes_touched += len(touched)
         # Checked and found as recorded: the new time of the hash is all there is to keep.
         verified = [c.state for c in changes if c.kind == "verified"]
         for start in range(0, len(verified), BATCH_NOTES):
-            self.manifest.apply(self.model_id, touched=verified[start : start + BATCH_NOTES])
+            self.manifest.apply(touched=verified[start : start + BATCH_NOTES])
 
         self._forget([c.path for c in changes if c.kind == "deleted"], summary)
 
@@ -720,7 +732,7 @@ class Indexer:
                 ):
                     self._flush(batch, failed, summary)
                     ahead.difference_update(p.change.path for p in batch)
-                    ahead.difference_update(s.path for s, *_ in failed)
+                    ahead.difference_update(f.path for f in failed)
                     batch, failed, batch_chunks = [], [], 0
                     done, batch_bytes = done + batch_bytes, 0
                     report("index", done, total)
@@ -792,9 +804,9 @@ class Indexer:
             sha256 = sha256_file(data)
             self.faults.before_parse(data)
         except LeftOutError as exc:
-            return _Loaded(change, failure=(state, sha256, exc.reason, exc.kind))
+            return _Loaded(change, failure=NoteLeftOut(state, sha256, exc.kind, exc.reason))
         except NoteError as exc:
-            return _Loaded(change, failure=(state, sha256, str(exc), ""))
+            return _Loaded(change, failure=NoteFailed(state, sha256, str(exc)))
         return _Loaded(change, data, read_under, sha256)
 
     def _unchanged_since(self, state: FileState) -> bool:
@@ -839,7 +851,7 @@ class Indexer:
         if deleted:
             ids = [i for path in deleted for i in self.manifest.chunk_ids(path)]
             self.store.delete(ids)
-            self.manifest.apply(self.model_id, deleted=deleted)
+            self.manifest.apply(deleted=deleted)
             summary.notes_deleted += len(deleted)
             for path in deleted:
                 self._tell("note_deleted", path=path)
@@ -895,7 +907,7 @@ class Indexer:
         if parsed.reason or parsed.note is None:
             if parsed.trace:
                 log.error("the parser failed on a note", path=change.path, trace=parsed.trace)
-            return (change.state, item.sha256, parsed.reason, parsed.kind)
+            return _failure(change.state, item.sha256, parsed.reason, parsed.kind)
         note, chunks = parsed.note, list(parsed.chunks)
         assert item.state is not None, "a note read has the stat it was read under"
         sha256 = item.sha256
@@ -907,22 +919,29 @@ class Indexer:
             # the old path, whose chunks must go.
             kind = "created" if change.kind == "moved" and sha256 != change.sha256 else change.kind
             change = Change.of(kind, item.state, sha256, change.old_path)
+        moved_ids: list[str] = []
+        vectors: dict[str, np.ndarray] = {}
         if change.kind == "moved" and change.old_path:
-            chunks = self._rekeyed(change.old_path, note.path) or chunks
+            old = self.manifest.chunks_of(change.old_path)
+            moved_ids = [c.id for c in old]
+            vectors = self.manifest.vectors(self.model_id, {c.hash for c in old})
+            chunks = self._rekeyed(old, vectors, note.path) or chunks
+        elif change.old_path:  # a move whose content changed on the way
+            moved_ids = self.manifest.chunk_ids(change.old_path)
         old_ids = self.manifest.chunk_ids(change.path)
-        return _Pending(change, note, chunks, old_ids)
+        return _Pending(change, note, chunks, old_ids, moved_ids, vectors)
 
-    def _rekeyed(self, old_path: str, new_path: str) -> list[Chunk] | None:
+    @staticmethod
+    def _rekeyed(
+        old: list[StoredChunk], vectors: Container[str], new_path: str
+    ) -> list[Chunk] | None:
         """A moved note keeps its chunks and vectors; only ids and note metadata change.
 
         Re-chunking could differ when the title comes from the file name (the prefix, and so
         the budget, changes), and a move must cost no embedding. The new title reaches the
         metadata and keyword index now, and the vectors when the note's content next changes.
         """
-        old = self.manifest.chunks_of(old_path)
-        if not old or len(self.manifest.vectors(self.model_id, [c.hash for c in old])) != len(
-            {c.hash for c in old}
-        ):
+        if not old or any(c.hash not in vectors for c in old):
             return None
         return [
             Chunk(
@@ -953,9 +972,10 @@ class Indexer:
         moves once they are all in.
         """
         if batch:
-            vectors = self.manifest.vectors(
-                self.model_id, {c.hash for p in batch for c in p.chunks}
-            )
+            vectors = {h: v for p in batch for h, v in p.vectors.items()}
+            hashes = {c.hash for p in batch for c in p.chunks} - vectors.keys()
+            if hashes:
+                vectors.update(self.manifest.vectors(self.model_id, hashes))
             written: set[str] = set()
             published: set[str] = set()
             try:
@@ -990,39 +1010,33 @@ class Indexer:
         self, summary: Summary, failed: Iterable[_Failed], deleted: Sequence[str] = ()
     ) -> None:
         failed = list(failed)
-        rows = [
-            (s.path, s.size, s.mtime_ns, sha, reason) for s, sha, reason, kind in failed if not kind
-        ]
-        left = [
-            (s.path, s.size, s.mtime_ns, sha, kind, reason)
-            for s, sha, reason, kind in failed
-            if kind
-        ]
-        if not rows and not left:
+        if not failed:
             return
         # A note failing the same way on every retry is logged once, not on every pass; a file
         # left out for the same kind of reason too, across restarts (the manifest remembers).
-        before = {path: self.manifest.note_row(path) for path, *_ in rows}
-        was_left_out = {entry.path: entry.kind for entry in self.manifest.left_out()}
+        before = self.manifest.records(f.path for f in failed)
         quarantined = self.manifest.apply(
-            self.model_id,
+            failed,
             deleted=deleted,
-            failed=rows,
-            left_out=left,
             quarantine_after=self.quarantine_after,
-            done=[row[0] for row in rows] + [row[0] for row in left],
+            done=[f.path for f in failed],
             suspects=self._suspects,
         )
-        for path, _, _, _, kind, reason in left:
-            if was_left_out.get(path) == kind:
+        left = [f for f in failed if isinstance(f, NoteLeftOut)]
+        for f in left:
+            path, kind, reason = f.path, f.kind, f.reason
+            was = before.get(path)
+            if was is not None and was.known.left_out == kind:
                 log.debug("note left out again", path=path, kind=kind, reason=reason)
             else:
                 log.warning("note left out", path=path, kind=kind, reason=reason)
             summary.left_out.append({"path": path, "kind": kind, "reason": reason})
             self._tell("note_failed", path=path, reason=reason, status="left_out")
         summary.notes_left_out += len(left)
-        for path, _, _, _, reason in rows:
-            row = before.get(path)
+        rows = [f for f in failed if isinstance(f, NoteFailed)]
+        for failure in rows:
+            path, reason = failure.path, failure.reason
+            row = before[path].row if path in before else None
             if path in quarantined:
                 log.error("note quarantined: it keeps failing", path=path, reason=reason)
             elif row is not None and row["status"] == "failed" and row["error"] == reason:
@@ -1069,7 +1083,7 @@ class Indexer:
             return
         stale: list[str] = []
         moved_from: list[str] = []
-        updates: list[NoteUpdate] = []
+        written: list[NoteWritten] = []
         for p in batch:
             change = p.change
             new_ids = {c.id for c in p.chunks}
@@ -1077,20 +1091,8 @@ class Indexer:
             stale.extend(i for i in p.old_ids if i not in published)
             if change.old_path:  # a move, even one whose content changed on the way
                 moved_from.append(change.old_path)
-                stale.extend(self.manifest.chunk_ids(change.old_path))
-            updates.append(
-                NoteUpdate(
-                    p.note,
-                    change.size,
-                    change.mtime_ns,
-                    change.sha256,
-                    p.chunks,
-                    {},
-                    ctime_ns=change.ctime_ns,
-                    inode=change.inode,
-                    hashed_ns=change.hashed_ns,
-                )
-            )
+                stale.extend(p.moved_ids)
+            written.append(NoteWritten(p.note, change.state, change.sha256, tuple(p.chunks)))
             summary.chunks_reused += sum(1 for c in p.chunks if c.id in published)
             if change.kind == "moved":
                 summary.notes_moved += 1
@@ -1102,8 +1104,7 @@ class Indexer:
             self.store.delete(stale)
         # Only now, with the store holding the batch, does the manifest move forward.
         self.manifest.apply(
-            self.model_id,
-            updates=updates,
+            written,
             deleted=moved_from,
             done=[p.change.path for p in batch],
             # A suspect stays one until the embedding phase has tried its chunks alone too.
@@ -1192,12 +1193,13 @@ class Indexer:
     ) -> bool:
         """Embed one batch of awaiting chunks, publish them as their vectors come, then
         record the vectors. False when the batch changed nothing (no vector, no failure)."""
-        known = self.manifest.known_subset({c.path for c in chunks}, [])
+        records = self.manifest.records({c.path for c in chunks})
+        known = {p: r.known for p, r in records.items()}
         paths = sorted(known)
         self.manifest.mark_in_flight_many(
             [(p, known[p].size, known[p].mtime_ns, known[p].sha256) for p in paths]
         )
-        rows = {p: self.manifest.note_row(p) or {} for p in paths}
+        rows = {p: r.row for p, r in records.items()}
         texts: dict[str, str] = {}
         waiting: dict[str, list[Record]] = {}
         by_path: dict[str, dict[str, str]] = {}
@@ -1289,7 +1291,7 @@ class Indexer:
         self._record_failures(
             summary,
             [
-                (FileState(p, known[p].size, known[p].mtime_ns), known[p].sha256, reason, "")
+                NoteFailed(FileState(p, known[p].size, known[p].mtime_ns), known[p].sha256, reason)
                 for p, reason in sorted(failures.items())
             ],
         )
@@ -1336,10 +1338,10 @@ class Indexer:
         without one awaits the embedding phase. Returns how many were published."""
         vectors = self.manifest.vectors(self.model_id, [c.hash for c in chunks])
         ready = [c for c in chunks if c.hash in vectors]
-        notes = {path: self.manifest.note_row(path) for path in {c.path for c in ready}}
+        notes = self.manifest.records({c.path for c in ready})
         metadatas: list[Metadata] = []
         for c in ready:
-            row = dict(notes[c.path] or {})
+            row = dict(notes[c.path].row) if c.path in notes else {}
             if mtimes and c.path in mtimes:
                 row["mtime_ns"] = mtimes[c.path]
             metadata = _stored_metadata(c, row, self.model_id)

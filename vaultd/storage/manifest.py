@@ -37,7 +37,16 @@ import numpy as np
 from vaultd.errors import DataDirError, StoreError
 from vaultd.layout import MANIFEST
 from vaultd.query import Condition
-from vaultd.records import Chunk, FileState, KnownNote, Location, Note, kind_of
+from vaultd.records import (
+    FileState,
+    KnownNote,
+    Location,
+    NoteFailed,
+    NoteLeftOut,
+    NoteOutcome,
+    NoteWritten,
+    kind_of,
+)
 from vaultd.storage import keyword, quarantine
 from vaultd.storage.conditions import condition_sql
 from vaultd.storage.keyword import KEYWORD_WEIGHTS, KeywordIndex
@@ -80,20 +89,11 @@ class StoredChunk:
 
 
 @dataclass(frozen=True, slots=True)
-class NoteUpdate:
-    """Everything one note's successful indexing writes, applied in one transaction."""
+class NoteRecord:
+    """A note as recorded: what a scan compares with its file, and its fields (`note_row`)."""
 
-    note: Note
-    size: int
-    mtime_ns: int
-    sha256: str
-    chunks: Sequence[Chunk]
-    #: Vectors computed for this update, by text hash (reused ones are already stored).
-    new_vectors: dict[str, np.ndarray]
-    #: The rest of the stat the bytes were read under, and when (see `FileState`).
-    ctime_ns: int = 0
-    inode: int = 0
-    hashed_ns: int = 0
+    known: KnownNote
+    row: dict[str, Any]
 
 
 def link_key(target: str) -> str:
@@ -182,6 +182,7 @@ class Manifest:
         #: its chunks in all, and the notes by file name.
         self._terms: tuple[int, dict[str, int], int] = (-1, {}, 0)
         self._names: tuple[int, dict[str, list[str]]] = (-1, {})
+        self._trace: Callable[[str], None] | None = None
 
     def close(self) -> None:
         with self._lock:
@@ -215,6 +216,7 @@ class Manifest:
             db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             db.execute("PRAGMA query_only=1")
             db.execute("PRAGMA busy_timeout=10000")
+            db.set_trace_callback(self._trace)
         try:
             yield db
         finally:
@@ -222,6 +224,19 @@ class Manifest:
                 db.close()
             else:
                 self._readers.put(db)
+
+    def trace(self, callback: Callable[[str], None] | None) -> None:
+        """Pass every statement run on the manifest's connections to `callback` (None: stop),
+        as `sqlite3` traces them: what a test counts to hold a pass's queries."""
+        with self._lock:
+            self._trace = callback
+            self._db.set_trace_callback(callback)
+            # Idle readers are closed: the next ones are opened with the callback.
+            while True:
+                try:
+                    self._readers.get_nowait().close()
+                except queue.Empty:
+                    break
 
     def file_identity(self) -> tuple[tuple[int, int], tuple[int, int] | None]:
         """(device, inode) of the file opened, and of the file the path names now (None: no
@@ -346,27 +361,37 @@ class Manifest:
         return {r[0]: tuple(json.loads(r[1])) for r in rows}
 
     def note_row(self, path: str) -> dict[str, Any] | None:
-        rows = self._query(
-            "SELECT path, title, aliases, tags, links, frontmatter, sha256, mtime_ns, status, "
-            "error, kind FROM notes WHERE path = ?",
-            (path,),
-        )
-        if not rows:
-            return None
-        r = rows[0]
-        return {
-            "path": r[0],
-            "title": r[1],
-            "aliases": json.loads(r[2]),
-            "tags": json.loads(r[3]),
-            "links": json.loads(r[4]),
-            "frontmatter": json.loads(r[5]),
-            "sha256": r[6],
-            "mtime_ns": r[7],
-            "status": r[8],
-            "error": r[9],
-            "kind": r[10],
-        }
+        record = self.records([path]).get(path)
+        return None if record is None else record.row
+
+    def records(self, paths: Iterable[str]) -> dict[str, NoteRecord]:
+        """These notes as recorded (those the manifest holds), in one read."""
+        out: dict[str, NoteRecord] = {}
+        for batch in _batches(sorted(set(paths)), 500):
+            marks = ",".join("?" * len(batch))
+            rows = self._query(
+                f"SELECT {_KNOWN_COLUMNS}, title, aliases, tags, links, frontmatter, error, kind "
+                f"FROM notes WHERE path IN ({marks})",
+                batch,
+            )
+            for r in rows:
+                out[r[0]] = NoteRecord(
+                    _known(r[:10]),
+                    {
+                        "path": r[0],
+                        "title": r[10],
+                        "aliases": json.loads(r[11]),
+                        "tags": json.loads(r[12]),
+                        "links": json.loads(r[13]),
+                        "frontmatter": json.loads(r[14]),
+                        "sha256": r[3],
+                        "mtime_ns": r[2],
+                        "status": r[4],
+                        "error": r[15],
+                        "kind": r[16],
+                    },
+                )
+        return out
 
     def kinds_of(self, paths: Sequence[str]) -> dict[str, str]:
         """Each recorded note's kind (`records.NoteKind`), by path."""
@@ -606,27 +631,22 @@ class Manifest:
 
     def apply(
         self,
-        model: str,
-        updates: Sequence[NoteUpdate] = (),
+        outcomes: Sequence[NoteOutcome] = (),
+        *,
         deleted: Sequence[str] = (),
         touched: Sequence[FileState] = (),
-        failed: Sequence[tuple[str, int, int, str, str]] = (),
-        *,
-        left_out: Sequence[tuple[str, int, int, str, str, str]] = (),
         quarantine_after: int = 0,
         done: Iterable[str] = (),
         suspects: Collection[str] = (),
     ) -> list[str]:
         """Record one batch of outcomes atomically; return the notes quarantined by it.
 
-        `touched` is the stat, read under, of notes whose bytes did not change; `failed` is
-        (path, size, mtime_ns, sha256, reason); a failed note keeps its last good chunks, and
-        is quarantined once it has failed `quarantine_after` times (0: never) on the same
-        content. `left_out` is (path, size, mtime_ns, sha256, kind, reason) for files that are
-        no note vaultd can index; they keep their last good chunks too (a path also in
-        `deleted` loses them first). `done` are notes no longer in flight, and no longer
-        suspects: each was recorded one way or another without killing the process; except
-        those also in `suspects`, still to be tried alone by a later stage.
+        `touched` is the stat, read under, of notes whose bytes did not change. A failed note
+        keeps its last good chunks, and is quarantined once it has failed `quarantine_after`
+        times (0: never) on the same content. A file left out keeps its last good chunks too
+        (a path also in `deleted` loses them first). `done` are notes no longer in flight, and
+        no longer suspects: each was recorded one way or another without killing the process;
+        except those also in `suspects`, still to be tried alone by a later stage.
         """
         now = time.time()
         quarantined: list[str] = []
@@ -642,16 +662,13 @@ class Manifest:
                 "WHERE path = ?",
                 [(t.size, t.mtime_ns, t.ctime_ns, t.inode, t.hashed_ns, t.path) for t in touched],
             )
-            for path, size, mtime_ns, sha256, reason in failed:
-                attempts = quarantine.attempt(db, path, sha256)
-                if quarantine.record_failure(
-                    db, (path, size, mtime_ns, sha256), reason, attempts, quarantine_after, now
-                ):
-                    quarantined.append(path)
-            for path, size, mtime_ns, sha256, kind, reason in left_out:
-                quarantine.record_left_out(db, (path, size, mtime_ns, sha256), kind, reason, now)
-            for update in updates:
-                self._write_note(db, model, update, now)
+            for failed in (o for o in outcomes if isinstance(o, NoteFailed)):
+                if quarantine.record_failure(db, failed, quarantine_after, now):
+                    quarantined.append(failed.path)
+            for left in (o for o in outcomes if isinstance(o, NoteLeftOut)):
+                quarantine.record_left_out(db, left, now)
+            for written in (o for o in outcomes if isinstance(o, NoteWritten)):
+                self._write_note(db, written, now)
             finished = [(p,) for p in done]
             db.executemany("DELETE FROM in_flight WHERE path = ?", finished)
             db.executemany(
@@ -755,15 +772,8 @@ class Manifest:
         with self._transaction() as db:
             return quarantine.release(db, paths)
 
-    def _write_note(self, db: sqlite3.Connection, model: str, u: NoteUpdate, now: float) -> None:
-        note = u.note
-        db.executemany(
-            "INSERT OR IGNORE INTO vectors(model, hash, vector) VALUES (?, ?, ?)",
-            [
-                (model, h, np.asarray(v, dtype=np.float32).tobytes())
-                for h, v in u.new_vectors.items()
-            ],
-        )
+    def _write_note(self, db: sqlite3.Connection, w: NoteWritten, now: float) -> None:
+        note = w.note
         db.execute("DELETE FROM chunks WHERE path = ?", (note.path,))
         db.executemany(
             "INSERT INTO chunks(id, path, idx, hash, title, section, headings, start_line, "
@@ -789,7 +799,7 @@ class Manifest:
                     c.node,
                     c.symbol,
                 )
-                for c in u.chunks
+                for c in w.chunks
             ],
         )
         db.execute("DELETE FROM note_links WHERE source = ?", (note.path,))
@@ -807,7 +817,7 @@ class Manifest:
         before = db.execute(
             "SELECT attempts FROM notes "
             "WHERE path = ? AND sha256 = ? AND status IN ('ok', 'failed')",
-            (note.path, u.sha256),
+            (note.path, w.sha256),
         ).fetchone()
         db.execute(
             "INSERT OR REPLACE INTO notes(path, size, mtime_ns, sha256, status, error, attempts, "
@@ -815,9 +825,9 @@ class Manifest:
             "kind) VALUES (?, ?, ?, ?, 'ok', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 note.path,
-                u.size,
-                u.mtime_ns,
-                u.sha256,
+                w.state.size,
+                w.state.mtime_ns,
+                w.sha256,
                 "; ".join(note.errors) or None,
                 before[0] if before else 0,
                 note.title,
@@ -839,9 +849,9 @@ class Manifest:
                 ),
                 json.dumps(note.frontmatter, ensure_ascii=False, default=str),
                 now,
-                u.ctime_ns,
-                u.inode,
-                u.hashed_ns,
+                w.state.ctime_ns,
+                w.state.inode,
+                w.state.hashed_ns,
                 note.kind,
             ),
         )

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from vaultd.records import FileState, NoteFailed, NoteLeftOut
 from vaultd.storage.schema import Query
 
 #: The reason recorded for a note the process died holding (the count is the notes' crashes).
@@ -83,19 +84,21 @@ def attempt(db: sqlite3.Connection, path: str, sha256: str) -> int:
 
 def record_failure(
     db: sqlite3.Connection,
-    state: tuple[str, int, int, str],
-    reason: str,
-    attempts: int,
+    failed: NoteFailed,
     quarantine_after: int,
     when: float,
     crashes: int = 0,
+    attempts: int = 0,
 ) -> bool:
     """Mark a note failed, keeping its last good chunks and fields; True if now quarantined.
-    `crashes` counts the deaths of the process it was in hand for (0: it failed otherwise).
+    `crashes` counts the deaths of the process it was in hand for (0: it failed otherwise);
+    `attempts` is which attempt on this content it was (0: counted here, see `attempt`).
 
     An unread note (no hash) is never quarantined: nothing would tell when it changed.
     """
-    path, size, mtime_ns, sha256 = state
+    path, size, mtime_ns = failed.state.path, failed.state.size, failed.state.mtime_ns
+    sha256, reason = failed.sha256, failed.reason
+    attempts = attempts or attempt(db, path, sha256)
     quarantined = bool(sha256) and 0 < quarantine_after <= attempts
     db.execute(
         "INSERT INTO notes(path, size, mtime_ns, sha256, status, error, attempts, crashes, "
@@ -119,12 +122,11 @@ def record_failure(
     return quarantined
 
 
-def record_left_out(
-    db: sqlite3.Connection, state: tuple[str, int, int, str], kind: str, reason: str, when: float
-) -> None:
+def record_left_out(db: sqlite3.Connection, left: NoteLeftOut, when: float) -> None:
     """Mark a file left out, keeping a note's last good chunks and fields. `attempts` counts
     the passes that found it so in a row (never quarantined: it is retried on every pass)."""
-    path, size, mtime_ns, sha256 = state
+    path, size, mtime_ns, sha256 = left.path, left.state.size, left.state.mtime_ns, left.sha256
+    kind, reason = left.kind, left.reason
     db.execute(
         "INSERT INTO notes(path, size, mtime_ns, sha256, status, error, left_out, attempts, "
         "indexed_at) VALUES (?, ?, ?, ?, 'left_out', ?, ?, 1, ?) "
@@ -165,12 +167,11 @@ def recover(db: sqlite3.Connection, quarantine_after: int) -> list[tuple[str, in
             attempts = max(attempt(db, path, sha256), crashes)
             quarantined = record_failure(
                 db,
-                (path, size, mtime_ns, sha256),
-                _crash_reason(crashes),
-                attempts,
+                NoteFailed(FileState(path, size, mtime_ns), sha256, _crash_reason(crashes)),
                 quarantine_after,
                 since,
                 crashes,
+                attempts,
             )
             failed = True
         if quarantined:
