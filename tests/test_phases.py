@@ -17,7 +17,7 @@ import pytest
 from tests.convergence import assert_same, fresh_export
 from vaultd.config import load_config
 from vaultd.embedding.embedder import Embedder
-from vaultd.index import indexer as indexer_module
+from vaultd.index import keyword_phase
 from vaultd.index.export import export_records
 from vaultd.index.open import Index, open_index
 from vaultd.index.status import index_status
@@ -124,7 +124,7 @@ def test_a_note_edited_during_the_keyword_phase_is_embedded_in_its_new_form(
 ) -> None:
     vault = tmp_path / "vault"
     write_notes(vault, 8)
-    monkeypatch.setattr(indexer_module, "BATCH_NOTES", 2)  # four keyword batches
+    monkeypatch.setattr(keyword_phase, "BATCH_NOTES", 2)  # four keyword batches
     edited: list[str] = []
     with open_for(tmp_path, vault) as index:
 
@@ -156,7 +156,7 @@ def test_a_note_read_ahead_for_the_parsers_and_edited_is_embedded_in_its_new_for
     its stale form is written, then replaces it before it is embedded."""
     vault = tmp_path / "vault"
     write_notes(vault, 8)
-    monkeypatch.setattr(indexer_module, "BATCH_NOTES", 2)
+    monkeypatch.setattr(keyword_phase, "BATCH_NOTES", 2)
     waiting: set[str] = set()
     edited: list[str] = []
     serving: list[bool] = []

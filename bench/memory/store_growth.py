@@ -38,7 +38,7 @@ import numpy as np
 
 from bench.lib.machine import cpu_model
 from vaultd.config import LogSection
-from vaultd.index.indexer import chunk_metadata
+from vaultd.index.metadata import chunk_metadata
 from vaultd.index.open import installed_chromadb
 from vaultd.logs import configure as configure_logs
 from vaultd.storage.vectors import Metadata, VectorStore

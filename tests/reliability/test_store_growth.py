@@ -26,7 +26,7 @@ import pytest
 from tests.convergence import assert_same, export_of, fresh_export
 from tests.daemon import short_socket_dir, write_config
 from vaultd.config import load_config
-from vaultd.index.indexer import chunk_metadata
+from vaultd.index.metadata import chunk_metadata
 from vaultd.index.open import open_index
 from vaultd.layout import CHROMA as CHROMA_DIR
 from vaultd.storage import upkeep

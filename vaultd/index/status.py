@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from vaultd.index.indexer import NOT_INDEXED_META
+from vaultd.index.detection import NOT_INDEXED_META
 from vaultd.index.models import LANGUAGES_META, languages_of
 from vaultd.progress import Snapshot
 from vaultd.storage.quarantine import LeftOut, Quarantined

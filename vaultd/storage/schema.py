@@ -256,7 +256,7 @@ def _added_columns(db: sqlite3.Connection) -> str:
     Chunks written before schema 8 get an empty context. Each already has its vector (until
     then a chunk was recorded only with one), so the context is needed only if the vector is
     lost; the embedding phase then finds the text's hash does not match and reads the note
-    again (`Indexer._embed_batch`).
+    again (`EmbeddingPhase._batch`).
     """
     columns = {r[1] for r in db.execute("PRAGMA table_info(notes)")}
     script = "" if "left_out" in columns else "ALTER TABLE notes ADD COLUMN left_out TEXT;\n"
