@@ -20,7 +20,7 @@ function (reads); the manifest decides when they run.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,6 +186,37 @@ def recover(db: sqlite3.Connection, quarantine_after: int) -> list[tuple[str, in
     return outcomes
 
 
+def hold(db: sqlite3.Connection, notes: Sequence[tuple[str, int, int, str]], now: float) -> None:
+    """Mark each (path, size, mtime_ns, sha256) in flight: about to be parsed or embedded."""
+    db.executemany(
+        "INSERT OR REPLACE INTO in_flight(path, size, mtime_ns, sha256, since) "
+        "VALUES (?, ?, ?, ?, ?)",
+        [(*note, now) for note in notes],
+    )
+
+
+def clear_in_flight(db: sqlite3.Connection, paths: Iterable[str]) -> None:
+    db.executemany("DELETE FROM in_flight WHERE path = ?", [(p,) for p in paths])
+
+
+def finish(db: sqlite3.Connection, done: Iterable[str], suspects: Collection[str] = ()) -> None:
+    """`done` are no longer in flight, and no longer suspects, except those in `suspects`."""
+    finished = [(p,) for p in done]
+    db.executemany("DELETE FROM in_flight WHERE path = ?", finished)
+    db.executemany(
+        "DELETE FROM suspects WHERE path = ?", [f for f in finished if f[0] not in suspects]
+    )
+
+
+def forget(db: sqlite3.Connection, path: str) -> None:
+    """A deleted note is no suspect."""
+    db.execute("DELETE FROM suspects WHERE path = ?", (path,))
+
+
+def clear_suspects(db: sqlite3.Connection) -> None:
+    db.execute("DELETE FROM suspects")
+
+
 def release(db: sqlite3.Connection, paths: Iterable[str]) -> list[str]:
     """Set the quarantined notes among `paths` back to failed; returns those released."""
     released: list[str] = []
@@ -225,6 +256,10 @@ def left_out(query: Query) -> list[LeftOut]:
         (),
     )
     return [LeftOut(r[0], r[1], r[2], r[3]) for r in rows]
+
+
+def in_flight(query: Query) -> list[str]:
+    return [r[0] for r in query("SELECT path FROM in_flight ORDER BY path", ())]
 
 
 def suspects(query: Query) -> dict[str, int]:

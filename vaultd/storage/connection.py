@@ -1,0 +1,194 @@
+"""The manifest's SQLite file, opened: one writing connection behind a lock, a small pool of
+readers, the transactions, and sqlite3's errors translated where they occur."""
+
+from __future__ import annotations
+
+import os
+import queue
+import shlex
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any, TypeVar
+
+from vaultd.errors import DataDirError, StoreError
+from vaultd.storage.schema import Query, create_or_migrate, register
+
+_T = TypeVar("_T")
+#: SQLite's primary result codes for a file that is not (or no longer) a database.
+_DAMAGED = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
+#: ... and for one this process may not write (mode, `chattr +i`, a read-only mount).
+_UNWRITABLE = frozenset({3, 8, 14})  # SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN
+
+
+def _open_error(path: Path, exc: sqlite3.Error) -> StoreError:
+    """The error for a manifest that cannot be opened: one a restart cannot fix is a
+    DataDirError (the service manager stops retrying); anything else may pass (EIO, a full
+    disk) and stays a StoreError."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    data_dir = path.parent
+    if code in _DAMAGED:
+        aside = f"{data_dir}.damaged"
+        return DataDirError(
+            f"{path} is damaged ({exc}); it is the index's own record and cannot be repaired "
+            f"in place. Move the data directory aside and index again (every note is read and "
+            f"embedded anew): mv {shlex.quote(str(data_dir))} {shlex.quote(aside)}",
+            str(data_dir),
+        )
+    if code in _UNWRITABLE:
+        return DataDirError(
+            f"{path} cannot be opened for writing ({exc}); make it writable by you again "
+            f"(chmod u+rw {shlex.quote(str(path))}; on Linux also `lsattr` it and "
+            f"`chattr -i` an immutable file), or set [store] path to a writable directory",
+            str(data_dir),
+        )
+    return StoreError(f"cannot open {path}: {exc}")
+
+
+class Connection:
+    """The manifest's file, opened (created or migrated first).
+
+    Writes go through one connection behind a lock. Reads take a connection of their own from a
+    small pool: in WAL mode readers never wait for the writer or for each other, so searches on
+    several server threads run side by side and are not held up by a batch being recorded.
+    """
+
+    #: Idle read connections kept open; more may exist for a moment under a burst of queries.
+    READERS = 4
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            register(self._db)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA busy_timeout=10000")
+            create_or_migrate(self._db, self.path)
+            # The connection opened the file just now, under the data directory's lock.
+            opened = os.stat(self.path)
+        except sqlite3.Error as exc:
+            raise _open_error(self.path, exc) from exc
+        except OSError as exc:
+            raise StoreError(f"cannot open {self.path}: {exc.strerror or exc}") from exc
+        self._opened_as = (opened.st_dev, opened.st_ino)
+        self._lock = threading.RLock()
+        self._readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
+        self._closed = False
+        #: Write transactions so far.
+        self._writes = 0
+        self._trace: Callable[[str], None] | None = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._close_readers()
+            # SQLite leaves the log of a file deleted or replaced while open at the path (it
+            # never checkpoints a moved file on close), and the next opener would apply it to
+            # whatever file is there then: emptied into the file it belongs to first.
+            with suppress(sqlite3.Error, OSError):
+                opened, now = self.file_identity()
+                if now != opened:
+                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._db.close()
+
+    @contextmanager
+    def _reader(self) -> Iterator[sqlite3.Connection]:
+        try:
+            db = self._readers.get_nowait()
+        except queue.Empty:
+            # A connection opened by name on a file swapped in would read another index, and
+            # its close could checkpoint this one's log into it; one on a deleted file would
+            # create an empty one.
+            with suppress(OSError):  # a path that cannot be examined fails to connect too
+                opened, now = self.file_identity()
+                if now != opened:
+                    raise StoreError(f"{self.path} was deleted or replaced while open") from None
+            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            db.execute("PRAGMA query_only=1")
+            db.execute("PRAGMA busy_timeout=10000")
+            db.set_trace_callback(self._trace)
+        try:
+            yield db
+        finally:
+            if self._closed or self._readers.qsize() >= self.READERS:
+                db.close()
+            else:
+                self._readers.put(db)
+
+    def trace(self, callback: Callable[[str], None] | None) -> None:
+        """Pass every statement run on the manifest's connections to `callback` (None: stop),
+        as `sqlite3` traces them: what a test counts to hold a pass's queries."""
+        with self._lock:
+            self._trace = callback
+            self._db.set_trace_callback(callback)
+            # Idle readers are closed: the next ones are opened with the callback.
+            self._close_readers()
+
+    def _close_readers(self) -> None:
+        while True:
+            try:
+                self._readers.get_nowait().close()
+            except queue.Empty:
+                break
+
+    def file_identity(self) -> tuple[tuple[int, int], tuple[int, int] | None]:
+        """(device, inode) of the file opened, and of the file the path names now (None: no
+        file). They differ once it was deleted or replaced while open: the connections write
+        on into the file they hold, which no later start reads. Raises OSError when the path
+        cannot be examined."""
+        try:
+            now = os.stat(self.path)
+        except FileNotFoundError:
+            return self._opened_as, None
+        return self._opened_as, (now.st_dev, now.st_ino)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: {exc}") from exc
+            finally:
+                self._writes += 1
+
+    @contextmanager
+    def _unsynced_transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._db.execute("PRAGMA synchronous=NORMAL")
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: {exc}") from exc
+            try:
+                with self._transaction() as db:
+                    yield db
+            finally:
+                # The next synced commit flushes these pages too.
+                with suppress(sqlite3.Error):
+                    self._db.execute("PRAGMA synchronous=FULL")
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        try:
+            with self._reader() as db:
+                return db.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from exc
+
+    def read_with(self, reader: Callable[[Query], _T]) -> _T:
+        """`reader` called with this manifest's read query (for `vocabulary`'s snapshots)."""
+        return reader(self._query)
+
+    @property
+    def writes(self) -> int:
+        """Transactions this manifest has run: a change says its snapshots may be stale."""
+        return self._writes

@@ -1,0 +1,342 @@
+"""The notes and chunks tables: what was seen of each note on disk (size, mtime, SHA-256, its
+stat), what was made of it (fields, status, chunks), and the reads of them.
+
+The functions take the manifest's connection inside its transaction (writes) or its query
+function (reads); the manifest decides when they run.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from vaultd.records import FileState, KnownNote, Link, Location, NoteWritten, kind_of
+from vaultd.storage.schema import Query
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    """A chunk as recorded, with the note fields search and the store need."""
+
+    id: str
+    path: str
+    index: int
+    hash: str
+    title: str
+    section: str
+    headings: tuple[str, ...]
+    start_line: int
+    end_line: int
+    tokens: int
+    text: str
+    #: The `title > section` line before `text` in what the model embeds ("" if written
+    #: before schema 8).
+    context: str = ""
+    #: Where it is besides its lines (`records.Location`); None for a Markdown note's.
+    page: int | None = None
+    page_end: int | None = None
+    node: str | None = None
+    symbol: str | None = None
+
+    @property
+    def embed_text(self) -> str:
+        """What the model embeds, as the chunker made it (`chunk_note`)."""
+        return f"{self.context}\n\n{self.text}"
+
+    @property
+    def location(self) -> Location:
+        return Location(self.page, self.page_end, self.node, self.symbol)
+
+
+@dataclass(frozen=True, slots=True)
+class NoteRecord:
+    """A note as recorded: what a scan compares with its file, and its fields (`note_row`)."""
+
+    known: KnownNote
+    row: dict[str, Any]
+
+
+CHUNK_COLUMNS = (
+    "id, path, idx, hash, title, section, headings, start_line, end_line, tokens, text, context, "
+    "page, page_end, node, symbol"
+)
+_KNOWN_COLUMNS = (
+    "path, size, mtime_ns, sha256, status, attempts, ctime_ns, inode, hashed_ns, left_out"
+)
+
+
+def known(query: Query) -> dict[str, KnownNote]:
+    rows = query(f"SELECT {_KNOWN_COLUMNS} FROM notes", ())
+    return {r[0]: _known(r) for r in rows}
+
+
+def known_subset(query: Query, paths: Iterable[str], dirs: Iterable[str]) -> dict[str, KnownNote]:
+    """The known notes among `paths` and under the folders `dirs`."""
+    cols = f"SELECT {_KNOWN_COLUMNS} FROM notes"
+    rows: list[Any] = []
+    for batch in batches(sorted(set(paths)), 500):
+        rows += query(f"{cols} WHERE path IN ({','.join('?' * len(batch))})", batch)
+    for folder in dirs:
+        prefix = folder.strip("/") + "/"
+        rows += query(f"{cols} WHERE substr(path, 1, ?) = ?", (len(prefix), prefix))
+    return {r[0]: _known(r) for r in rows}
+
+
+def records(query: Query, paths: Iterable[str]) -> dict[str, NoteRecord]:
+    """These notes as recorded (those the manifest holds), in one read."""
+    out: dict[str, NoteRecord] = {}
+    for batch in batches(sorted(set(paths)), 500):
+        marks = ",".join("?" * len(batch))
+        rows = query(
+            f"SELECT {_KNOWN_COLUMNS}, title, aliases, tags, links, frontmatter, error, kind "
+            f"FROM notes WHERE path IN ({marks})",
+            batch,
+        )
+        for r in rows:
+            out[r[0]] = NoteRecord(
+                _known(r[:10]),
+                {
+                    "path": r[0],
+                    "title": r[10],
+                    "aliases": json.loads(r[11]),
+                    "tags": json.loads(r[12]),
+                    "links": json.loads(r[13]),
+                    "frontmatter": json.loads(r[14]),
+                    "sha256": r[3],
+                    "mtime_ns": r[2],
+                    "status": r[4],
+                    "error": r[15],
+                    "kind": r[16],
+                },
+            )
+    return out
+
+
+def chunk_ids(query: Query, path: str | None = None) -> list[str]:
+    if path is None:
+        return [r[0] for r in query("SELECT id FROM chunks ORDER BY id", ())]
+    return [r[0] for r in query("SELECT id FROM chunks WHERE path = ? ORDER BY idx", (path,))]
+
+
+def chunks_of(query: Query, path: str) -> list[StoredChunk]:
+    rows = query(f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE path = ? ORDER BY idx", (path,))
+    return [stored(r) for r in rows]
+
+
+def chunks_by_id(query: Query, ids: Sequence[str]) -> dict[str, StoredChunk]:
+    out: dict[str, StoredChunk] = {}
+    for batch in batches(list(ids), 500):
+        marks = ",".join("?" * len(batch))
+        for row in query(f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE id IN ({marks})", batch):
+            out[row[0]] = stored(row)
+    return out
+
+
+def chunk_counts(query: Query, paths: Sequence[str]) -> dict[str, int]:
+    """How many passages each note has (notes without any are left out)."""
+    out: dict[str, int] = {}
+    for batch in batches(list(paths), 500):
+        marks = ",".join("?" * len(batch))
+        out.update(
+            query(f"SELECT path, COUNT(*) FROM chunks WHERE path IN ({marks}) GROUP BY path", batch)
+        )
+    return out
+
+
+def paths_of_chunks(query: Query, ids: Sequence[str]) -> dict[str, str]:
+    """Each chunk's note (for chunks still indexed)."""
+    out: dict[str, str] = {}
+    for batch in batches(list(ids), 500):
+        marks = ",".join("?" * len(batch))
+        out.update(query(f"SELECT id, path FROM chunks WHERE id IN ({marks})", batch))
+    return out
+
+
+def tags_of(query: Query, paths: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """The tags each of these notes carries, as written (for search hits)."""
+    rows = query(
+        "SELECT path, tags FROM notes WHERE path IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(paths), ensure_ascii=False),),
+    )
+    return {r[0]: tuple(json.loads(r[1])) for r in rows}
+
+
+def kinds_of(query: Query, paths: Sequence[str]) -> dict[str, str]:
+    """Each recorded note's kind (`records.NoteKind`), by path."""
+    out: dict[str, str] = {}
+    for batch in batches(list(paths), 500):
+        marks = ",".join("?" * len(batch))
+        out.update(query(f"SELECT path, kind FROM notes WHERE path IN ({marks})", batch))
+    return out
+
+
+def note_paths(query: Query) -> list[str]:
+    """Every note the index holds (a link resolves to any of them)."""
+    return [r[0] for r in query("SELECT path FROM notes", ())]
+
+
+def counts(query: Query) -> tuple[dict[str, int], int]:
+    """Notes by status, and chunks."""
+    by_status = dict(query("SELECT status, COUNT(*) FROM notes GROUP BY status", ()))
+    return by_status, query("SELECT COUNT(*) FROM chunks", ())[0][0]
+
+
+def kind_counts(query: Query) -> dict[str, dict[str, int]]:
+    """Files by kind (`records.NoteKind`) and status: {"pdf": {"ok": 3, "left_out": 1}}.
+
+    An indexed file's kind is the one it was indexed as; one not indexed (failed, left out)
+    goes by its name, else by what it was last indexed as.
+    """
+    out: dict[str, dict[str, int]] = {}
+    for path, kind, status in query("SELECT path, kind, status FROM notes", ()):
+        if status != "ok":
+            kind = kind_of(path) or kind
+        counts = out.setdefault(kind, {})
+        counts[status] = counts.get(status, 0) + 1
+    return out
+
+
+def delete(db: sqlite3.Connection, path: str) -> None:
+    """A note's chunks and its row (its links, tags and suspicion are their owners')."""
+    db.execute("DELETE FROM chunks WHERE path = ?", (path,))
+    db.execute("DELETE FROM notes WHERE path = ?", (path,))
+
+
+def touch(db: sqlite3.Connection, touched: Sequence[FileState]) -> None:
+    """The stat, read under, of notes whose bytes did not change."""
+    db.executemany(
+        "UPDATE notes SET size = ?, mtime_ns = ?, ctime_ns = ?, inode = ?, hashed_ns = ? "
+        "WHERE path = ?",
+        [(t.size, t.mtime_ns, t.ctime_ns, t.inode, t.hashed_ns, t.path) for t in touched],
+    )
+
+
+def rechunk(db: sqlite3.Connection, paths: Iterable[str] | None) -> int:
+    """Make these indexed notes (all, with None) look changed (see `Manifest.rechunk`)."""
+    if paths is None:
+        cursor = db.execute("UPDATE notes SET sha256 = '', mtime_ns = 0 WHERE status = 'ok'")
+        return int(cursor.rowcount)
+    rows = [(p,) for p in paths]
+    db.executemany(
+        "UPDATE notes SET sha256 = '', mtime_ns = 0 WHERE path = ? AND status = 'ok'", rows
+    )
+    return len(rows)
+
+
+def write(db: sqlite3.Connection, w: NoteWritten, now: float) -> None:
+    """A note indexed: its chunks and its row (its links and tags are their owners')."""
+    note = w.note
+    db.execute("DELETE FROM chunks WHERE path = ?", (note.path,))
+    db.executemany(
+        "INSERT INTO chunks(id, path, idx, hash, title, section, headings, start_line, "
+        "end_line, tokens, text, aliases, context, page, page_end, node, symbol) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                c.id,
+                note.path,
+                c.index,
+                c.hash,
+                note.title,
+                c.section,
+                json.dumps(list(c.headings), ensure_ascii=False),
+                c.start_line,
+                c.end_line,
+                c.tokens,
+                c.text,
+                "\n".join(note.aliases),
+                c.context,
+                c.page,
+                c.page_end,
+                c.node,
+                c.symbol,
+            )
+            for c in w.chunks
+        ],
+    )
+    # Failures on this content still count: its vectors (the embedding phase's) may fail
+    # again, and enough failures quarantine it.
+    before = db.execute(
+        "SELECT attempts FROM notes WHERE path = ? AND sha256 = ? AND status IN ('ok', 'failed')",
+        (note.path, w.sha256),
+    ).fetchone()
+    db.execute(
+        "INSERT OR REPLACE INTO notes(path, size, mtime_ns, sha256, status, error, attempts, "
+        "title, aliases, tags, links, frontmatter, indexed_at, ctime_ns, inode, hashed_ns, "
+        "kind) VALUES (?, ?, ?, ?, 'ok', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            note.path,
+            w.state.size,
+            w.state.mtime_ns,
+            w.sha256,
+            "; ".join(note.errors) or None,
+            before[0] if before else 0,
+            note.title,
+            json.dumps(list(note.aliases), ensure_ascii=False),
+            json.dumps(list(note.tags), ensure_ascii=False),
+            json.dumps([_link_json(link) for link in note.links], ensure_ascii=False),
+            json.dumps(note.frontmatter, ensure_ascii=False, default=str),
+            now,
+            w.state.ctime_ns,
+            w.state.inode,
+            w.state.hashed_ns,
+            note.kind,
+        ),
+    )
+
+
+def _link_json(link: Link) -> dict[str, Any]:
+    return {
+        "target": link.target,
+        "heading": link.heading,
+        "block": link.block,
+        "alias": link.alias,
+        "embed": link.embed,
+        "line": link.line,
+    }
+
+
+def _known(row: Sequence[Any]) -> KnownNote:
+    path, size, mtime_ns, sha256, status, attempts, ctime_ns, inode, hashed_ns, left_out = row
+    return KnownNote(
+        path,
+        size,
+        mtime_ns,
+        sha256,
+        status == "ok",
+        attempts,
+        quarantined=status == "quarantined",
+        ctime_ns=ctime_ns,
+        inode=inode,
+        hashed_ns=hashed_ns,
+        left_out=(left_out or "") if status == "left_out" else "",
+    )
+
+
+def stored(row: Sequence[Any]) -> StoredChunk:
+    return StoredChunk(
+        id=row[0],
+        path=row[1],
+        index=row[2],
+        hash=row[3],
+        title=row[4],
+        section=row[5],
+        headings=tuple(json.loads(row[6])),
+        start_line=row[7],
+        end_line=row[8],
+        tokens=row[9],
+        text=row[10],
+        context=row[11],
+        page=row[12],
+        page_end=row[13],
+        node=row[14],
+        symbol=row[15],
+    )
+
+
+def batches(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
