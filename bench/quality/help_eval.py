@@ -322,7 +322,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     swept = args.sweep
     questions = load_questions(args.questions, "all" if swept else args.split)
-    log = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr))
+
+    def log(m: str) -> None:
+        if not args.quiet:
+            print(m, file=sys.stderr)
 
     report: dict[str, Any] = {"split": "all" if swept else args.split}
     report["precision"] = args.precision

@@ -57,6 +57,7 @@ from bench.lib.stats import rank
 from tests.daemon import short_socket_dir, start, write_config
 from vaultd.api.client import Client
 from vaultd.pipeline.parse import parse_note
+from vaultd.query import Mode
 from vaultd.storage.keyword import stems
 from vaultd.storage.vocabulary import fold
 
@@ -318,7 +319,7 @@ def _statement(sql: str, params: Any) -> str:
     return "fts: " + " ".join(sql.split()[:6])[:60]
 
 
-def profile(config: Path, rows: list[dict[str, Any]], mode: str, repeat: int) -> dict[str, Any]:
+def profile(config: Path, rows: list[dict[str, Any]], mode: Mode, repeat: int) -> dict[str, Any]:
     """Searches in this process, timed per search and per kind of SQL statement."""
     from vaultd.config import load_config
     from vaultd.index import known
@@ -327,6 +328,7 @@ def profile(config: Path, rows: list[dict[str, Any]], mode: str, repeat: int) ->
     from vaultd.storage.manifest import Manifest
 
     settings = load_config(config)
+    assert settings.store.path is not None, "an embedded store's data directory"
     manifest = Manifest(settings.store.path)
     spent: defaultdict[str, list[float]] = defaultdict(list)
     plain = manifest._query
@@ -342,7 +344,7 @@ def profile(config: Path, rows: list[dict[str, Any]], mode: str, repeat: int) ->
     # Keyword mode needs of the embedder only its model's name (which hits await vectors).
     embedder = type("NoEmbedder", (), {"model_id": settings.embedding.model})()
     searcher = Searcher(manifest, None, embedder, settings.search)  # type: ignore[arg-type]
-    keyword_mode = "keyword" if mode == "hybrid" else mode
+    keyword_mode: Mode = "keyword" if mode == "hybrid" else mode
     for row in rows[:20]:  # warm-up: the lexicon's snapshot, the stems, SQLite's pages
         searcher.run(row["query"], 10, keyword_mode)
     spent.clear()

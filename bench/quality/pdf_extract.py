@@ -29,6 +29,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.lib.paths import CORPORA
@@ -128,6 +129,16 @@ def score(reference: list[str], pages: list[str]) -> tuple[float, float]:
     return matched / max(expected, 1), matched / max(found, 1)
 
 
+@dataclass
+class Totals:
+    """One library's sums over every file: time, pages, and each file's recall and precision."""
+
+    seconds: float = 0.0
+    pages: int = 0
+    recall: list[float] = field(default_factory=list)
+    precision: list[float] = field(default_factory=list)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT)
@@ -139,7 +150,7 @@ def main() -> None:
     if args.only:
         names = [n for n in names if n == "pdftotext" or n in args.only]
     start_cost = process_start()
-    totals = {n: {"seconds": 0.0, "pages": 0, "recall": [], "precision": []} for n in names}
+    totals = {n: Totals() for n in names}
     rows = []
     for path in sorted(args.folder.glob("*.pdf")):
         data = path.read_bytes()
@@ -160,23 +171,23 @@ def main() -> None:
                     spent = max(spent - start_cost, 0.0)
                 best = min(best, spent)
             recall, precision = score(reference, pages)
-            totals[name]["seconds"] += best  # type: ignore[operator]
-            totals[name]["pages"] += len(reference)  # type: ignore[operator]
+            totals[name].seconds += best
+            totals[name].pages += len(reference)
             if sum(len(p.strip()) for p in reference):
-                totals[name]["recall"].append(recall)  # type: ignore[attr-defined]
-                totals[name]["precision"].append(precision)  # type: ignore[attr-defined]
+                totals[name].recall.append(recall)
+                totals[name].precision.append(precision)
             row[name] = {"ms": round(best * 1000, 1), "recall": round(recall, 3)}
         rows.append(row)
         print(json.dumps(row), flush=True)
     print(f"\npdftotext process start: {start_cost * 1000:.1f} ms (subtracted)")
     print(f"{'library':14} {'ms/page':>8} {'vs pdftotext':>12} {'recall':>7} {'precision':>9}")
-    base = totals["pdftotext"]["seconds"] / max(totals["pdftotext"]["pages"], 1)  # type: ignore[operator]
+    base = totals["pdftotext"].seconds / max(totals["pdftotext"].pages, 1)
     summary = {}
     for name in names:
         t = totals[name]
-        per_page = t["seconds"] / max(t["pages"], 1)  # type: ignore[operator]
-        recall = statistics.mean(t["recall"]) if t["recall"] else 0.0  # type: ignore[arg-type]
-        precision = statistics.mean(t["precision"]) if t["precision"] else 0.0  # type: ignore[arg-type]
+        per_page = t.seconds / max(t.pages, 1)
+        recall = statistics.mean(t.recall) if t.recall else 0.0
+        precision = statistics.mean(t.precision) if t.precision else 0.0
         summary[name] = {
             "ms_per_page": round(per_page * 1000, 3),
             "speed_vs_pdftotext": round(base / per_page, 2) if per_page else None,

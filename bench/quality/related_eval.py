@@ -151,6 +151,7 @@ def _score(scores: dict[str, list[float]], found: list[str], truth: set[str]) ->
 
 def latency(config_path: Path, requests: int, seed: int) -> dict[str, Any]:
     config = load_config(config_path, env=os.environ)
+    assert config.store.path is not None, "an embedded store's data directory"
     socket = socket_path(config.server.socket, os.environ, config.store.path, config.vault.path)
     client = Client(socket, timeout=60)
     status = client.request("GET", "/v1/status")
@@ -183,6 +184,7 @@ def _indexed_paths(config_path: Path) -> list[str]:
     import sqlite3
 
     config = load_config(config_path, env=os.environ)
+    assert config.store.path is not None, "an embedded store's data directory"
     db = sqlite3.connect(f"file:{config.store.path / 'vaultd.db'}?mode=ro", uri=True)
     try:
         return [r[0] for r in db.execute("SELECT path FROM notes WHERE status = 'ok'")]

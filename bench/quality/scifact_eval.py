@@ -306,7 +306,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="vaultd-beir-") as scratch:
         workdir = (args.workdir or Path(scratch)).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
-        log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr))
+
+        def log(msg: str) -> None:
+            if not args.quiet:
+                print(msg, file=sys.stderr)
 
         written, removed = build_vault(dataset.corpus, workdir / "vault")
         log(f"vault: {len(dataset.corpus)} notes ({written} written, {removed} removed)")

@@ -77,7 +77,7 @@ def main() -> None:
     parser.add_argument("--whole", action="store_true", help="issue 39's whole acceptance vault")
     args = parser.parse_args()
     spent: dict[str, dict[str, float]] = {}
-    real = extract.run_child
+    real = isolation.run_child
 
     def timed(module: str, path: str, data: bytes, **limits: Any) -> dict[str, Any]:
         kind = "ocr" if module == extract.OCR_CHILD else "pdf"
@@ -90,7 +90,7 @@ def main() -> None:
             entry["wall_s"] += time.monotonic() - wall
             entry["cpu_s"] += isolation.children_cpu() - cpu
 
-    extract.run_child = timed  # type: ignore[assignment]
+    extract.run_child = timed  # type: ignore[attr-defined]
     with tempfile.TemporaryDirectory() as work:
         root = Path(work)
         build(root / "vault", args.whole)

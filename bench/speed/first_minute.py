@@ -67,10 +67,10 @@ def phrases(vault: Path, count: int, seed: int) -> dict[str, str]:
     """`count` random notes, each with four consecutive words of its indexed text that no
     other note holds (case-insensitive)."""
     texts: dict[str, str] = {}
-    for path in sorted(vault.rglob("*.md")):
-        rel = path.relative_to(vault).as_posix()
+    for file in sorted(vault.rglob("*.md")):
+        rel = file.relative_to(vault).as_posix()
         try:
-            note = parse_note(rel, path.read_bytes(), max_bytes=10 << 20)
+            note = parse_note(rel, file.read_bytes(), max_bytes=10 << 20)
         except NoteError:
             continue
         texts[rel] = "\n".join(b.text for b in note.blocks if b.kind == "paragraph")

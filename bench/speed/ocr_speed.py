@@ -21,6 +21,7 @@ timed): vaultd against it is what vaultd's module adds, on every image.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import platform
 import sys
@@ -63,7 +64,8 @@ def main() -> None:
         files = files[: args.limit]
     bare = RapidOCR(intra_op_num_threads=args.threads, inter_op_num_threads=1)
     ours = ocr.engine(args.threads)
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)
     # Warm both: onnxruntime's first runs allocate its arenas.
     warm = files[0]
     bare(str(warm))

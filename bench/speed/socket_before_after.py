@@ -66,7 +66,9 @@ def search(sock: str, query: str) -> float:
 def serve(tree: Path, config_path: Path, queries: list[str], warm: int) -> list[float]:
     """In a child process whose `vaultd` is `tree`'s: serve the index, search it, stop."""
     sys.path.insert(0, str(tree))
-    from vaultd.api.server import Api, SocketServer
+    # Api is defined in vaultd.api.routes now, in vaultd.api.server in older trees; server
+    # has it either way.
+    from vaultd.api.server import Api, SocketServer  # type: ignore[attr-defined]
     from vaultd.config import load_config
     from vaultd.daemon.serving import DaemonService
     from vaultd.daemon.state import State
