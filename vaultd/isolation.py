@@ -7,7 +7,7 @@ worker limits its own address space (RLIMIT_AS) before it reads anything, and as
 to kill it when its parent dies (an orphan of a `kill -9` must not keep reading); the parent
 kills it at the wall-clock limit, and starts another for the next file after a kill, a crash
 or an answer of "out of memory". It is kept between files: a Python start costs more than
-reading a small PDF (bench/pdf_extract.py). Whatever happens to the worker, the parent gets
+reading a small PDF (bench/quality/pdf_extract.py). Whatever happens to the worker, the parent gets
 an answer or a `LeftOutError` with a reason: the daemon is never harmed by the file.
 
 The answer is JSON, never pickle: a child that a file subverted must not be able to run code

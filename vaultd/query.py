@@ -402,7 +402,7 @@ def cjk_terms(text: str) -> str:
 
     Most Chinese words are two characters, so a query's pairs meet a note's whatever words it
     is written in; no dictionary is needed, and Japanese and Korean are cut the same way
-    (measured against trigrams and jieba's words: bench/cjk_terms.py, docs/search.md).
+    (measured against trigrams and jieba's words: bench/quality/cjk_terms.py, docs/search.md).
     """
     return " ".join(pair for run in _UNSPACED_RUN.findall(text) for pair in _pairs(run))
 

@@ -36,7 +36,7 @@ BATCH_CHUNKS = 4096
 #: Inside a batch, the vectors embedded are recorded (with their records in the store) once
 #: this many texts or seconds of embedding have passed, whichever comes first: a stopped or
 #: killed first index keeps all but the last few seconds of its work. Measured to cost nothing
-#: measurable on a first index (bench/commit_cadence.py, docs/benchmarks.md).
+#: measurable on a first index (bench/speed/commit_cadence.py, docs/benchmarks.md).
 COMMIT_CHUNKS = 256
 COMMIT_SECONDS = 2.0
 

@@ -1,4 +1,4 @@
-"""A PDF's text layer becomes a `Note`, page by page (pypdfium2: see bench/pdf_extract.py).
+"""A PDF's text layer becomes a `Note`, page by page (pypdfium2: see bench/quality/pdf_extract.py).
 
 - Each page with text is a passage of its own with its page (`page` = `page_end`, 1-based);
   the chunker cuts a long page into line windows that keep it. Pages without text add nothing.
