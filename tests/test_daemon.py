@@ -452,14 +452,14 @@ from vaultd.config import load_config
 from vaultd.daemon.lifecycle import Daemon
 
 daemon = Daemon(load_config(Path(sys.argv[1]), env={}), env={})
-with daemon._signals():
+with daemon.signals.installed():
     # Where the main loop spends its life: inside Event.wait, holding the event's lock for a
     # moment on the way in and out. A signal landing there runs its handler on this thread.
-    with daemon._stop._cond:
+    with daemon.signals._stop._cond:
         os.kill(os.getpid(), signal.SIGTERM)
         for _ in range(10_000):
             pass
-    assert daemon._sleep(0), "the stop was lost"
+    assert daemon.signals.sleep(0), "the stop was lost"
 print("stopped")
 """
 

@@ -27,7 +27,6 @@ ALLOWED = {
     "pipeline/discover.py:Discovery",
     "pipeline/discover.py:_walk_dir",
     "index/search.py:Searcher",
-    "daemon/lifecycle.py:Daemon",
     "cli/doctor.py:check_model",
     "cli/doctor.py:check_chroma",
     "index/known.py:gather",

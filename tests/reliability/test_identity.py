@@ -195,30 +195,30 @@ def test_an_unmounted_vault_showing_an_empty_folder_pauses_instead_of_purging(
             return os.stat_result(fields)
 
     mount = Mount(root)
-    daemon._check_root(mount)
+    daemon.watching.check_root(mount, watcher, worker)
     assert not worker.paused and worker.full_requests == 0
 
     unmounted[0] = True
-    daemon._check_root(mount)
+    daemon.watching.check_root(mount, watcher, worker)
     assert worker.paused and not watcher.running and worker.full_requests == 0
     snapshot = daemon.state.snapshot()
     assert snapshot["status"] == "degraded" and "unmounted" in snapshot["reasons"]["vault"]
-    assert daemon._identity["vault_root"].state == "unmounted"
+    assert daemon.watching.last.state == "unmounted"
 
     # Mounted again: the vault it was, re-armed and reconciled.
     unmounted[0] = False
-    daemon._check_root(mount)
+    daemon.watching.check_root(mount, watcher, worker)
     assert not worker.paused and watcher.running and worker.full_requests == 1
     assert daemon.state.snapshot()["status"] == "ok"
 
     # Notes put in the empty folder make it a vault of its own, taken on.
     unmounted[0] = True
-    daemon._check_root(mount)
+    daemon.watching.check_root(mount, watcher, worker)
     assert worker.paused
     (root / "New.md").write_text(note("New", "A vault of its own."))
-    daemon._check_root(mount)
+    daemon.watching.check_root(mount, watcher, worker)
     assert not worker.paused and worker.full_requests == 2
-    assert daemon._identity["vault_root"].state == "ok"
+    assert daemon.watching.last.state == "ok"
 
 
 # -- vaultd.db ---------------------------------------------------------------------------------

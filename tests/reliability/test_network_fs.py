@@ -252,7 +252,7 @@ def tick_until(
     now = start
     while now < end:
         before = watcher.attempts
-        daemon._check_watcher(now)
+        daemon.watching.check_watcher(watcher, daemon.worker, now)
         if watcher.attempts != before:
             tried.append(now)
         now += 0.25
@@ -300,15 +300,15 @@ def test_no_restart_while_the_vault_root_is_missing_and_one_when_it_returns(
     daemon, watcher, worker = supervised(tmp_path)
     root = tmp_path / "vault"
     root.mkdir()
-    daemon._check_root(root)
+    daemon.watching.check_root(root, watcher, worker)
     root.rmdir()
-    daemon._check_root(root)
+    daemon.watching.check_root(root, watcher, worker)
     assert worker.paused and not watcher.running
     tried, _ = tick_until(daemon, watcher, 0, 100)
     assert tried == []  # stopped on purpose, not dead
     assert daemon.alive()  # and so the watchdog pings go on
     root.mkdir()
-    daemon._check_root(root)
+    daemon.watching.check_root(root, watcher, worker)
     assert not worker.paused and watcher.running and worker.full_requests == 1
     assert daemon.state.snapshot()["status"] == "ok"
 
@@ -330,11 +330,11 @@ def test_an_unreachable_vault_root_pauses_instead_of_crashing(tmp_path: Path) ->
 
     share = Share(root)
     lost.set()
-    daemon._check_root(share)
+    daemon.watching.check_root(share, watcher, worker)
     assert worker.paused and not watcher.running
     reason = daemon.state.snapshot()["reasons"]["vault"]
     assert "cannot be reached" in reason and "Transport endpoint is not connected" in reason
     lost.clear()
-    daemon._check_root(share)
+    daemon.watching.check_root(share, watcher, worker)
     assert not worker.paused and watcher.running and worker.full_requests == 1
     assert daemon.state.snapshot()["status"] == "ok"

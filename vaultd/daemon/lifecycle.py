@@ -13,26 +13,21 @@ next start), a second SIGINT forces an immediate exit. SIGHUP reloads the config
 from __future__ import annotations
 
 import os
-import select
-import signal
-import socket
-import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import ExitStack, contextmanager, suppress
-from dataclasses import dataclass
-from functools import cached_property
+from collections.abc import Mapping
+from contextlib import ExitStack
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import structlog
 
 from vaultd.config import Config, load_config
-from vaultd.daemon.identity import FileId, check_manifest, check_root
+from vaultd.daemon.identity import check_manifest
 from vaultd.daemon.notify import Notifier
 from vaultd.daemon.serving import DaemonService
+from vaultd.daemon.signals import Signals
 from vaultd.daemon.state import State
+from vaultd.daemon.watching import Watching
 from vaultd.daemon.worker import (
     BULK_BATCH_CHUNKS,
     INTERACTIVE_RUN_TOKENS,
@@ -52,44 +47,6 @@ log = structlog.get_logger(__name__)
 STOP_TIMEOUT = 20.0
 #: How often the main loop wakes to check signals, the vault root and the watchdog.
 TICK = 0.25
-#: A watcher that keeps dying is restarted 1 s after, then 2, 4 ... at most 60 s apart: every
-#: restart walks the vault (polling's first snapshot, then the full reconcile), which on a
-#: network share that is down only adds load and log lines.
-WATCHER_RETRY_FIRST = 1.0
-WATCHER_RETRY_MAX = 60.0
-#: A watcher that has run this long since its last restart starts over at the first delay.
-WATCHER_STABLE = 60.0
-
-
-@dataclass
-class Retry:
-    """When to try again after failures in a row: exponential back-off with a cap."""
-
-    first: float = WATCHER_RETRY_FIRST
-    cap: float = WATCHER_RETRY_MAX
-    stable: float = WATCHER_STABLE
-    #: Failures in a row; a death soon after a successful restart continues the row.
-    failures: int = 0
-    #: When the next attempt is due (time.monotonic), or None when none is waiting.
-    due: float | None = None
-    #: When the last attempt succeeded.
-    since: float | None = None
-
-    def failed(self, now: float) -> float:
-        """Record a failure; return the delay before the next attempt (also in `due`)."""
-        delay = min(self.first * 2.0 ** min(self.failures, 32), self.cap)
-        self.failures += 1
-        self.due = now + delay
-        return delay
-
-    def succeeded(self, now: float) -> None:
-        self.due = None
-        self.since = now
-
-    def running(self, now: float) -> None:
-        """The thing is up at `now`: after a stable run, the next failure starts a new row."""
-        if self.failures and (self.since is None or now - self.since >= self.stable):
-            self.failures = 0
 
 
 class Daemon:
@@ -110,84 +67,20 @@ class Daemon:
         self.env = os.environ if env is None else env
         self.notifier = notifier or Notifier(self.env)
         self.state = State()
-        self._stop = threading.Event()
-        # Set by the signal handler, which may take no lock: it runs on the main thread between
-        # two bytecodes, possibly while that thread holds the very lock (an Event's condition,
-        # inside `wait`), and would wait for itself for ever. It only sets flags and writes a
-        # byte to a socket pair (open while the handlers are installed), which wakes the main
-        # loop.
-        self._reload_asked = False
-        self._stop_asked = False
-        self._wake_read: socket.socket | None = None
-        self._wake_write: socket.socket | None = None
-        self._interrupts = 0
+        self.signals = Signals()
         self.index: Index | None = None
         self.watcher: Watcher | None = None
         self.worker: Worker | None = None
         self.scheduler: Any = None
         self.server: Any = None
-        #: The vault root's (device, inode) as taken on: at start-up, or when it came back.
-        self._root_id: FileId | None = None
-        #: The last identity checks, by "vault_root" and "manifest", for status.
-        self._identity: dict[str, IdentityCheck] = {}
+        self.watching = Watching(self.state)
+        #: The manifest's last identity check, for status.
+        self._manifest_check: IdentityCheck | None = None
         #: Why the daemon stopped on its own, raised once everything is closed.
         self._fatal: VaultdError | None = None
 
-    # -- signals -------------------------------------------------------------------------------
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if signum == signal.SIGHUP:
-            self._reload_asked = True
-        else:
-            if signum == signal.SIGINT:
-                self._interrupts += 1
-                if self._interrupts > 1:
-                    os.write(2, b"vaultd: second interrupt, exiting now\n")
-                    os._exit(1)
-            self._stop_asked = True
-        self._wake()
-
-    def _wake(self) -> None:
-        sock = self._wake_write
-        if sock is not None:
-            # Full: a wake-up is pending anyway. Closed: the handlers are gone too.
-            with suppress(OSError):
-                sock.send(b"!")
-
-    def _sleep(self, seconds: float) -> bool:
-        """Wait up to `seconds` for a stop or a signal; True once a stop was asked for."""
-        sock = self._wake_read
-        if sock is None:  # no handlers installed (the loop run on its own, in tests)
-            self._stop.wait(seconds)
-        elif not self._stop.is_set() and not self._stop_asked:
-            ready, _, _ = select.select([sock], [], [], seconds)
-            if ready:
-                with suppress(OSError):
-                    sock.recv(4096)
-        if self._stop_asked:
-            self._stop.set()
-        return self._stop.is_set()
-
-    @contextmanager
-    def _signals(self) -> Iterator[None]:
-        handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-        self._wake_read, self._wake_write = socket.socketpair()
-        self._wake_read.setblocking(False)
-        self._wake_write.setblocking(False)
-        previous = {s: signal.signal(s, self._on_signal) for s in handled}
-        try:
-            yield
-        finally:
-            for s, handler in previous.items():
-                signal.signal(s, handler)
-            wake_read, wake_write = self._wake_read, self._wake_write
-            self._wake_read = self._wake_write = None
-            wake_read.close()
-            wake_write.close()
-
     def request_stop(self) -> None:
-        self._stop.set()
-        self._wake()
+        self.signals.stop()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -205,7 +98,7 @@ class Daemon:
         if path.parent != data_dir:  # the data directory's own check covers it, above
             check_socket(path)
         check_socket_path(self.config, self.env)
-        with self._signals(), ExitStack() as stack:
+        with self.signals.installed(), ExitStack() as stack:
             opened_at = time.time()
             index = stack.enter_context(
                 open_index(
@@ -225,8 +118,8 @@ class Daemon:
                     "embedded again); vector search may miss passages until that is done",
                 )
             # Before the watch is armed: a root swapped from here on is a change to notice.
-            self._check_root_identity(index.vault)
-            self._identity["manifest"] = check_manifest(index.manifest)
+            self.watching.check_identity(index.vault)
+            self._manifest_check = check_manifest(index.manifest)
             discovery = index.indexer.discovery
             watcher = Watcher(
                 index.vault,
@@ -319,18 +212,17 @@ class Daemon:
         last_ping = 0.0
         last_status = ""
         root = self.index.vault
-        while not self._sleep(TICK):
+        while not self.signals.sleep(TICK):
             if self._check_manifest():
                 continue
             summary = self._status_line()
             if summary != last_status:
                 self.notifier.status(summary)
                 last_status = summary
-            if self._reload_asked:
-                self._reload_asked = False
+            if self.signals.reload_asked():
                 self.reload()
-            self._check_root(root)
-            self._check_watcher()
+            self.watching.check_root(root, self.watcher, self.worker)
+            self.watching.check_watcher(self.watcher, self.worker)
             self._check_worker()
             # Checked after the repairs above, so a part that died since the last tick and
             # was not brought back is never covered by a ping.
@@ -362,64 +254,6 @@ class Daemon:
         )
         return worker_ok and watcher_ok
 
-    @cached_property
-    def _watcher_retry(self) -> Retry:
-        return Retry()
-
-    def _check_root_identity(self, root: Path) -> IdentityCheck:
-        check = check_root(root, self._root_id)
-        self._identity["vault_root"] = check
-        if check.state == "ok" and self._root_id is None:
-            self._root_id = check.found
-        return check
-
-    def _check_root(self, root: Path) -> None:
-        """Pause while there is no vault to read; re-arm and reconcile when there is one again,
-        or when another folder took the root's place."""
-        assert self.watcher is not None and self.worker is not None
-        check = self._check_root_identity(root)
-        if check.state not in ("ok", "replaced"):
-            reason = check.reason or check.state
-            if not self.worker.paused:
-                # Never purge the index because the vault vanished (unmounted, moved, deleted,
-                # or a link put in its place).
-                log.warning(
-                    "no vault to read; pausing until it returns",
-                    vault=str(root),
-                    problem=check.state,
-                    reason=reason,
-                )
-                self.worker.paused = True
-                self.watcher.stop()
-            if self.state.reasons.get("vault") != reason:
-                self.state.degrade("vault", reason)
-            return
-        if not self.worker.paused and check.state == "ok":
-            return
-        if self.worker.paused:
-            log.info("the vault root is back; re-arming", vault=str(root), problem=check.state)
-        else:
-            # Swapped between two ticks (a mount over it, a folder renamed into its place): the
-            # watch still follows the old folder, which sees none of the new one's changes.
-            log.warning("the vault root was replaced by another folder; re-arming", vault=str(root))
-            self.watcher.stop()
-        self._root_id = check.found
-        self._identity["vault_root"] = check_root(root, self._root_id)
-        retry = self._watcher_retry
-        try:
-            self.watcher.start()
-        except OSError as exc:
-            # Back but not watchable yet: _check_watcher retries, with back-off.
-            delay = retry.failed(time.monotonic())
-            log.error("cannot watch the vault; retrying", error=str(exc), retry_in=delay)
-            self.state.degrade("watch", f"cannot watch the vault: {exc}")
-        else:
-            retry.succeeded(time.monotonic())
-            self.state.recover("watch")
-        self.worker.paused = False
-        self.worker.request_full()
-        self.state.recover("vault")
-
     def _check_manifest(self) -> bool:
         """Whether vaultd.db is lost (deleted or replaced while open): then stop, and say why.
 
@@ -429,7 +263,7 @@ class Daemon:
         """
         assert self.index is not None
         check = check_manifest(self.index.manifest)
-        self._identity["manifest"] = check
+        self._manifest_check = check
         if check.state == "ok":
             if "manifest" in self.state.reasons:
                 self.state.recover("manifest")
@@ -443,53 +277,13 @@ class Daemon:
         log.error("the index's database is lost; stopping", path=path, problem=check.state)
         self.notifier.status(self._status_line())
         self._fatal = ManifestLostError(path, reason)
-        self._stop.set()
+        self.signals.stop()
         return True
-
-    def _check_watcher(self, now: float | None = None) -> None:
-        """Restart a watcher that died, waiting longer after each failure in a row."""
-        assert self.watcher is not None and self.worker is not None
-        now = time.monotonic() if now is None else now
-        retry = self._watcher_retry
-        if self.worker.paused or self.watcher.alive():
-            retry.running(now)
-            return
-        if retry.due is None:
-            # It died since the last tick: events were lost, so a full reconcile follows the
-            # restart. Not at once: one that keeps dying would walk the vault every tick.
-            delay = retry.failed(now)
-            self.watcher.stop()
-            log.warning(
-                "the file watcher stopped; restarting it and reconciling",
-                retry_in=delay,
-                failures=retry.failures,
-            )
-            self.state.degrade("watch", f"the file watcher stopped; restarting it in {delay:g} s")
-            return
-        if now < retry.due:
-            return
-        self.watcher.stop()
-        try:
-            self.watcher.start()
-        except OSError as exc:
-            delay = retry.failed(now)
-            log.error(
-                "cannot restart the file watcher; retrying",
-                error=str(exc),
-                retry_in=delay,
-                failures=retry.failures,
-            )
-            self.state.degrade("watch", f"cannot watch the vault: {exc}; retrying in {delay:g} s")
-            return
-        retry.succeeded(now)
-        log.info("the file watcher is running again", mode=self.watcher.mode)
-        self.state.recover("watch")
-        self.worker.request_full()
 
     def _check_worker(self) -> None:
         """The indexing worker is never restarted in place: say so, and let pings stop."""
         assert self.worker is not None
-        if self.worker.is_alive() or self._stop.is_set() or "worker" in self.state.reasons:
+        if self.worker.is_alive() or self.signals.stopping or "worker" in self.state.reasons:
             return
         # Only a BaseException (SystemExit, say) gets past the worker's own handlers, and a
         # thread ends on SystemExit without a word.
@@ -572,7 +366,14 @@ class Daemon:
             store_loaded=self.index.store.loaded,
             model_loaded=self.index.embedder.loaded,
             rss_mb=_rss_mb(),
-            identity=dict(self._identity),
+            identity={
+                name: check
+                for name, check in (
+                    ("vault_root", self.watching.last),
+                    ("manifest", self._manifest_check),
+                )
+                if check is not None
+            },
             skipped=tuple(self.index.indexer.discovery.skipped),
         )
 
