@@ -28,6 +28,7 @@ from vaultd.config import SearchSection, load_config
 from vaultd.daemon.serving import DaemonService
 from vaultd.daemon.state import State
 from vaultd.errors import ApiError, QueryError
+from vaultd.index import ranking
 from vaultd.index import search as search_module
 from vaultd.index.notes import note_view
 from vaultd.index.open import Index, open_index
@@ -335,7 +336,7 @@ def test_explain_shows_every_score_part(index: Index) -> None:
     )
     note = parts["note"]
     assert note["lead"]["rank"] >= 1 and note["lead"]["score"] == pytest.approx(
-        settings.lead_weight / (search_module.LEAD_RRF_K + note["lead"]["rank"]), abs=1e-6
+        settings.lead_weight / (ranking.LEAD_RRF_K + note["lead"]["rank"]), abs=1e-6
     )
     assert note["length"]["factor"] == pytest.approx(
         note["length"]["passages"] ** -settings.length_prior, abs=1e-6

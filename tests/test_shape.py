@@ -26,7 +26,6 @@ ALLOWED = {
     # The others.
     "pipeline/discover.py:Discovery",
     "pipeline/discover.py:_walk_dir",
-    "index/search.py:Searcher",
     "cli/doctor.py:check_model",
     "cli/doctor.py:check_chroma",
     "index/known.py:gather",

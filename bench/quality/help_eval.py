@@ -45,7 +45,7 @@ from bench.lib.beir import load_dataset, ndcg_at
 from bench.lib.paths import CORPORA, QUESTIONS, SHARED
 from vaultd.config import NAMED_MODELS, EmbeddingSection, SearchSection, load_config
 from vaultd.index.open import Index, open_index
-from vaultd.index.search import rrf
+from vaultd.index.ranking import rrf
 from vaultd.query import MODES, Filters, Mode, ParsedQuery
 from vaultd.storage.keyword import KEYWORD_WEIGHTS
 

@@ -26,7 +26,7 @@ from bench.lib.paths import QUESTIONS
 from bench.quality import help_eval as H
 from vaultd.config import SearchSection, load_config
 from vaultd.index.open import open_index
-from vaultd.index.search import rrf
+from vaultd.index.ranking import rrf
 from vaultd.query import Filters, ParsedQuery
 
 #: (default model's weight, multilingual model's weight) for their vector rankings.

@@ -43,7 +43,7 @@ import numpy as np
 
 from vaultd.errors import QueryError, VectorsPendingError
 from vaultd.index.links import resolve_links
-from vaultd.index.search import rrf
+from vaultd.index.ranking import rrf
 from vaultd.query import HOWS, STOP_WORDS, How, is_unspaced
 from vaultd.storage.manifest import Manifest, StoredChunk
 from vaultd.storage.vectors import VectorStore

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -36,6 +36,7 @@ from vaultd.config import SearchSection
 from vaultd.embedding.embedder import Route, TextEmbedder
 from vaultd.index import known, snippets
 from vaultd.index.known import Evidence, Lexicon
+from vaultd.index.ranking import Ranked, firsts, page, rrf
 from vaultd.query import (
     MAX_K,
     STOP_WORDS,
@@ -43,15 +44,12 @@ from vaultd.query import (
     Mode,
     ParsedQuery,
     check_query,
-    has_phrase,
 )
 from vaultd.records import Hit, SearchResult
 from vaultd.storage.keyword import KEYWORD_WEIGHTS
 from vaultd.storage.manifest import Manifest, StoredChunk
 from vaultd.storage.vectors import VectorStore
 
-#: The RRF constant of the notes ranked by their first passage (see `Searcher._with_notes`).
-LEAD_RRF_K = 10
 #: The notes' first passages come from one vector search this many times deeper than the
 #: passages' (`Searcher.retrieve`), not from a second search filtered to first passages:
 #: Chroma filters by its metadata first, which made that search 15 times a plain one on
@@ -67,32 +65,6 @@ ROUTE_COUNTS_SECONDS = 60.0
 #: and Meilisearch's ranking do): BM25 gives it little weight, and ranking every passage that
 #: holds it was most of a search's time on obsidian-hub (docs/benchmarks.md, "Known items").
 COMMON_SHARE = 1 / 3
-
-
-# -- ranking -----------------------------------------------------------------------------------
-
-#: (chunk id, score; higher is better), best first.
-Ranked = list[tuple[str, float]]
-
-
-@dataclass(slots=True)
-class _Group:
-    """One hit being assembled: a chunk, or neighbouring chunks of one note when merging."""
-
-    best: StoredChunk
-    score: float
-    parts: dict[str, Any]
-    chunks: list[StoredChunk] = field(default_factory=list)
-
-
-def rrf(lists: Mapping[str, Ranked], k: int, weights: Mapping[str, float]) -> Ranked:
-    """Weighted reciprocal rank fusion, best first; equal scores in id order."""
-    scores: dict[str, float] = {}
-    for name, hits in lists.items():
-        weight = weights.get(name, 1.0)
-        for rank, (chunk_id, _) in enumerate(hits, 1):
-            scores[chunk_id] = scores.get(chunk_id, 0.0) + weight / (k + rank)
-    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 
 class Searcher:
@@ -179,7 +151,10 @@ class Searcher:
             query, parsed, mode, depth, paths, filters, settings.rrf_k, leads=leads,
             known_items=known_items, typos=settings.typos, fetched=fetched,
         )  # fmt: skip
-        hits = self._page(parsed, mode, ranked, k, cap, merge, settings, evidence, fetched)
+        hits = page(
+            self.manifest, self.embedder.model_id, parsed, mode, ranked, k, cap, merge,
+            settings, evidence, fetched,
+        )  # fmt: skip
         if snippets:
             hits = self._with_snippets(hits, parsed)
         corrections = known.spelled(evidence.corrections, [h.text for h in hits[:3]])
@@ -245,7 +220,7 @@ class Searcher:
     ) -> dict[str, Ranked]:
         """Each retriever's ranked candidates ("keyword", "vector"), at most about `depth`;
         with `leads` in hybrid mode also "lead", the notes' first passages among a deeper
-        vector search (ranked with the keyword side's first passages in `_page`).
+        vector search (ranked with the keyword side's first passages in `ranking.page`).
 
         In hybrid mode the keyword side runs on a thread of its own while the query is embedded
         and Chroma searched: SQLite, ONNX Runtime and Chroma all release the GIL.
@@ -399,7 +374,7 @@ class Searcher:
         records = self.manifest.chunks_by_id([i for i, _ in ranked])
         if fetched is not None:
             fetched.update(records)
-        return _firsts(ranked, records)
+        return firsts(ranked, records)
 
     def _shares(self, routes: Sequence[Route]) -> list[float]:
         """Each route's share of the passages it may rank (counted at most every
@@ -441,221 +416,6 @@ class Searcher:
                 return kept[:depth]
             n *= 4
 
-    # -- the page ------------------------------------------------------------------------------
-
-    def _page(
-        self,
-        parsed: ParsedQuery,
-        mode: Mode,
-        ranked: dict[str, Ranked],
-        k: int,
-        cap: int,
-        merge: bool,
-        settings: SearchSection,
-        evidence: Evidence | None = None,
-        fetched: Mapping[str, StoredChunk] | None = None,
-    ) -> list[Hit]:
-        weights = {"keyword": settings.keyword_weight, "vector": settings.vector_weight}
-        leads = ranked.get("lead", [])
-        if mode == "hybrid":
-            pool = rrf({n: ranked[n] for n in weights if n in ranked}, settings.rrf_k, weights)
-        else:
-            pool = list(ranked[mode])
-        # The chunks this search read already (the vector side's deeper list, for the notes'
-        # first passages) are not read again: on obsidian-hub a read of 250 costs 12 ms.
-        fetched = fetched or {}
-        wanted = dict.fromkeys([i for i, _ in pool] + [i for i, _ in leads])
-        records = {i: fetched[i] for i in wanted if i in fetched}
-        records.update(self.manifest.chunks_by_id([i for i in wanted if i not in fetched]))
-        notes: dict[str, dict[str, Any]] = {}
-        if mode == "hybrid":
-            if leads:
-                leads = _lead_ranking(leads, ranked.get("keyword", []), records, weights)
-            pool, notes = self._with_notes(pool, leads, records, settings)
-        positions = {
-            name: {chunk_id: (rank, score) for rank, (chunk_id, score) in enumerate(hits, 1)}
-            for name, hits in ranked.items()
-        }
-        phrases = parsed.phrases if mode != "vector" else ()
-        evidence = evidence if evidence is not None and mode != "vector" else Evidence()
-
-        def tier(record: StoredChunk) -> tuple[int, int]:
-            """(the known-item tier, whether every quoted phrase is held exactly)."""
-            body = "\n".join((record.title, record.section, record.text))
-            exact = int(bool(phrases) and all(has_phrase(body, p) for p in phrases))
-            level = evidence.tier(record.id, record.path, body)
-            return (max(level, known.PHRASE) if exact else level), exact
-
-        ordered: list[tuple[tuple[int, int], float, StoredChunk]] = []
-        for chunk_id, score in pool:
-            record = records.get(chunk_id)
-            if record is not None:  # in the store but not (yet) in the manifest: never show it
-                ordered.append((tier(record), score, record))
-        ordered.sort(key=lambda item: (-item[0][0], -item[1], item[2].path, item[2].start_line))
-
-        groups: list[_Group] = []
-        per_path: dict[str, list[_Group]] = {}
-        for (level, phrase_tier), score, record in ordered:
-            mine = per_path.setdefault(record.path, [])
-            if merge and _merge_into(mine, record):
-                continue
-            if cap and len(mine) >= cap:
-                continue
-            if len(groups) == k:
-                if merge:
-                    continue  # a later neighbour may still join a hit already on the page
-                break
-            parts = _explain(
-                record.id, mode, positions, weights, settings.rrf_k, phrases, phrase_tier
-            )
-            if record.path in notes:
-                parts["note"] = notes[record.path]
-            if level:
-                parts["known"] = {"tier": known.TIER_NAMES[level], "level": level}
-            if evidence.corrections:
-                parts["corrections"] = [c.as_json() for c in evidence.corrections]
-            group = _Group(best=record, score=score, parts=parts, chunks=[record])
-            mine.append(group)
-            groups.append(group)
-        return self._hits(groups)
-
-    def _with_notes(
-        self,
-        pool: Ranked,
-        leads: Ranked,
-        records: Mapping[str, StoredChunk],
-        settings: SearchSection,
-    ) -> tuple[Ranked, dict[str, dict[str, Any]]]:
-        """The fused passages rescored with what their notes add, and each note's part of it.
-
-        A passage scores (its own + second_weight x its note's second-best passage + the
-        note's lead term) x (passages in the note) ** -length_prior, so a note ranks by its
-        best passage so scored. The lead term is lead_weight / (LEAD_RRF_K + rank), the rank
-        being the note's in `leads`, the notes' first passages (`_lead_ranking`): what a note
-        is about is said at its top, which the best passage alone often misses (a short
-        question against a long note). A note found only that way is represented by its first
-        passage. Chosen on the tuning halves (docs/search.md).
-        """
-        own: dict[str, list[float]] = {}
-        for chunk_id, score in pool:
-            record = records.get(chunk_id)
-            if record is not None:
-                own.setdefault(record.path, []).append(score)
-        lead: dict[str, tuple[int, str]] = {}
-        for rank, (chunk_id, _) in enumerate(leads, 1):
-            record = records.get(chunk_id)
-            if record is not None:
-                lead.setdefault(record.path, (rank, chunk_id))
-        if not (settings.second_weight or settings.length_prior or lead):
-            return pool, {}
-        paths = sorted(own.keys() | lead.keys())
-        counts = self.manifest.chunk_counts(paths) if settings.length_prior else {}
-        notes: dict[str, dict[str, Any]] = {}
-        added: dict[str, float] = {}
-        factor: dict[str, float] = {}
-        for path in paths:
-            scores = own.get(path, [])
-            second = settings.second_weight * scores[1] if len(scores) > 1 else 0.0
-            part: dict[str, Any] = {}
-            lead_term = 0.0
-            if path in lead:
-                rank = lead[path][0]
-                lead_term = settings.lead_weight / (LEAD_RRF_K + rank)
-                part["lead"] = {"rank": rank, "score": round(lead_term, 6)}
-            if second:
-                part["second"] = round(second, 6)
-            added[path] = second + lead_term
-            factor[path] = max(1, counts.get(path, 1)) ** -settings.length_prior
-            if settings.length_prior:
-                part["length"] = {"passages": counts.get(path, 1), "factor": round(factor[path], 6)}
-            notes[path] = part
-        rescored: dict[str, float] = {}
-        for chunk_id, score in pool:
-            record = records.get(chunk_id)
-            if record is not None:
-                rescored[chunk_id] = (score + added[record.path]) * factor[record.path]
-        for path, (_, chunk_id) in lead.items():
-            if path not in own:
-                rescored[chunk_id] = added[path] * factor[path]
-        return sorted(rescored.items(), key=lambda item: (-item[1], item[0])), notes
-
-    def _hits(self, groups: list[_Group]) -> list[Hit]:
-        paths = sorted({g.best.path for g in groups})
-        tags_by_path = self.manifest.tags_of(paths)
-        awaiting = self.manifest.awaiting_paths(self.embedder.model_id, paths, any_status=True)
-        kinds = self.manifest.kinds_of(paths)
-        hits: list[Hit] = []
-        for group in groups:
-            best = group.best
-            chunks = sorted(group.chunks, key=lambda c: c.index)
-            parts = dict(group.parts)
-            if len(chunks) > 1:
-                parts["merged"] = [c.id for c in chunks]
-            hits.append(
-                Hit(
-                    id=best.id,
-                    path=best.path,
-                    title=best.title,
-                    section=chunks[0].section,
-                    start_line=chunks[0].start_line,
-                    end_line=max(c.end_line for c in chunks),
-                    score=round(group.score, 6),
-                    text="\n\n".join(c.text for c in chunks),
-                    tags=tags_by_path.get(best.path, ()),
-                    parts=parts,
-                    indexed=best.path not in awaiting,
-                    kind=kinds.get(best.path, "note"),
-                    page=chunks[0].page,
-                    page_end=max((c.page_end or 0 for c in chunks), default=0) or None,
-                    node=best.node,
-                    symbol=best.symbol,
-                )
-            )
-        return hits
-
-
-def _merge_into(groups: list[_Group], record: StoredChunk) -> bool:
-    """Add `record` to a hit of its note that it neighbours; False when it neighbours none."""
-    for group in groups:
-        indexes = [c.index for c in group.chunks]
-        if record.index in (min(indexes) - 1, max(indexes) + 1):
-            group.chunks.append(record)
-            return True
-    return False
-
-
-def _explain(
-    chunk_id: str,
-    mode: Mode,
-    positions: Mapping[str, Mapping[str, tuple[int, float]]],
-    weights: Mapping[str, float],
-    rrf_k: int,
-    phrases: Sequence[str],
-    phrase_tier: int,
-) -> dict[str, Any]:
-    parts: dict[str, Any] = {}
-    found = positions.get("keyword", {}).get(chunk_id)
-    if found is not None:
-        parts["keyword"] = {"rank": found[0], "score": round(found[1], 6)}
-    found = positions.get("vector", {}).get(chunk_id)
-    if found is not None:
-        parts["vector"] = {"rank": found[0], "similarity": round(found[1], 6)}
-    if mode == "hybrid":
-        fusion = {
-            name: round(weights[name] / (rrf_k + parts[name]["rank"]), 6)
-            for name in ("keyword", "vector")
-            if name in parts
-        }
-        parts["fusion"] = {**fusion, "k": rrf_k, "total": round(sum(fusion.values()), 6)}
-    if phrases:
-        # The boost is a tier: exact-phrase passages rank above all others, whatever the score.
-        parts["phrase"] = {
-            "phrases": list(phrases),
-            "exact": bool(phrase_tier),
-            "tier": phrase_tier,
-        }
-    return parts
-
 
 def _union(first: Ranked, second: Ranked) -> Ranked:
     scores = dict(first)
@@ -671,28 +431,6 @@ def _after(ranked: Ranked, more: Sequence[str]) -> Ranked:
     floor = min((s for _, s in ranked), default=0.0)
     extra = [i for i in dict.fromkeys(more) if i not in have]
     return ranked + [(i, floor - 1e-6 * n) for n, i in enumerate(extra, 1)]
-
-
-def _lead_ranking(
-    by_vector: Ranked,
-    keyword: Ranked,
-    records: Mapping[str, StoredChunk],
-    weights: Mapping[str, float],
-) -> Ranked:
-    """The notes' first passages ranked as the passages are: by the query's similarity to
-    them (`by_vector`, Chroma's nearest first passages) fused by rank with the first passages
-    among the keyword candidates, weighted as the passage fusion is.
-
-    The vectors alone would add to every note a second vote of the vector side, which on
-    claims that share their words with the answer (SciFact) outvotes the keyword side; with
-    both, the lead says only what the note's top says. Measured: docs/search.md.
-    """
-    return rrf({"vector": by_vector, "keyword": _firsts(keyword, records)}, LEAD_RRF_K, weights)
-
-
-def _firsts(ranked: Ranked, records: Mapping[str, StoredChunk]) -> Ranked:
-    """The notes' first passages among `ranked`, in its order."""
-    return [(i, s) for i, s in ranked if (r := records.get(i)) is not None and r.index == 0]
 
 
 def _all_of(*clauses: dict[str, Any] | None) -> dict[str, Any] | None:
