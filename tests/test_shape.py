@@ -24,8 +24,6 @@ ALLOWED = {
     "storage/manifest.py:Manifest",
     "storage/manifest.py:_write_note",
     # The others.
-    "pipeline/discover.py:Discovery",
-    "pipeline/discover.py:_walk_dir",
     "cli/doctor.py:check_model",
     "cli/doctor.py:check_chroma",
     "index/known.py:gather",
