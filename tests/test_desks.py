@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 from mcp import ClientSession
 
-from tests.daemon import NEVER_YIELD, RunningDaemon, start, wait_until
+from tests.daemon import NEVER_YIELD, RunningDaemon, copy_built_models, start, wait_until
 from tests.mcp_session import error_text, session
 from tests.test_mcp import call_with_config, payload
 from vaultd.api.client import Client
+from vaultd.embedding.derive import cache_dir
 from vaultd.errors import VaultMismatchError
 from vaultd.layout import vault_id
 
@@ -56,6 +57,10 @@ def desk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     # What systemd gives the daemon: HOME and XDG_RUNTIME_DIR, none of the test's XDG_* dirs.
     base = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "VAULTD_"))}
     env = {**base, "HOME": str(home), "XDG_RUNTIME_DIR": str(runtime)}
+    # The derived int8 model is built once per cache: this home gets a copy of the one the
+    # other tests built, as a user who ran vaultd before has one (the first start's build is
+    # tests/test_first_hour.py's and tests/test_derive.py's to prove).
+    copy_built_models(cache_dir(os.environ), cache_dir(env))
     daemons: dict[str, RunningDaemon] = {}
     configs: dict[str, Path] = {}
     try:
