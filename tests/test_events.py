@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -90,12 +91,26 @@ class EventReader:
         self.sock.close()
 
 
-@pytest.fixture
-def daemon(tmp_path: Path) -> Iterator[RunningDaemon]:
-    vault = write_vault(tmp_path / "vault")
-    with running(vault, tmp_path, debounce=f"{int(DEBOUNCE * 1000)}ms") as d:
+@contextmanager
+def idle_daemon(root: Path) -> Iterator[RunningDaemon]:
+    vault = write_vault(root / "vault")
+    with running(vault, root, debounce=f"{int(DEBOUNCE * 1000)}ms") as d:
         d.wait_idle()
         yield d
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
+    """One daemon for the cases that leave it running: each edits notes of its own."""
+    with idle_daemon(tmp_path_factory.mktemp("events")) as d:
+        yield d
+
+
+@pytest.fixture
+def daemon(shared: RunningDaemon) -> RunningDaemon:
+    """The shared daemon, done with what the case before it asked."""
+    shared.wait_idle()
+    return shared
 
 
 def test_an_edited_notes_event_arrives_once_it_is_searchable(daemon: RunningDaemon) -> None:
@@ -211,19 +226,21 @@ def _vault_of(daemon: RunningDaemon) -> Path:
     return Path(daemon.request("GET", "/v1/health")["vault"])
 
 
-def test_streams_end_when_the_daemon_stops(daemon: RunningDaemon) -> None:
-    reader = EventReader(daemon.socket)
-    ended = threading.Event()
+def test_streams_end_when_the_daemon_stops(tmp_path: Path) -> None:
+    # A daemon of its own: the case stops it.
+    with idle_daemon(tmp_path) as daemon:
+        reader = EventReader(daemon.socket)
+        ended = threading.Event()
 
-    def drain() -> None:
-        for _ in reader.events():
-            pass
-        ended.set()
+        def drain() -> None:
+            for _ in reader.events():
+                pass
+            ended.set()
 
-    thread = threading.Thread(target=drain, daemon=True)
-    thread.start()
-    try:
-        assert daemon.stop() == 0
-        assert ended.wait(PATIENCE)
-    finally:
-        reader.close()
+        thread = threading.Thread(target=drain, daemon=True)
+        thread.start()
+        try:
+            assert daemon.stop() == 0
+            assert ended.wait(PATIENCE)
+        finally:
+            reader.close()
