@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from tests.daemon import PATIENCE
+from harness.daemon import PATIENCE
 
 #: The `vaultd` command the install put beside this Python, as a client's settings name it.
 VAULTD = str(Path(sys.executable).parent / "vaultd")

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from harness.convergence import assert_same, fresh_export
 from tests.conftest import shared_path
-from tests.convergence import assert_same, fresh_export
 from vaultd.cli.doctor import check_vault
 from vaultd.config import load_config
 from vaultd.errors import LeftOutError

@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
+from harness.daemon import NEVER_YIELD, PATIENCE, fault_env, short_socket_dir, start
 from tests.conftest import captured_logs, shared_path
-from tests.daemon import NEVER_YIELD, PATIENCE, fault_env, short_socket_dir, start
 from vaultd.errors import StoreError, StoreUnavailableError
 from vaultd.storage import chroma as chroma_module
 from vaultd.storage.chroma import auth_headers, is_transient

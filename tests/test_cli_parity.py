@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.daemon import short_socket_dir, start, write_config
+from harness.daemon import short_socket_dir, start, write_config
 from vaultd.cli.commands import main
 
 Answers = dict[str, tuple[int, str, str]]

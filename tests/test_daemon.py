@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.convergence import assert_same, export_of, fresh_export
-from tests.daemon import PATIENCE, RunningDaemon, running, short_socket_dir, start, write_config
+from harness.convergence import assert_same, export_of, fresh_export
+from harness.daemon import PATIENCE, RunningDaemon, running, short_socket_dir, start, write_config
 from vaultd.config import load_config
 from vaultd.index.export import export_records
 from vaultd.index.open import open_index

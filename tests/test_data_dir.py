@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import short_socket_dir, write_config
+from harness.daemon import short_socket_dir, write_config
 from tests.test_server import write_vault
 from vaultd.cli.doctor import diagnose
 

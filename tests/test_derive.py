@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.convergence import export_of, fresh_export
-from tests.daemon import short_socket_dir, write_config
+from harness.convergence import export_of, fresh_export
+from harness.daemon import short_socket_dir, write_config
 from tests.models import model_build, model_check
 from vaultd.config import load_config
 from vaultd.embedding import derive

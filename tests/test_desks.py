@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from mcp import ClientSession
 
-from tests.daemon import NEVER_YIELD, RunningDaemon, copy_built_models, start, wait_until
+from harness.daemon import NEVER_YIELD, RunningDaemon, copy_built_models, start, wait_until
 from tests.mcp_session import error_text, session
 from tests.test_mcp import call_with_config, payload
 from vaultd.api.client import Client

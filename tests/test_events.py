@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import PATIENCE, RunningDaemon, running, wait_until
+from harness.daemon import PATIENCE, RunningDaemon, running, wait_until
 from tests.test_server import write_vault
 from vaultd.daemon.events import EventHub
 

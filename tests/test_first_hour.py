@@ -24,7 +24,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.stdio import get_default_environment
 
-from tests.daemon import NEVER_YIELD, PATIENCE, copy_built_models, short_socket_dir, wait_until
+from harness.daemon import NEVER_YIELD, PATIENCE, copy_built_models, short_socket_dir, wait_until
 from vaultd.api.client import Client
 from vaultd.api.locate import find_daemon
 from vaultd.config import default_store_path

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.daemon import copy_built_models
+from harness.daemon import copy_built_models
 from tests.small_vault import write_vault
 from vaultd.cli.commands import main
 from vaultd.embedding.derive import cache_dir

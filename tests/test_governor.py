@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from harness.daemon import running, wait_until
 from tests.conftest import FakeClock, shared_path
-from tests.daemon import running, wait_until
 from vaultd.daemon.governor import MIN_WINDOW, YIELD_FIRST, YIELD_MAX, CpuMeter, Governor
 
 

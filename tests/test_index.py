@@ -212,7 +212,7 @@ def test_rename_of_a_file_named_note_costs_no_embedding(tmp_path: Path) -> None:
 def test_a_pass_keeps_serving_edits_after_the_first_one_it_served(tmp_path: Path) -> None:
     """A fresh edit is served by a pass run from the long pass's pause point; the long pass
     must call its pause point again afterwards, for the next edit."""
-    from tests.daemon import short_socket_dir, write_config
+    from harness.daemon import short_socket_dir, write_config
     from vaultd.config import load_config
     from vaultd.index.open import open_index
 

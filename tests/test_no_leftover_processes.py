@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.daemon import PATIENCE, short_socket_dir, start, wait_until, write_config
 from tests import leftovers
-from tests.daemon import PATIENCE, short_socket_dir, start, wait_until, write_config
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 

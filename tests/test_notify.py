@@ -29,8 +29,15 @@ from typing import Any, cast
 
 import pytest
 
-from tests.convergence import assert_converged
-from tests.daemon import PATIENCE, RunningDaemon, short_socket_dir, start, wait_until, write_config
+from harness.convergence import assert_converged
+from harness.daemon import (
+    PATIENCE,
+    RunningDaemon,
+    short_socket_dir,
+    start,
+    wait_until,
+    write_config,
+)
 from vaultd.config import load_config
 from vaultd.daemon.lifecycle import STOP_TIMEOUT, Daemon
 from vaultd.daemon.notify import Notifier

@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.daemon import RunningDaemon, short_socket_dir
+from harness.daemon import RunningDaemon, short_socket_dir
 from tests.test_server import NOTES, Reply, _UnixHTTP, call, start_daemon, write_vault
 from vaultd.api.operations import OPERATIONS
 from vaultd.api.server import Api

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.convergence import assert_same, fresh_export
+from harness.convergence import assert_same, fresh_export
 from vaultd.config import load_config
 from vaultd.embedding.embedder import Embedder
 from vaultd.index import keyword_phase

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import short_socket_dir, start, write_config
+from harness.daemon import short_socket_dir, start, write_config
 from vaultd.layout import loose
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import pytest
 from click.testing import CliRunner
 
-from tests.daemon import running
+from harness.daemon import running
 from tests.small_vault import api, indexed
 from vaultd.cli.commands import main
 from vaultd.config import load_config

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.daemon import RunningDaemon, fault_env, short_socket_dir, start, wait_until
+from harness.daemon import RunningDaemon, fault_env, short_socket_dir, start, wait_until
 from vaultd.cli.commands import main
 from vaultd.faults import CRASH_ON, CRASH_SIGNAL
 from vaultd.layout import MANIFEST as FILE_NAME

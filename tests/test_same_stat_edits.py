@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.convergence import assert_same, export_of, fresh_export
-from tests.daemon import PATIENCE, RunningDaemon, running, start
+from harness.convergence import assert_same, export_of, fresh_export
+from harness.daemon import PATIENCE, RunningDaemon, running, start
 from vaultd.config import load_config
 from vaultd.index.open import open_index
 

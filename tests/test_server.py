@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.daemon import RunningDaemon, short_socket_dir, start, wait_until, write_config
+from harness.daemon import RunningDaemon, short_socket_dir, start, wait_until, write_config
 from vaultd.api.limits import MAX_BODY, MAX_WAIT
 from vaultd.query import MAX_K
 

@@ -32,7 +32,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.daemon import RunningDaemon, short_socket_dir
+from harness.daemon import RunningDaemon, short_socket_dir
 from tests.test_server import NOTES, Reply, call, start_daemon, write_vault
 
 FUZZ = settings(

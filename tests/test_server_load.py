@@ -1,13 +1,13 @@
 """Requests that cannot starve the server: long-polls and slow senders by the hundred, and
-health answered all along (a real daemon on a real socket; see tests/load.py for the load)."""
+health answered all along (a real daemon on a real socket; see harness/load.py for the load)."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from tests.daemon import PATIENCE, running
-from tests.load import Load
+from harness.daemon import PATIENCE, running
+from harness.load import Load
 from tests.test_server import write_vault
 from vaultd.api.server import HEADER_TIMEOUT
 

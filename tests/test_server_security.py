@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import RunningDaemon, short_socket_dir, start, wait_until, write_config
+from harness.daemon import RunningDaemon, short_socket_dir, start, wait_until, write_config
 from tests.test_server import (
     Reply,
     assert_error,

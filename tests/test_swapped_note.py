@@ -23,7 +23,7 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from tests.daemon import RunningDaemon, running
+from harness.daemon import RunningDaemon, running
 from vaultd.errors import DaemonError
 
 pytestmark = pytest.mark.slow

@@ -14,8 +14,15 @@ from typing import Any
 
 import pytest
 
+from harness.daemon import (
+    PATIENCE,
+    RunningDaemon,
+    short_socket_dir,
+    start,
+    wait_until,
+    write_config,
+)
 from tests.conftest import shared_path
-from tests.daemon import PATIENCE, RunningDaemon, short_socket_dir, start, wait_until, write_config
 from tests.ui import ui_server
 from vaultd.api.client import Client
 from vaultd.layout import vault_id

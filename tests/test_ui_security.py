@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import RunningDaemon, running
+from harness.daemon import RunningDaemon, running
 from tests.test_server import write_vault
 from tests.ui import ui_server
 from vaultd.ui.server import CSP, UiServer

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.daemon import running, wait_until
+from harness.daemon import running, wait_until
 from vaultd.embedding.embedder import Embedder
 from vaultd.embedding.spec import default_spec
 from vaultd.storage.vectors import VectorStore

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import RunningDaemon, short_socket_dir, start, write_config
+from harness.daemon import RunningDaemon, short_socket_dir, start, write_config
 from vaultd.errors import no_retry_codes
 
 pytestmark = pytest.mark.slow

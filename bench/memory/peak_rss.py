@@ -10,7 +10,7 @@ Cases, each on a fresh copy of its vault and a fresh data directory:
   own sentences, under headings, with lists and links: realistic Markdown).
 
 Modes: `index` runs `vaultd index --json` to its exit, and takes the peak from the kernel's
-`ru_maxrss` for that child (`wait4`); `run` starts `vaultd run` (tests/daemon.py), waits until
+`ru_maxrss` for that child (`wait4`); `run` starts `vaultd run` (harness/daemon.py), waits until
 it is idle, and reads VmHWM from /proc before stopping it (with `yield_above = 1`: on a
 shared machine the governor would otherwise hold bulk work back for as long as others run).
 Both sample /proc/PID/status every 0.1 s meanwhile, for the hints: anonymous against
@@ -47,7 +47,7 @@ from typing import Any
 
 from bench.lib.machine import cpu_model
 from bench.lib.paths import CORPORA, REPO
-from tests.daemon import short_socket_dir, start, write_config
+from harness.daemon import short_socket_dir, start, write_config
 
 HELP = CORPORA / "obsidian-help" / "en"
 CHECKOUT = REPO

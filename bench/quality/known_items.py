@@ -54,7 +54,7 @@ from typing import Any
 
 from bench.lib.paths import CORPORA, QUESTIONS, REPO
 from bench.lib.stats import rank
-from tests.daemon import short_socket_dir, start, write_config
+from harness.daemon import short_socket_dir, start, write_config
 from vaultd.api.client import Client
 from vaultd.pipeline.parse import parse_note
 from vaultd.query import Mode

@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.convergence import assert_same, fresh_export
-from tests.daemon import short_socket_dir, start, write_config
+from harness.convergence import assert_same, fresh_export
+from harness.daemon import short_socket_dir, start, write_config
 from tests.test_daemon import (
     index_command,
     kill_after,

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.machine import cpu_model
-from tests.convergence import assert_same, export_of, fresh_export
-from tests.daemon import RunningDaemon, short_socket_dir, start, write_config
+from harness.convergence import assert_same, export_of, fresh_export
+from harness.daemon import RunningDaemon, short_socket_dir, start, write_config
 from tests.test_daemon import WORDS, random_operations, random_text
 
 

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.daemon import running
-from tests.load import Load
+from harness.daemon import running
+from harness.load import Load
 from tests.test_server import write_vault
 
 

@@ -37,7 +37,7 @@ from bench.data import make_vault
 from bench.lib.machine import cpu_model
 from bench.speed.index_vs_onnx import time_bare
 from bench.speed.latency import measure_edits, rss_mb, summary
-from tests.daemon import short_socket_dir, start, write_config
+from harness.daemon import short_socket_dir, start, write_config
 from vaultd.config import load_config
 from vaultd.embedding.embedder import workers_for
 from vaultd.embedding.spec import load_spec

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.paths import REPO
-from tests.daemon import short_socket_dir, start, write_config
+from harness.daemon import short_socket_dir, start, write_config
 
 ROOT = REPO
 

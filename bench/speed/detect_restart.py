@@ -29,7 +29,7 @@ from typing import Any
 
 from bench.lib.machine import cpu_model
 from bench.lib.paths import CORPORA
-from tests.daemon import RunningDaemon, short_socket_dir, start, write_config
+from harness.daemon import RunningDaemon, short_socket_dir, start, write_config
 
 DEFAULT_VAULT = CORPORA / "obsidian-help"
 

@@ -41,7 +41,7 @@ from typing import Any
 
 from bench.lib.machine import cpu_model
 from bench.lib.paths import CORPORA, SHARED
-from tests.daemon import RunningDaemon, short_socket_dir, start, write_config
+from harness.daemon import RunningDaemon, short_socket_dir, start, write_config
 from vaultd.errors import NoteError
 from vaultd.pipeline.parse import parse_note
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from bench.lib.paths import CORPORA, REPO, SHARED
 from bench.lib.stats import rank
-from tests.daemon import RunningDaemon, running
+from harness.daemon import RunningDaemon, running
 
 SHARED = SHARED
 

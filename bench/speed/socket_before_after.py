@@ -97,7 +97,7 @@ def build_index(vault_source: Path, work: Path) -> Path:
     vault = work / "vault"
     if not vault.exists():
         shutil.copytree(vault_source, vault)
-    from tests.daemon import write_config
+    from harness.daemon import write_config
 
     config = write_config(work / "vaultd.toml", vault, work / "data", work / "unused.sock")
     process = subprocess.Popen(

@@ -22,7 +22,7 @@ from typing import Any
 
 from bench.lib.paths import CORPORA, SHARED
 from bench.lib.stats import percentiles
-from tests.daemon import short_socket_dir, start, write_config
+from harness.daemon import short_socket_dir, start, write_config
 from vaultd.api.client import Client
 from vaultd.config import load_config
 from vaultd.index.open import open_index

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.paths import CORPORA, SHARED
-from tests.daemon import short_socket_dir, start, wait_until, write_config
+from harness.daemon import short_socket_dir, start, wait_until, write_config
 from vaultd.ui.server import serve
 
 SHARED = SHARED

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.convergence import assert_converged
-from tests.daemon import RunningDaemon, running, write_config
+from harness.convergence import assert_converged
+from harness.daemon import RunningDaemon, running, write_config
 from vaultd.config import load_config
 from vaultd.embedding.derive import model_id
 from vaultd.embedding.spec import load_spec

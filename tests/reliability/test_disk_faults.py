@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 
-from tests.convergence import assert_converged, assert_same, export_of, fresh_export
-from tests.daemon import RunningDaemon, running, wait_until, write_config
+from harness.convergence import assert_converged, assert_same, export_of, fresh_export
+from harness.daemon import RunningDaemon, running, wait_until, write_config
 from vaultd.config import load_config
 from vaultd.errors import DaemonError, StoreError, StoreFullError
 from vaultd.index.open import open_index

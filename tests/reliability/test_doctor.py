@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests import daemon as daemons
-from tests.convergence import Records, assert_converged, assert_same, export_of, fresh_export
+from harness import daemon as daemons
+from harness.convergence import Records, assert_converged, assert_same, export_of, fresh_export
 from vaultd.cli import doctor
 from vaultd.cli.doctor import (
     FREE_FAIL_BYTES,

@@ -29,8 +29,8 @@ from typing import Any, cast
 
 import pytest
 
-from tests.convergence import assert_converged
-from tests.daemon import PATIENCE, RunningDaemon, running, short_socket_dir, start, write_config
+from harness.convergence import assert_converged
+from harness.daemon import PATIENCE, RunningDaemon, running, short_socket_dir, start, write_config
 from vaultd.config import load_config
 from vaultd.daemon.lifecycle import Daemon
 from vaultd.daemon.worker import Worker

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.convergence import assert_converged
-from tests.daemon import RunningDaemon, running, short_socket_dir, start, wait_until, write_config
+from harness.convergence import assert_converged
+from harness.daemon import RunningDaemon, running, short_socket_dir, start, wait_until, write_config
 
 
 @dataclass

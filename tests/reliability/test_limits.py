@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.convergence import assert_converged
-from tests.daemon import RunningDaemon, fault_env, running, wait_until
+from harness.convergence import assert_converged
+from harness.daemon import RunningDaemon, fault_env, running, wait_until
 from vaultd.errors import DaemonError
 
 SITECUSTOMIZE = """

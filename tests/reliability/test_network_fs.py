@@ -26,8 +26,8 @@ from typing import Any, cast
 
 import pytest
 
-from tests.convergence import assert_converged
-from tests.daemon import (
+from harness.convergence import assert_converged
+from harness.daemon import (
     RunningDaemon,
     fault_env,
     running,

@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from mcp import ClientSession
 
-from tests.daemon import PATIENCE, start, wait_until
+from harness.daemon import PATIENCE, start, wait_until
 from tests.mcp_session import error_text, session
 from tests.test_server import write_vault
 from vaultd.api.locate import default_socket_path

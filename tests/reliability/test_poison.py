@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.convergence import Records, assert_converged, assert_same, export_of, fresh_export
-from tests.daemon import PATIENCE, RunningDaemon, running, short_socket_dir, start, write_config
+from harness.convergence import Records, assert_converged, assert_same, export_of, fresh_export
+from harness.daemon import PATIENCE, RunningDaemon, running, short_socket_dir, start, write_config
 from vaultd.cli.commands import main
 from vaultd.config import QUARANTINE_AFTER, load_config
 from vaultd.errors import VaultdError

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.convergence import assert_same, export_of, fresh_export
-from tests.daemon import short_socket_dir, write_config
+from harness.convergence import assert_same, export_of, fresh_export
+from harness.daemon import short_socket_dir, write_config
 from vaultd.config import load_config
 from vaultd.index.metadata import chunk_metadata
 from vaultd.index.open import open_index

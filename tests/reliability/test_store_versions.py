@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.convergence import Records, assert_same, export_of, fresh_export
-from tests.daemon import short_socket_dir, write_config
+from harness.convergence import Records, assert_same, export_of, fresh_export
+from harness.daemon import short_socket_dir, write_config
 from vaultd.config import EmbeddingSection, load_config
 from vaultd.embedding.derive import model_id
 from vaultd.embedding.spec import DEFAULT_MODEL_ID, MANIFEST_NAME, default_spec

@@ -29,8 +29,8 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.convergence import assert_converged, fresh_export
-from tests.daemon import PATIENCE, RunningDaemon, running, short_socket_dir, start, write_config
+from harness.convergence import assert_converged, fresh_export
+from harness.daemon import PATIENCE, RunningDaemon, running, short_socket_dir, start, write_config
 from vaultd.errors import DaemonError
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.daemon import RunningDaemon, short_socket_dir, write_config
+from harness.daemon import RunningDaemon, short_socket_dir, write_config
 from vaultd.config import load_config
 from vaultd.index.export import export_records
 from vaultd.index.open import open_index
