@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 from pathlib import Path
 
@@ -14,3 +15,8 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "unknown"
+
+
+def machine() -> str:
+    """The cores and the CPU, as the results record the machine."""
+    return f"{os.cpu_count()} cores, {cpu_model()}"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.installed import vaultd_executable
-from bench.lib.machine import cpu_model
+from bench.lib.machine import machine
 from bench.lib.paths import CORPORA
 
 DEFAULT_VAULT = CORPORA / "obsidian-hub"
@@ -93,7 +92,7 @@ def main() -> int:
     complete = [at for at, pct, _ in trace if pct >= 100]
     result: dict[str, Any] = {
         "vault": str(args.vault),
-        "machine": f"{os.cpu_count()} cores, {cpu_model()}",
+        "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
         "first_index_s": round(ended - started, 1),
         # From the first line at 100% to the exit: work the index phase does not count.

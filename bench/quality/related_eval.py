@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from bench.lib.machine import cpu_model
+from bench.lib.machine import machine
 from bench.lib.paths import CORPORA, SHARED
 from vaultd.api.client import Client
 from vaultd.api.locate import socket_path
@@ -208,7 +208,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     result: dict[str, Any] = {
-        "machine": f"{os.cpu_count()} cores, {cpu_model()}",
+        "machine": machine(),
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
     if args.latency is not None:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.data import make_vault
-from bench.lib.machine import cpu_model
+from bench.lib.machine import machine
 from bench.speed.index_vs_onnx import time_bare
 from bench.speed.latency import measure_edits, rss_mb, summary
 from harness.daemon import short_socket_dir, start, write_config
@@ -201,7 +201,7 @@ def main() -> int:
     work: Path = args.work
     vault = work / "vault"
     result: dict[str, Any] = {
-        "machine": f"{os.cpu_count()} cores, {cpu_model()}",
+        "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
     }
     if not vault.exists():

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.lib.machine import cpu_model
+from bench.lib.machine import machine
 from bench.lib.paths import CORPORA, SHARED
 from harness.daemon import RunningDaemon, short_socket_dir, start, write_config
 from vaultd.errors import NoteError
@@ -270,7 +270,7 @@ def main() -> int:
         print(f"no vault at {args.vault}", file=sys.stderr)
         return 2
     result: dict[str, Any] = {
-        "machine": f"{os.cpu_count()} cores, {cpu_model()}",
+        "machine": machine(),
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "vault": str(args.vault),
         "load_before": os.getloadavg()[0],

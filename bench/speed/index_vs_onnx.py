@@ -41,7 +41,7 @@ import numpy as np
 import onnxruntime as ort
 
 from bench.lib.installed import vaultd_executable
-from bench.lib.machine import cpu_model
+from bench.lib.machine import machine
 from bench.lib.paths import CORPORA
 from vaultd.config import Config, load_config
 from vaultd.embedding.embedder import pool, session_options, workers_for
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work / f"store-{r}", ignore_errors=True)
 
     print(f"vault          {args.vault} (copied)")
-    print(f"machine        {os.cpu_count()} cores, {cpu_model()}")
+    print(f"machine        {machine()}")
     print(f"python         {platform.python_version()}, onnxruntime {ort.__version__}")
     print(
         f"model          {spec.id}, batch {args.batch_size}; bare: one run at a time on "

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.installed import vaultd_executable
-from bench.lib.machine import cpu_model
+from bench.lib.machine import machine
 from bench.speed.index_vs_onnx import DEFAULT_VAULT, texts_to_embed, time_cli
 from vaultd.config import EmbeddingSection, load_config
 from vaultd.embedding import derive
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     report: dict[str, Any] = {
-        "machine": f"{os.cpu_count()} cores, {cpu_model()}",
+        "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
         "vault": str(args.vault),
         "precision": args.precision,

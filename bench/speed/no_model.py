@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.lib.machine import cpu_model
+from bench.lib.machine import machine
 from bench.speed.server_mode import vectors_only
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -88,7 +88,7 @@ def main() -> int:
         by_kind[name] = round(by_kind.get(name, 0.0) + seconds, 1)
     summary = json.loads(stdout)
     result = {
-        "machine": f"{os.cpu_count()} cores, {cpu_model()}",
+        "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
         "wall_s": round(wall, 1),
         "cpu_s_by_thread": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),

@@ -39,7 +39,7 @@ import numpy as np
 import onnxruntime as ort
 
 from bench.lib.installed import vaultd_executable
-from bench.lib.machine import cpu_model
+from bench.lib.machine import machine
 from bench.speed.index_vs_onnx import (
     DEFAULT_VAULT,
     run_padded,
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     report: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": f"{os.cpu_count()} cores, {cpu_model()}",
+        "machine": machine(),
         "python": platform.python_version(),
         "onnxruntime": ort.__version__,
         "load_start": os.getloadavg(),
