@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -36,15 +35,14 @@ from typing import Any
 from bench.data.known_items import KINDS, VAULTS, load
 from bench.lib.paths import REPO
 from bench.lib.stats import rank
+from bench.lib.workdir import vault_copy
 from harness.daemon import short_socket_dir, start, write_config
 from vaultd.api.client import Client
 from vaultd.query import Mode
 
 
 def prepare(vault: Path, workdir: Path, extra: str, index: bool) -> tuple[Path, Path]:
-    copy = workdir / "vault"
-    if not copy.exists():
-        shutil.copytree(vault, copy)
+    copy = vault_copy(vault, workdir)
     socket = short_socket_dir() / "vaultd.sock"
     config = write_config(workdir / "vaultd.toml", copy, workdir / "data", socket, extra=extra)
     if index:

@@ -29,7 +29,6 @@ import json
 import os
 import random
 import re
-import shutil
 import statistics
 import sys
 import tempfile
@@ -42,6 +41,7 @@ from urllib.parse import quote
 
 from bench.lib.machine import machine
 from bench.lib.paths import CORPORA, SHARED
+from bench.lib.workdir import vault_copy
 from vaultd.api.client import Client
 from vaultd.api.locate import socket_path
 from vaultd.config import load_config
@@ -219,9 +219,7 @@ def main() -> int:
         config = args.config
         if config is None:
             workdir = (args.workdir or Path(scratch)).resolve()
-            vault = workdir / "vault"
-            if not vault.exists():
-                shutil.copytree(args.vault, vault)
+            vault = vault_copy(args.vault, workdir)
             config = workdir / "vaultd.toml"
             config.write_text(
                 f'[vault]\npath = "{vault}"\n[store]\npath = "{workdir / "data"}"\n'

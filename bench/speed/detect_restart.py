@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import sys
 import time
@@ -29,6 +28,7 @@ from typing import Any
 
 from bench.lib.machine import cpu_model
 from bench.lib.paths import CORPORA
+from bench.lib.workdir import vault_copy
 from harness.daemon import RunningDaemon, short_socket_dir, start, write_config
 
 DEFAULT_VAULT = CORPORA / "obsidian-help"
@@ -60,9 +60,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/vaultd-detect-restart"))
     args = parser.parse_args()
     work = args.work.resolve()
-    vault = work / "vault"
-    if not vault.exists():
-        shutil.copytree(args.vault, vault)
+    vault = vault_copy(args.vault, work)
     socket = short_socket_dir() / "vaultd.sock"
     config = write_config(work / "vaultd.toml", vault, work / "data", socket)
     log = work / "vaultd.log"

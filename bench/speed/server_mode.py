@@ -42,6 +42,7 @@ from typing import Any
 from bench.lib.machine import cpu_model
 from bench.lib.paths import SHARED
 from bench.lib.stats import percentiles
+from bench.lib.workdir import vault_copy
 from vaultd.config import load_config
 from vaultd.index.export import export_records
 from vaultd.index.open import open_index
@@ -176,9 +177,7 @@ def main() -> None:
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="vaultd-server-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    vault = work / "vault"
-    if not vault.exists():
-        shutil.copytree(args.corpus, vault)
+    vault = vault_copy(args.corpus, work)
     queries = queries_from(vault, args.queries)
     results: dict[str, Any] = {
         "corpus": str(args.corpus),

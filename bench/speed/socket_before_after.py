@@ -36,6 +36,7 @@ from typing import Any
 
 from bench.lib.paths import CORPORA, REPO
 from bench.lib.stats import percentiles
+from bench.lib.workdir import vault_copy
 
 
 class _UnixHTTP(http.client.HTTPConnection):
@@ -94,9 +95,7 @@ def serve(tree: Path, config_path: Path, queries: list[str], warm: int) -> list[
 
 def build_index(vault_source: Path, work: Path) -> Path:
     """A copy of the vault indexed by its words (the keyword phase), and its config."""
-    vault = work / "vault"
-    if not vault.exists():
-        shutil.copytree(vault_source, vault)
+    vault = vault_copy(vault_source, work)
     from harness.daemon import write_config
 
     config = write_config(work / "vaultd.toml", vault, work / "data", work / "unused.sock")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shutil
 import subprocess
 import sys
 import threading
@@ -22,6 +21,7 @@ from typing import Any
 
 from bench.lib.paths import CORPORA, SHARED
 from bench.lib.stats import percentiles
+from bench.lib.workdir import vault_copy
 from harness.daemon import short_socket_dir, start, write_config
 from vaultd.api.client import Client
 from vaultd.config import load_config
@@ -73,9 +73,7 @@ def main() -> None:
     args = parser.parse_args()
 
     work = args.workdir
-    vault = work / "vault"
-    if not vault.exists():
-        shutil.copytree(args.vault, vault)
+    vault = vault_copy(args.vault, work)
     socket = short_socket_dir() / "vaultd.sock"
     config_path = write_config(work / "vaultd.toml", vault, work / "data", socket)
     started = time.perf_counter()
