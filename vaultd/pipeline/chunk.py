@@ -80,37 +80,7 @@ def context_line(title: str, headings: Sequence[str]) -> str:
 
 def chunk_note(note: Note, counter: Counter, max_tokens: int = DEFAULT_MAX_TOKENS) -> list[Chunk]:
     """Split a note into chunks whose embedded text fits `max_tokens`."""
-    sections: list[tuple[tuple[str, ...], list[Block]]] = []
-    stack: list[tuple[int, str]] = []
-    current: list[Block] = []
-
-    def section_of(blocks: list[Block]) -> tuple[str, ...]:
-        # An extractor's block names its own section; a Markdown block is under the headings
-        # above it.
-        given = blocks[0].headings
-        return given if given is not None else tuple(h for _, h in stack)
-
-    for block in note.blocks:
-        if block.headings is not None:
-            # A new section whenever the heading path an extractor gives changes.
-            if current and current[0].headings != block.headings:
-                sections.append((section_of(current), current))
-                current = []
-            current.append(block)
-        elif block.kind == "heading":
-            if current:
-                sections.append((section_of(current), current))
-                current = []
-            while stack and stack[-1][0] >= block.level:
-                stack.pop()
-            stack.append((block.level, block.info))
-        else:
-            if current and current[0].headings is not None:
-                sections.append((section_of(current), current))
-                current = []
-            current.append(block)
-    if current:
-        sections.append((section_of(current), current))
+    sections = _sections(note.blocks)
 
     # One tokenizer call for every block and one for every context line of the note: the
     # per-call overhead, not the encoding, is most of the cost for short texts.
@@ -166,6 +136,42 @@ def chunk_note(note: Note, counter: Counter, max_tokens: int = DEFAULT_MAX_TOKEN
                     )
                 )
     return chunks
+
+
+def _sections(blocks: Sequence[Block]) -> list[tuple[tuple[str, ...], list[Block]]]:
+    """The blocks grouped by the section they are in, each group with its heading path."""
+    sections: list[tuple[tuple[str, ...], list[Block]]] = []
+    stack: list[tuple[int, str]] = []
+    current: list[Block] = []
+
+    def section_of(group: list[Block]) -> tuple[str, ...]:
+        # An extractor's block names its own section; a Markdown block is under the headings
+        # above it.
+        given = group[0].headings
+        return given if given is not None else tuple(h for _, h in stack)
+
+    for block in blocks:
+        if block.headings is not None:
+            # A new section whenever the heading path an extractor gives changes.
+            if current and current[0].headings != block.headings:
+                sections.append((section_of(current), current))
+                current = []
+            current.append(block)
+        elif block.kind == "heading":
+            if current:
+                sections.append((section_of(current), current))
+                current = []
+            while stack and stack[-1][0] >= block.level:
+                stack.pop()
+            stack.append((block.level, block.info))
+        else:
+            if current and current[0].headings is not None:
+                sections.append((section_of(current), current))
+                current = []
+            current.append(block)
+    if current:
+        sections.append((section_of(current), current))
+    return sections
 
 
 def _fit_context(context: str, tokens: int, counter: Counter, max_tokens: int) -> tuple[str, int]:
