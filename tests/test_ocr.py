@@ -27,6 +27,12 @@ from vaultd.isolation import close_children
 from vaultd.pipeline import ocr
 
 IMAGES = SHARED / "corpora" / "attachments" / "images"
+#: A 285-page manual with a text layer on all but 13 pages (blank or pictures), read by OCR.
+GRI = SHARED / "corpora" / "attachments" / "pdf" / "gri.pdf"
+#: Less address space than the engine needs to read a page: onnxruntime meets std::bad_alloc
+#: at the worker's RLIMIT_AS (after its models load, at 0.7-0.8 GB). `MIN_WORKER_MB` keeps
+#: `extract_memory_mb` from going this low; the tests lower it to make the fault.
+STARVED_MB = 900
 #: A screenshot (794 x 370) of a note's properties, for the limits and the damaged file.
 SCREENSHOT = "daily-notes-and-date-properties.png"
 #: A small one (368 x 286) of Roam's menu, read by OCR: "Find or Create Page", "Share".
@@ -125,6 +131,43 @@ def test_a_pdf_page_without_a_text_layer_is_read_by_ocr_with_its_page() -> None:
     [block] = note.blocks
     assert (block.page, block.page_end) == (2, 2)
     assert "Find or Create Page" in block.text
+
+
+def test_pages_ocr_runs_out_of_memory_on_are_left_out_of_the_pdf_not_its_text_layer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ocr, "MIN_WORKER_MB", STARVED_MB)
+    starved = Extraction(ocr_on=True, memory_mb=STARVED_MB)
+    note = extract_note("Manuals/gri.pdf", GRI.read_bytes(), extraction=starved)
+    assert note.kind == "pdf"
+    pages = {block.page for block in note.blocks}
+    assert len(pages) == 285 - 13 and "Gri" in note.body
+    # One line by path and reason, the kind (memory) and the setting that helps named.
+    [error] = note.errors
+    named, reason = error.split(" not read by OCR: ")
+    assert reason == f"needs more than {STARVED_MB} MB to read (extract_memory_mb)"
+    assert "\n" not in error and named.startswith("page")
+    failed = {int(n) for n in named.removeprefix("pages ").replace(" and", ",").split(", ")}
+    assert failed and failed <= {4, 16, 26, 34, 74, 88, 158, 200, 234, 246, 258, 282, 284}
+    assert not failed & pages
+
+
+def test_an_image_ocr_runs_out_of_memory_on_is_too_costly_and_the_next_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Out of memory is the file's cost, not damage: a one-line reason naming the setting.
+    The worker exits after it, and the next file gets a fresh one, not a dying one."""
+    monkeypatch.setattr(ocr, "MIN_WORKER_MB", STARVED_MB)
+    starved = Extraction(ocr_on=True, memory_mb=STARVED_MB)
+    big = (IMAGES / "Roam-Importer-importing.png").read_bytes()  # 3,324 x 2,008
+    with pytest.raises(LeftOutError) as caught:
+        extract_note("Attachments/importing.png", big, extraction=starved)
+    assert caught.value.kind == "too_costly"
+    assert caught.value.reason == (
+        f"needs more than {STARVED_MB} MB to read (extract_memory_mb); skipped"
+    )
+    note = extract_note(SMALL, (IMAGES / SMALL).read_bytes(), extraction=starved)
+    assert "Find or Create Page" in note.body
 
 
 @pytest.mark.parametrize("fmt", ["PNG", "JPEG", "WEBP", "WEBP-lossless"])

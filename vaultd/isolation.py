@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import resource
 import select
 import signal
@@ -30,9 +31,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from vaultd.errors import LeftOutError
+from vaultd.errors import LeftOutError, LeftOutKind
 
 _MB = 1024 * 1024
+#: Characters of a reader's own message kept in a reason.
+MAX_REASON = 240
 
 
 class _Child:
@@ -84,9 +87,14 @@ class _Child:
             answer = None
         if answer is None:
             raise self._crashed(path)
+        if answer.get("exiting"):
+            # It exits after this answer: asked again before it is gone, it would look
+            # crashed on the next file.
+            self._ended()
         return answer
 
-    def _crashed(self, path: str) -> LeftOutError:
+    def _ended(self) -> int:
+        """The worker's exit code once it has ended (killed if it has not in 5 s)."""
         process = self._process
         self._process = None
         assert process is not None
@@ -96,6 +104,10 @@ class _Child:
             process.kill()
             code = process.wait()
         _close_pipes(process)
+        return code
+
+    def _crashed(self, path: str) -> LeftOutError:
+        code = self._ended()
         if code == -signal.SIGKILL:
             reason = "the reader was killed reading it (out of memory?); skipped"
             return LeftOutError(path, reason, "too_costly")
@@ -211,11 +223,35 @@ def _limit_self(memory_mb: int) -> None:
             os._exit(1)  # the parent died before the line above
 
 
+#: A native library's exception names its class as a dotted prefix of its last line.
+_EXCEPTION_PREFIX = re.compile(r"^[\w.]+(?:Error|Exception|Fail): ")
+
+
+def failure(exc: BaseException) -> tuple[LeftOutKind, str]:
+    """A reader's failure on a file as its kind and a one-line reason. Running out of memory
+    (a MemoryError, or a native library's std::bad_alloc at the worker's RLIMIT_AS, as
+    onnxruntime raises it) is "too_costly" and names `extract_memory_mb`: the file is fine.
+    Anything else is the reader's error on it, "damaged", with the last line of its message
+    (onnxruntime puts a whole traceback in it)."""
+    text = str(exc)
+    if isinstance(exc, MemoryError) or "bad_alloc" in text:
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit == resource.RLIM_INFINITY:
+            return "too_costly", "needs more memory to read than there is"
+        return "too_costly", f"needs more than {limit // _MB} MB to read (extract_memory_mb)"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    message = _EXCEPTION_PREFIX.sub("", lines[-1]) if lines else ""
+    if len(message) > MAX_REASON:
+        message = message[: MAX_REASON - 3] + "..."
+    return "damaged", f"cannot read ({type(exc).__name__}: {message})"
+
+
 def child_main(work: Callable[[bytes], dict[str, Any]]) -> None:
     """Serve files as the worker `run_child` starts: limits first, then one file at a time
-    until stdin ends. After running out of memory it answers and exits (a fresh one follows)."""
-    memory_mb = int(sys.argv[1])
-    _limit_self(memory_mb)
+    until stdin ends. After running out of memory (on the file, or on a part of it the work
+    lists in its answer's "failed" as [part, kind, reason]) it answers and exits: a fresh
+    one follows, its heap unfragmented."""
+    _limit_self(int(sys.argv[1]))
     stdin, stdout = sys.stdin.buffer.fileno(), sys.stdout.buffer
     while True:
         try:
@@ -225,15 +261,16 @@ def child_main(work: Callable[[bytes], dict[str, Any]]) -> None:
         answer: dict[str, Any]
         spent = False
         try:
-            answer = {"ok": work(data)}
+            result = work(data)
+            answer = {"ok": result}
+            spent = any(kind == "too_costly" for _, kind, _ in result.get("failed") or ())
         except LeftOutError as exc:
             answer = {"left_out": [exc.reason, exc.kind]}
-        except MemoryError:
-            reason = f"needs more than {memory_mb} MB to read (extract_memory_mb); skipped"
-            answer, spent = {"left_out": [reason, "too_costly"]}, True
-        except Exception as exc:  # the reader's own failure on this file: the file's fault
-            reason = f"cannot read ({type(exc).__name__}: {exc}); skipped"
-            answer = {"left_out": [reason, "damaged"]}
+        except Exception as exc:  # the reader's own failure on this file
+            kind, reason = failure(exc)
+            answer, spent = {"left_out": [f"{reason}; skipped", kind]}, kind == "too_costly"
+        if spent:
+            answer["exiting"] = True  # so the parent waits for this one to end
         body = json.dumps(answer, ensure_ascii=False).encode()
         stdout.write(len(body).to_bytes(8, "big") + body)
         stdout.flush()

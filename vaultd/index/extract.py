@@ -152,17 +152,45 @@ def read_pdf(path: str, data: bytes, extraction: Extraction) -> dict[str, Any]:
 def _with_ocr(
     path: str, data: bytes, found: dict[str, Any], extraction: Extraction
 ) -> dict[str, Any]:
-    """A PDF's pages with the text OCR reads on those without a text layer, in the worker."""
+    """A PDF's pages with the text OCR reads on those without a text layer, in the worker.
+
+    Pages OCR could not read are left out of the note, not the PDF: they are named, with
+    why, in its "errors" (the note's, reported as a partial failure). Only a PDF that has no
+    text but OCR's is left out whole, with the reason its pages could not be read."""
     pages: list[str] = list(found["pages"])
-    if pages and all(len("".join(p.split())) >= ocr.PAGE_TEXT_CHARS for p in pages):
+    wanted = [n for n, p in enumerate(pages, 1) if len("".join(p.split())) < ocr.PAGE_TEXT_CHARS]
+    if pages and not wanted:
         return found
-    seen = run_child(
-        OCR_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.ocr_memory_mb
-    )["pages"]
+    has_text = any(text.strip() for text in pages)
+    try:
+        answer = run_child(
+            OCR_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.ocr_memory_mb
+        )
+    except LeftOutError as exc:  # the worker timed out, was killed or crashed on the file
+        if not has_text:
+            raise
+        reason = exc.reason.removesuffix("; skipped")
+        return {**found, "errors": [f"{_named(wanted)} not read by OCR: {reason}"]}
+    seen = answer["pages"]
     merged = [
         own if text is None else text
         for own, text in itertools.zip_longest(pages, seen, fillvalue="")
     ]
+    failed: list[list[Any]] = answer.get("failed") or []
     if not any(text.strip() for text in merged):
+        if failed:
+            _, kind, reason = failed[0]
+            raise LeftOutError(path, f"no text layer, and OCR failed: {reason}; skipped", kind)
         raise LeftOutError(path, "no text layer, and OCR reads no text on its pages", "no_text")
-    return {**found, "pages": merged}
+    by_reason: dict[str, list[int]] = {}
+    for page, _kind, reason in failed:
+        by_reason.setdefault(str(reason), []).append(int(page))
+    errors = [f"{_named(numbers)} not read by OCR: {why}" for why, numbers in by_reason.items()]
+    return {**found, "pages": merged, "errors": errors}
+
+
+def _named(pages: list[int]) -> str:
+    """Page numbers as a reason names them: "page 4", "pages 4, 16 and 26"."""
+    if len(pages) == 1:
+        return f"page {pages[0]}"
+    return f"pages {', '.join(map(str, pages[:-1]))} and {pages[-1]}"

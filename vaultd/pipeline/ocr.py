@@ -27,6 +27,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from vaultd.errors import LeftOutError, NoteError
+from vaultd.isolation import failure
 from vaultd.records import Block, Note, lay_out
 
 #: 25 megapixels: a 5,000 x 5,000 picture, four times a 4K screenshot; 75 MB decoded.
@@ -234,12 +235,16 @@ def read_pdf(
     data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS, threads: int = DEFAULT_THREADS
 ) -> dict[str, Any]:
     """The text OCR reads on each page of a PDF that has no text layer of its own:
-    {"pages": [text, or None for a page with its own text, ...]}. Each such page is rendered
-    at `RENDER_SCALE` (less for a page so big it would pass `max_pixels`)."""
+    {"pages": [text, or None for a page with its own text, ...], "failed": [[page, kind,
+    reason], ...]}. Each such page is rendered at `RENDER_SCALE` (less for a page so big it
+    would pass `max_pixels`). A page OCR fails on (out of memory, the engine's error) is a
+    page of no text, listed in "failed" with the kind and reason of `isolation.failure`:
+    one page costs that page, never the other pages or the PDF's text layer."""
     import pypdfium2 as pdfium  # in the extraction worker only, as for the text layer
 
     document = pdfium.PdfDocument(data)
     pages: list[str | None] = []
+    failed: list[list[Any]] = []
     try:
         for index in range(len(document)):
             page = document[index]
@@ -254,13 +259,20 @@ def read_pdf(
                     continue
                 width, height = page.get_size()
                 scale = min(RENDER_SCALE, math.sqrt(max_pixels / max(1.0, width * height)))
-                image = page.render(scale=scale).to_pil()
-                pages.append(page_text(image, threads=threads))
+                try:
+                    image = page.render(scale=scale).to_pil()
+                    pages.append(page_text(image, threads=threads))
+                except OcrUnavailableError:
+                    raise
+                except Exception as exc:
+                    kind, reason = failure(exc)
+                    pages.append("")
+                    failed.append([index + 1, kind, reason])
             finally:
                 page.close()
     finally:
         document.close()
-    return {"pages": pages}
+    return {"pages": pages, "failed": failed}
 
 
 def read_any(data: bytes) -> dict[str, Any]:

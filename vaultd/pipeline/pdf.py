@@ -81,7 +81,8 @@ def _clean(text: str) -> str:
 
 
 def note_of(path: str, found: Mapping[str, Any]) -> Note:
-    """The note made of what `read` found in the PDF at vault path `path`."""
+    """The note made of what `read` found in the PDF at vault path `path`; "errors" (pages
+    OCR could not read, see vaultd.index.extract) are the note's."""
     path = unicodedata.normalize("NFC", path)
     pages: Sequence[str] = found["pages"]
     paths = _heading_paths(len(pages), found.get("outline") or [])
@@ -99,7 +100,15 @@ def note_of(path: str, found: Mapping[str, Any]) -> Note:
         if text.strip()
     ]
     body, laid = lay_out(blocks)
-    return Note(path=path, title=PurePosixPath(path).stem, body=body, blocks=laid, kind="pdf")
+    errors = tuple(str(error) for error in found.get("errors") or ())
+    return Note(
+        path=path,
+        title=PurePosixPath(path).stem,
+        body=body,
+        blocks=laid,
+        kind="pdf",
+        errors=errors,
+    )
 
 
 def extract(path: str, data: bytes) -> Note:
