@@ -1,0 +1,127 @@
+"""storage/manifest: one transaction per batch of outcomes, and snapshots kept until a write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tests.storage.outcomes import failed, left_out, written
+from vaultd.storage.manifest import Manifest
+
+
+def test_meta_is_kept_across_a_reopen(tmp_path: Path) -> None:
+    first = Manifest(tmp_path)
+    first.set_meta("model", "m1")
+    first.set_meta("model", "m2")
+    first.close()
+    again = Manifest(tmp_path)
+    try:
+        assert again.get_meta("model") == "m2"
+        assert again.get_meta("absent") is None
+    finally:
+        again.close()
+
+
+def test_apply_records_each_kind_of_outcome_and_counts_them(manifest: Manifest) -> None:
+    quarantined = manifest.apply(
+        [
+            written("ok.md", ["a", "b"], tags=["t/sub"], links=["other"]),
+            failed("bad.md"),
+            left_out("blob.md"),
+            failed("worse.md"),
+        ],
+        quarantine_after=1,
+    )
+
+    assert quarantined == ["bad.md", "worse.md"]
+    assert manifest.counts() == {
+        "notes": 1,
+        "failed": 0,
+        "quarantined": 2,
+        "left_out": 1,
+        "chunks": 2,
+    }
+    assert manifest.backlinks("other.md") == ["ok.md"]
+    assert manifest.paths_matching(tags=["t"]) == ["ok.md"]
+
+
+def test_a_deleted_note_loses_its_chunks_tags_links_and_suspicion(manifest: Manifest) -> None:
+    manifest.apply([written("a.md", tags=["t"], links=["b"])])
+    manifest.mark_in_flight_many([("a.md", 1, 1, "h")])
+    manifest.recover_in_flight(quarantine_after=0)
+    assert manifest.suspects() == {"a.md": 1}
+
+    manifest.apply(deleted=["a.md"])
+    assert manifest.note_paths() == []
+    assert manifest.chunk_ids() == []
+    assert manifest.tag_counts() == []
+    assert manifest.backlinks("b.md") == []
+    assert manifest.suspects() == {}
+
+
+def test_done_notes_leave_in_flight_with_their_outcome(manifest: Manifest) -> None:
+    manifest.mark_in_flight_many([("a.md", 1, 1, "h"), ("b.md", 1, 1, "h")])
+    manifest.apply([written("a.md")], done=["a.md"])
+    assert manifest.in_flight() == ["b.md"]
+    manifest.clear_in_flight(["b.md"])
+    assert manifest.in_flight() == []
+
+
+def test_counts_with_a_model_say_what_awaits_its_vectors(manifest: Manifest) -> None:
+    note = written("a.md", ["one", "two"])
+    manifest.apply([note, written("b.md", ["three"])])
+    assert manifest.counts("m")["awaiting"] == 3
+
+    manifest.add_vectors("m", {c.hash: np.ones(4, np.float32) for c in note.chunks})
+    counts = manifest.counts("m")
+    assert (counts["awaiting"], counts["embedded"], counts["notes"]) == (1, 1, 2)
+
+
+def test_snapshots_are_read_again_after_a_write(manifest: Manifest) -> None:
+    manifest.apply([written("dir/Alpha.md")])
+    assert manifest.paths_named(["ALPHA"]) == ["dir/Alpha.md"]
+    assert manifest.awaiting_totals("m").chunks == 1
+    writes = manifest.writes
+
+    manifest.apply([written("other/alpha.md")])
+    assert manifest.writes == writes + 1
+    assert sorted(manifest.paths_named(["alpha"])) == ["dir/Alpha.md", "other/alpha.md"]
+    assert manifest.awaiting_totals("m").chunks == 2
+
+
+def test_vectors_of_other_models_and_unused_ones_are_forgotten(manifest: Manifest) -> None:
+    note = written("a.md", ["kept"])
+    manifest.apply([note])
+    vector = np.arange(4, dtype=np.float32)
+    manifest.add_vectors("old", {note.chunks[0].hash: vector})
+    manifest.add_vectors("new", {note.chunks[0].hash: vector, "unused": vector})
+
+    assert manifest.prune_vectors("new") == 1
+    assert manifest.forget_other_models("new") == 1
+    assert manifest.forget_other_models("new") == 0
+    stored = manifest.vectors("new", [note.chunks[0].hash])
+    np.testing.assert_array_equal(stored[note.chunks[0].hash], vector)
+    assert manifest.vectors("old", [note.chunks[0].hash]) == {}
+
+
+def test_distinctive_words_count_the_chunks_of_the_whole_index(
+    manifest: Manifest,
+) -> None:
+    manifest.apply(
+        [
+            written("a.md", ["the zebra grazes"]),
+            written("b.md", ["the zebra sleeps"]),
+            written("c.md", ["the lion"]),
+            written("d.md", ["the owl"]),
+        ]
+    )
+    # "grazes" is only in the note's own chunk; "zebra" is rarer in the index than "the".
+    words = manifest.distinctive_words(
+        [["the", "zebra", "grazes"]], [["the", "zebra", "grazes"]], 5, max_share=0.5
+    )
+    assert words == ["zebra", "the"]
+    manifest.apply([written("e.md", ["the grazes"])])
+    assert manifest.distinctive_words(
+        [["the", "zebra", "grazes"]], [["the", "zebra", "grazes"]], 5, max_share=0.5
+    ) == ["grazes", "zebra", "the"]
