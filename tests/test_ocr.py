@@ -23,6 +23,7 @@ from vaultd.config import load_config
 from vaultd.errors import LeftOutError, NoteUnavailableError
 from vaultd.index.extract import Extraction, extract_note
 from vaultd.index.open import open_index
+from vaultd.index.status import index_status
 from vaultd.isolation import close_children
 from vaultd.pipeline import ocr
 
@@ -150,6 +151,34 @@ def test_pages_ocr_runs_out_of_memory_on_are_left_out_of_the_pdf_not_its_text_la
     failed = {int(n) for n in named.removeprefix("pages ").replace(" and", ",").split(", ")}
     assert failed and failed <= {4, 16, 26, 34, 74, 88, 158, 200, 234, 246, 258, 282, 284}
     assert not failed & pages
+
+
+def test_a_pdf_with_a_page_ocr_cannot_read_is_indexed_in_part_as_status_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pypdfium2 as pdfium
+
+    monkeypatch.setattr(ocr, "MIN_WORKER_MB", STARVED_MB)
+    source, part = pdfium.PdfDocument(GRI), pdfium.PdfDocument.new()
+    part.import_pages(source, [2, 3, 4])  # gri's pages 3 to 5; 4 has no text layer
+    out = BytesIO()
+    part.save(out)
+    vault = tmp_path / "vault"
+    (vault / "Manuals").mkdir(parents=True)
+    (vault / "Manuals" / "gri.pdf").write_bytes(out.getvalue())
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[vault]\npath = "{vault}"\n[store]\npath = "{tmp_path / "data"}"\n[log]\n'
+        f'level = "error"\n[attachments]\nocr = true\nextract_memory_mb = {STARVED_MB}\n'
+    )
+    with open_index(load_config(config, env={}), env={}) as index:
+        index.indexer.reconcile()
+        report = index_status(index).as_json()
+        hits = index.searcher.search("Simple Gri Program and How to Run it", k=3)
+    assert report["left_out"] == [] and report["kinds"]["pdf"] == {"ok": 1}
+    reason = f"page 2 not read by OCR: needs more than {STARVED_MB} MB to read (extract_memory_mb)"
+    assert report["in_part"] == [{"path": "Manuals/gri.pdf", "reason": reason}]
+    assert hits and {hit.path for hit in hits} == {"Manuals/gri.pdf"}
 
 
 def test_an_image_ocr_runs_out_of_memory_on_is_too_costly_and_the_next_is_read(

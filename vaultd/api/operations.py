@@ -530,6 +530,8 @@ class Lag(Response):
 
 
 class Skipped(Response):
+    """A path and why: a file left out, or what of a note indexed in part was not."""
+
     path: str
     reason: str
 
@@ -580,6 +582,11 @@ class StatusResponse(Response):
     failed: list[Failure]
     quarantined: list[Quarantined]
     left_out: list[LeftOut]
+    in_part: list[Skipped] | None = Field(
+        None,
+        description="Notes indexed in part: what of each was not (a PDF's pages OCR could not "
+        "read, a canvas's unknown cards, a frontmatter ignored), and why.",
+    )
     kinds: dict[str, dict[str, int]] | None = Field(
         None, description="Files recorded by kind, then by status."
     )

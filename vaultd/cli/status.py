@@ -20,7 +20,8 @@ def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
 
     Quarantined notes failed (or crashed vaultd) too often on their current content; they are
     skipped until they change or `vaultd reindex PATH` asks for them. Left-out files are no
-    notes vaultd can index (over max_file_mb, binary, not UTF-8 text, unreadable).
+    notes vaultd can index (over max_file_mb, binary, not UTF-8 text, unreadable). Notes indexed
+    in part say what of them was not, and why (a PDF's pages OCR could not read).
 
     Exits 0 when healthy, 1 when degraded, notes failed or are quarantined, or the vault was
     never indexed.
@@ -128,6 +129,8 @@ def _status_text(report: dict[str, Any]) -> str:
         say(f"socket:   {report['socket']}")
     for entry in left_out:
         say(f"left out: {entry['path']}: {entry['reason']}")
+    for entry in report.get("in_part") or []:
+        say(f"in part:  {entry['path']}: {entry['reason']}")
     for entry in report.get("skipped") or []:
         say(f"skipped:  {entry['path']}: {entry['reason']}")
     for failure in report["failed"]:

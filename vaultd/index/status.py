@@ -60,6 +60,8 @@ class IndexStatus:
     #: Files of kinds not indexed (turned off in `[attachments]`, or no kind vaultd reads:
     #: "other"), by kind, as the last full walk counted them: nothing goes unmentioned.
     not_indexed: dict[str, int] = field(default_factory=dict)
+    #: Notes indexed in part, as (path, reason): what of each was not indexed, and why.
+    in_part: tuple[tuple[str, str], ...] = ()
 
     @property
     def troubled(self) -> bool:
@@ -77,6 +79,7 @@ class IndexStatus:
             "failed": [f.as_json() for f in self.failed],
             "quarantined": [q.as_json() for q in self.quarantined],
             "left_out": [e.as_json() for e in self.left_out],
+            "in_part": [{"path": path, "reason": reason} for path, reason in self.in_part],
             "kinds": {kind: dict(counts) for kind, counts in sorted(self.kinds.items())},
             "not_indexed": dict(sorted(self.not_indexed.items())),
             "model": self.model,
@@ -98,6 +101,7 @@ def index_status(index: Index) -> IndexStatus:
         failed=tuple(Failure(p, r, a) for p, r, a in manifest.failed()),
         quarantined=tuple(manifest.quarantined()),
         left_out=tuple(manifest.left_out()),
+        in_part=tuple(manifest.in_part()),
         model=index.embedder.model_id,
         data_dir=str(index.data_dir),
         chroma=index.store.location,

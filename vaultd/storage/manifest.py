@@ -242,6 +242,9 @@ class Manifest(Connection):
     def left_out(self) -> list[LeftOut]:
         return quarantine.left_out(self._query)
 
+    def in_part(self) -> list[tuple[str, str]]:
+        return quarantine.in_part(self._query)
+
     def in_flight(self) -> list[str]:
         return quarantine.in_flight(self._query)
 

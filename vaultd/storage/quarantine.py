@@ -262,6 +262,17 @@ def in_flight(query: Query) -> list[str]:
     return [r[0] for r in query("SELECT path FROM in_flight ORDER BY path", ())]
 
 
+def in_part(query: Query) -> list[tuple[str, str]]:
+    """(path, what of it was not indexed and why) of every note indexed in part: a PDF's
+    pages OCR could not read, a canvas's cards of no known type, a frontmatter ignored."""
+    rows = query(
+        "SELECT path, error FROM notes WHERE status = 'ok' AND COALESCE(error, '') != '' "
+        "ORDER BY path",
+        (),
+    )
+    return [(r[0], r[1]) for r in rows]
+
+
 def suspects(query: Query) -> dict[str, int]:
     """Notes in hand when a process died and not tried alone since: path -> crashes."""
     return dict(query("SELECT path, crashes FROM suspects ORDER BY path", ()))
