@@ -104,6 +104,13 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Engine
     yield shipped, Engine(ids_lib, binary)
 
 
+def linked_cache(cache: Path, target: Path) -> None:
+    """The built cache (357 MB) in another place, its files linked rather than copied: vaultd
+    replaces a cache's file by renaming a new one over it, never writes one in place, and no
+    case that links it damages a file."""
+    shutil.copytree(cache, target, copy_function=os.link, ignore=shutil.ignore_patterns("*.lock"))
+
+
 def test_the_conversion_is_pinned_deterministic_and_cached(
     cache: Path, float_spec: ModelSpec, tmp_path: Path
 ) -> None:
@@ -264,7 +271,7 @@ def test_a_chinese_vault_is_indexed_and_searched_with_it(cache: Path, tmp_path: 
     vault = tmp_path / "vault"
     shutil.copytree(source, vault)
     env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
-    shutil.copytree(cache, tmp_path / "xdg" / "vaultd" / "models")
+    linked_cache(cache, tmp_path / "xdg" / "vaultd" / "models")
     config = write_config(
         tmp_path / "c.toml", vault, tmp_path / "data", short_socket_dir() / "s", extra=MULTILINGUAL
     )
@@ -290,7 +297,7 @@ def test_a_switch_from_the_default_model_converges_to_a_fresh_index(
     for name, text in notes.items():
         (vault / name).write_text(text, encoding="utf-8")
     env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
-    shutil.copytree(cache, tmp_path / "xdg" / "vaultd" / "models")
+    linked_cache(cache, tmp_path / "xdg" / "vaultd" / "models")
     sockets = short_socket_dir()
     default = write_config(tmp_path / "d.toml", vault, tmp_path / "data", sockets / "s")
     multilingual = write_config(
@@ -350,7 +357,7 @@ def test_auto_takes_the_multilingual_model_for_a_chinese_vault_and_keeps_it(
 ) -> None:
     vault = _vault(tmp_path, CHINESE_NOTES)
     env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
-    shutil.copytree(cache, tmp_path / "xdg" / "vaultd" / "models")
+    linked_cache(cache, tmp_path / "xdg" / "vaultd" / "models")
     config = write_config(
         tmp_path / "c.toml", vault, tmp_path / "data", short_socket_dir() / "s", extra=AUTO
     )
@@ -411,7 +418,7 @@ def test_auto_is_resolved_by_the_commands_that_do_not_open_the_index(
         tmp_path / "c.toml", vault, tmp_path / "data", short_socket_dir() / "s", extra=AUTO
     )
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
-    shutil.copytree(cache, tmp_path / "xdg" / "vaultd" / "models")
+    linked_cache(cache, tmp_path / "xdg" / "vaultd" / "models")
     for args in (["model", "build"], ["inspect", str(vault / "volcano.md"), "--json"]):
         done = subprocess.run(
             [sys.executable, "-m", "vaultd", *args, "--config", str(config)],
@@ -476,7 +483,7 @@ def test_english_is_ranked_by_the_default_model_and_the_rest_by_e5(
     Latin-script query ranks them by it; other passages, and other queries, go by e5."""
     vault = _vault(tmp_path, MIXED_NOTES)
     env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
-    shutil.copytree(cache, tmp_path / "xdg" / "vaultd" / "models")
+    linked_cache(cache, tmp_path / "xdg" / "vaultd" / "models")
     sockets = short_socket_dir()
     default = write_config(tmp_path / "d.toml", vault, tmp_path / "d", sockets / "d")
     pair = write_config(
