@@ -47,6 +47,7 @@ from vaultd.config import load_config
 from vaultd.index.export import export_records
 from vaultd.index.open import open_index
 from vaultd.layout import MANIFEST as FILE_NAME
+from vaultd.storage import schema
 
 SHARED = SHARED
 
@@ -157,6 +158,7 @@ def vectors_only(source: Path, target: Path) -> None:
     into it does all the work of a first index except running the model."""
     copy_manifest(source, target)
     with sqlite3.connect(target / FILE_NAME) as db:
+        schema.register(db)  # the keyword index's triggers call vaultd's own functions
         for table in ("chunks", "note_tags", "note_links", "notes", "in_flight", "suspects"):
             db.execute(f"DELETE FROM {table}")
 
