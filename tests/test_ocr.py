@@ -132,6 +132,13 @@ def test_a_pdf_page_without_a_text_layer_is_read_by_ocr_with_its_page() -> None:
     [block] = note.blocks
     assert (block.page, block.page_end) == (2, 2)
     assert "Find or Create Page" in block.text
+    # The page is rendered within the configured pixel limit, as an image is held to it:
+    # at 500 pixels (25 x 19) there is no text to read.
+    with pytest.raises(LeftOutError) as caught:
+        extract_note(
+            "scans/roam.pdf", scan, extraction=Extraction(ocr_on=True, max_image_pixels=500)
+        )
+    assert caught.value.kind == "no_text"
 
 
 def test_pages_ocr_runs_out_of_memory_on_are_left_out_of_the_pdf_not_its_text_layer(

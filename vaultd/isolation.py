@@ -43,13 +43,16 @@ class _Child:
     bytes in and its answer out, each framed by an 8-byte length. Started on first use, and
     again after it died, timed out or ran out of memory (it exits after that answer)."""
 
-    def __init__(self, module: str, timeout: float, memory_mb: int) -> None:
+    def __init__(
+        self, module: str, timeout: float, memory_mb: int, args: tuple[str, ...] = ()
+    ) -> None:
         self.module, self.timeout, self.memory_mb = module, timeout, memory_mb
+        self.args = args
         self._process: subprocess.Popen[bytes] | None = None
 
     def _started(self) -> subprocess.Popen[bytes]:
         if self._process is None or self._process.poll() is not None:
-            command = [sys.executable, "-m", self.module, str(self.memory_mb)]
+            command = [sys.executable, "-m", self.module, str(self.memory_mb), *self.args]
             self._process = subprocess.Popen(
                 command,
                 stdin=subprocess.PIPE,
@@ -146,21 +149,28 @@ def _read(fd: int, size: int, deadline: float | None = None) -> bytes:
 
 
 #: One worker per module and limits, per process (a parser worker process has its own).
-_children: dict[tuple[str, float, int], _Child] = {}
+_children: dict[tuple[str, float, int, tuple[str, ...]], _Child] = {}
 _children_lock = threading.Lock()
 
 
 def run_child(
-    module: str, path: str, data: bytes, *, timeout: float, memory_mb: int
+    module: str,
+    path: str,
+    data: bytes,
+    *,
+    timeout: float,
+    memory_mb: int,
+    args: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The answer of the `python -m module` worker for `data` (the file at vault path `path`).
+    `args` are the worker's own settings, on its command line after the memory limit.
 
     Raises LeftOutError: with the worker's own reason when it refused the file, "too_costly"
     past the time or memory limit, "damaged" when the reader crashed on it.
     """
-    key = (module, timeout, memory_mb)
+    key = (module, timeout, memory_mb, args)
     with _children_lock:
-        child = _children.setdefault(key, _Child(module, timeout, memory_mb))
+        child = _children.setdefault(key, _Child(module, timeout, memory_mb, args))
         answer = child.ask(path, data)
     if "left_out" in answer:
         reason, kind = answer["left_out"]

@@ -116,10 +116,7 @@ def extract_note(
             raise LeftOutError(path, f"{ocr.NEEDS_EXTRA}; skipped", "no_text")
         if not isolated:
             return ocr.extract(path, data, **limits)
-        found = run_child(
-            OCR_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.ocr_memory_mb
-        )
-        return ocr.note_of(path, found)
+        return ocr.note_of(path, _read_by_ocr(path, data, extraction))
     raise LeftOutError(path, f"no extractor for {kind} files in this build; skipped", "no_text")
 
 
@@ -163,9 +160,7 @@ def _with_ocr(
         return found
     has_text = any(text.strip() for text in pages)
     try:
-        answer = run_child(
-            OCR_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.ocr_memory_mb
-        )
+        answer = _read_by_ocr(path, data, extraction)
     except LeftOutError as exc:  # the worker timed out, was killed or crashed on the file
         if not has_text:
             raise
@@ -187,6 +182,19 @@ def _with_ocr(
         by_reason.setdefault(str(reason), []).append(int(page))
     errors = [f"{_named(numbers)} not read by OCR: {why}" for why, numbers in by_reason.items()]
     return {**found, "pages": merged, "errors": errors}
+
+
+def _read_by_ocr(path: str, data: bytes, extraction: Extraction) -> dict[str, Any]:
+    """The OCR worker's answer for an image or a PDF; a PDF's pages are rendered within the
+    pixel limit an image has, the worker told it on its command line."""
+    return run_child(
+        OCR_CHILD,
+        path,
+        data,
+        timeout=extraction.timeout,
+        memory_mb=extraction.ocr_memory_mb,
+        args=(str(extraction.max_image_pixels),),
+    )
 
 
 def _named(pages: list[int]) -> str:

@@ -275,11 +275,11 @@ def read_pdf(
     return {"pages": pages, "failed": failed}
 
 
-def read_any(data: bytes) -> dict[str, Any]:
-    """The extraction worker's request: the pages of a PDF without a text layer, or an image
-    (whose header the parent has checked)."""
+def read_any(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> dict[str, Any]:
+    """The extraction worker's request: the pages of a PDF without a text layer, each
+    rendered within `max_pixels`, or an image (whose header the parent has checked)."""
     if b"%PDF-" in data[:1024]:
-        return read_pdf(data)
+        return read_pdf(data, max_pixels=max_pixels)
     return read(data)
 
 
@@ -329,6 +329,11 @@ if __name__ == "__main__":
     # The worker's address space is limited, and OpenBLAS reserves a buffer for each core
     # when numpy loads: a quarter of a GB that OCR never touches.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    import sys
+    from functools import partial
+
     from vaultd.isolation import child_main
 
-    child_main(read_any)
+    # `[attachments] max_image_megapixels`, as pixels, follows the memory limit (extract.py).
+    pixels = int(sys.argv[2]) if len(sys.argv) > 2 else DEFAULT_MAX_PIXELS
+    child_main(partial(read_any, max_pixels=pixels))
