@@ -1,0 +1,122 @@
+"""storage/schema: the tables and keyword indexes, the version, and migrations in place."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.storage.outcomes import written
+from vaultd.errors import StoreError
+from vaultd.storage import keyword, notes, schema
+from vaultd.storage.schema import SCHEMA_VERSION, Query
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA synchronous=OFF")
+    schema.register(db)
+    schema.create_or_migrate(db, path)
+    return db
+
+
+def _query(db: sqlite3.Connection) -> Query:
+    return lambda sql, params: db.execute(sql, params).fetchall()
+
+
+def test_a_new_file_gets_every_table_at_the_current_version(tmp_path: Path) -> None:
+    db = _open(tmp_path / "m.db")
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"meta", "notes", "chunks", "vectors", "in_flight", "suspects", "note_tags"} <= tables
+    assert {"note_links", "chunks_fts", "chunks_pairs", "chunks_vocab"} <= tables
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    pairs = db.execute("SELECT value FROM meta WHERE key = 'pairs_version'").fetchone()
+    assert pairs == (schema.PAIRS_VERSION,)
+    # Opening it again changes nothing.
+    db.close()
+    _open(tmp_path / "m.db").close()
+
+
+def test_a_file_of_a_newer_vaultd_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    db.close()
+
+    with pytest.raises(StoreError, match="newer vaultd"):
+        _open(path)
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+    db.close()
+
+
+def test_the_keyword_indexes_follow_chunks_written_and_deleted(tmp_path: Path) -> None:
+    db = _open(tmp_path / "m.db")
+    notes.write(db, written("a.md", ["running water", "水を飲む"]), now=1.0)
+    query = _query(db)
+    assert [h[0] for h in keyword.bm25(query, "run", 5)] == ["a.md#0"]
+    assert [h[0] for h in keyword.bm25(query, '"飲む"', 5, index="pairs")] == ["a.md#1"]
+
+    notes.delete(db, "a.md")
+    assert keyword.bm25(query, "run", 5) == []
+    assert keyword.bm25(query, '"飲む"', 5, index="pairs") == []
+
+
+def test_an_older_file_is_migrated_keeping_its_notes(tmp_path: Path) -> None:
+    """A schema 9 file (no kinds, no locations) gains them; nothing else changes."""
+    path = tmp_path / "m.db"
+    db = _open(path)
+    notes.write(db, written("a.md", ["kept words"]), now=1.0)
+    for table, column in (("notes", "kind"), ("chunks", "page"), ("chunks", "symbol")):
+        db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    db.execute("PRAGMA user_version=9")
+    db.close()
+
+    db = _open(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    query = _query(db)
+    [chunk] = notes.chunks_of(query, "a.md")
+    assert (chunk.text, chunk.page, chunk.symbol) == ("kept words", None, None)
+    assert notes.kinds_of(query, ["a.md"]) == {"a.md": "note"}
+    assert [h[0] for h in keyword.bm25(query, "kept", 5)] == ["a.md#0"]
+
+
+def test_a_schema_1_file_has_its_keyword_index_rebuilt_from_the_chunks(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    db = _open(path)
+    notes.write(db, written("a.md", ["running water"], aliases=["Stream"]), now=1.0)
+    # Schema 1's index did not stem and had no aliases: dropped, it must be made again.
+    db.executescript("DROP TABLE chunks_fts; DROP TABLE chunks_pairs;")
+    db.execute("PRAGMA user_version=1")
+    db.close()
+
+    db = _open(path)
+    query = _query(db)
+    assert [h[0] for h in keyword.bm25(query, "run", 5)] == ["a.md#0"]
+    assert [h[0] for h in keyword.bm25(query, "stream", 5)] == ["a.md#0"]
+
+
+def test_pairs_made_another_way_are_rebuilt_at_the_next_open(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    db = _open(path)
+    notes.write(db, written("a.md", ["水を飲む"]), now=1.0)
+    db.execute("UPDATE meta SET value = 'pairs-0' WHERE key = 'pairs_version'")
+    # The terms made the old way are gone with it: only a rebuild finds the note again.
+    db.execute("INSERT INTO chunks_pairs(chunks_pairs) VALUES ('delete-all')")
+    db.close()
+
+    db = _open(path)
+    assert [h[0] for h in keyword.bm25(_query(db), '"飲む"', 5, index="pairs")] == ["a.md#0"]
+    assert db.execute("SELECT value FROM meta WHERE key = 'pairs_version'").fetchone() == (
+        schema.PAIRS_VERSION,
+    )
+
+
+def test_a_failed_migration_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    db = _open(path)
+    with pytest.raises(sqlite3.Error):
+        schema._run(db, "BEGIN IMMEDIATE;\nCREATE TABLE extra (x);\nSELECT * FROM nowhere;\n")
+    assert not db.in_transaction
+    assert db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'extra'").fetchone() == (0,)
