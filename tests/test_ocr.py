@@ -188,6 +188,31 @@ def test_a_pdf_with_a_page_ocr_cannot_read_is_indexed_in_part_as_status_says(
     assert hits and {hit.path for hit in hits} == {"Manuals/gri.pdf"}
 
 
+def test_pages_past_the_ocr_time_limit_are_left_out_of_the_pdf_not_its_text_layer() -> None:
+    """The OCR worker reads all of a PDF's pages as one request: killed at the time limit,
+    it has read none of them, and the text layer stands with the pages named."""
+    import pypdfium2 as pdfium
+
+    scans = BytesIO()
+    with Image.open(IMAGES / SMALL) as image:
+        page = image.convert("RGB")
+        page.save(scans, "PDF", save_all=True, append_images=[page] * 199, resolution=72)
+    whole = pdfium.PdfDocument.new()
+    whole.import_pages(pdfium.PdfDocument(GRI), [2])  # gri's page 3, with its text layer
+    whole.import_pages(pdfium.PdfDocument(scans.getvalue()))
+    out = BytesIO()
+    whole.save(out)
+    # Reading 200 scans takes a minute: 5 s passes on any machine, and reading the text
+    # layer of 201 pages fits in it on a busy one.
+    note = extract_note(
+        "Manuals/scanned.pdf", out.getvalue(), extraction=Extraction(ocr_on=True, timeout=5)
+    )
+    assert {block.page for block in note.blocks} == {1} and "Short Contents" in note.body
+    assert note.errors == (
+        "pages 2-201 not read by OCR: took longer than 5 s to read (extract_timeout)",
+    )
+
+
 def test_an_image_ocr_runs_out_of_memory_on_is_too_costly_and_the_next_is_read(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -198,7 +198,16 @@ def _read_by_ocr(path: str, data: bytes, extraction: Extraction) -> dict[str, An
 
 
 def _named(pages: list[int]) -> str:
-    """Page numbers as a reason names them: "page 4", "pages 4, 16 and 26"."""
-    if len(pages) == 1:
+    """Page numbers, ascending, as a reason names them: "page 4", "pages 4, 16 and 20-26"."""
+    runs: list[list[int]] = []
+    for page in pages:
+        if runs and page == runs[-1][-1] + 1:
+            runs[-1].append(page)
+        else:
+            runs.append([page])
+    if len(runs) == 1 and len(runs[0]) == 1:
         return f"page {pages[0]}"
-    return f"pages {', '.join(map(str, pages[:-1]))} and {pages[-1]}"
+    named = [str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs]
+    if len(named) == 1:
+        return f"pages {named[0]}"
+    return f"pages {', '.join(named[:-1])} and {named[-1]}"
