@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import struct
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -33,12 +34,17 @@ from vaultd.records import Block, Note, lay_out
 #: 25 megapixels: a 5,000 x 5,000 picture, four times a 4K screenshot; 75 MB decoded.
 DEFAULT_MAX_PIXELS = 25_000_000
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
-#: One core per engine, as the embedder: the governor's budget is counted in cores.
-DEFAULT_THREADS = 1
+#: Two threads where there are two cores: a first index reads its images one at a time and
+#: waits for each, and with one thread a core stood idle meanwhile (on issue 39's test vault OCR
+#: was 64% of the first index's wall time with one thread, 49% with two). The governor counts
+#: the worker's CPU time, not its threads, so the budget holds either way.
+DEFAULT_THREADS = min(2, os.cpu_count() or 1)
 #: The least address space the OCR worker is given, whatever `extract_memory_mb` says: the
 #: engine's libraries, models and buffers take 0.7-0.8 GB of it before the first image, and a
-#: 3,324 x 2,008 screenshot 1.2 GB in all (0.55 GB resident).
-MIN_WORKER_MB = 2048
+#: 3,324 x 2,008 screenshot 1.2 GB in all (0.55 GB resident) with one thread. A second thread
+#: reserves more (with 2 GB, 9 of obsidian-help's 48 screenshots ran out of it); this is address
+#: space, not resident memory, which stays far below the unit's MemoryHigh.
+MIN_WORKER_MB = 3072
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp")
 #: A PDF page with fewer characters than this in its own text layer is read as a picture.
 PAGE_TEXT_CHARS = 16
