@@ -1,0 +1,62 @@
+"""index/outcomes: failed and left-out notes recorded, counted in the summary, and told of."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.storage.outcomes import failed, left_out
+from vaultd.index.ledger import Ledger
+from vaultd.index.outcomes import Outcomes, Summary, failure
+from vaultd.records import FileState, NoteFailed, NoteLeftOut
+from vaultd.storage.manifest import Manifest
+
+
+def outcomes_of(manifest: Manifest, quarantine_after: int = 2) -> Outcomes:
+    return Outcomes(manifest, Ledger(manifest, quarantine_after), quarantine_after)
+
+
+def test_failure_is_a_left_out_file_only_when_it_has_a_kind() -> None:
+    state = FileState("a.md", 1, 1)
+    assert failure(state, "h", "bad", "") == NoteFailed(state, "h", "bad")
+    assert failure(state, "h", "bad", "binary") == NoteLeftOut(state, "h", "binary", "bad")
+
+
+def test_failures_are_recorded_counted_and_told_of(manifest: Manifest) -> None:
+    outcomes = outcomes_of(manifest)
+    told: list[tuple[str, dict[str, Any]]] = []
+    outcomes.on_note = lambda kind, **fields: told.append((kind, fields))
+    summary = Summary()
+
+    outcomes.record_failures(summary, [failed("bad.md"), left_out("blob.md")])
+
+    assert (summary.notes_failed, summary.notes_left_out) == (1, 1)
+    assert summary.failures == [{"path": "bad.md", "reason": "cannot parse"}]
+    assert summary.left_out == [{"path": "blob.md", "kind": "binary", "reason": "holds NUL bytes"}]
+    assert sorted((f["path"], f["status"]) for _, f in told) == [
+        ("bad.md", "failed"),
+        ("blob.md", "left_out"),
+    ]
+    counts = manifest.counts()
+    assert (counts["failed"], counts["left_out"]) == (1, 1)
+
+
+def test_a_note_failing_again_on_the_same_content_is_quarantined(manifest: Manifest) -> None:
+    outcomes = outcomes_of(manifest, quarantine_after=2)
+    told: list[str] = []
+    outcomes.on_note = lambda kind, **fields: told.append(fields["status"])
+    for _ in range(2):
+        outcomes.record_failures(Summary(), [failed("bad.md")])
+    assert told == ["failed", "quarantined"]
+    assert [q.path for q in manifest.quarantined()] == ["bad.md"]
+
+
+def test_nothing_failed_writes_nothing(manifest: Manifest) -> None:
+    summary = Summary()
+    outcomes_of(manifest).record_failures(summary, [])
+    assert summary == Summary()
+    assert manifest.counts()["failed"] == 0
+
+
+def test_the_summary_rounds_its_seconds() -> None:
+    out = Summary(seconds=1.23456, keyword_seconds=0.98765).as_dict()
+    assert (out["seconds"], out["keyword_seconds"]) == (1.235, 0.988)
