@@ -1,0 +1,66 @@
+"""index/known: the known-item evidence of a query (a note's name, the words in order, typos
+corrected, a rare word) read from the real manifest's keyword index."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.storage.outcomes import written
+from vaultd.index import known
+from vaultd.query import check_query
+from vaultd.storage.manifest import Manifest
+
+KEEPER = "Lighthouse Keeper.md#0"
+
+
+@pytest.fixture
+def vault(manifest: Manifest) -> Manifest:
+    manifest.apply(
+        [
+            written("Lighthouse Keeper.md", ["the keeper climbs the lighthouse stairs at dusk"]),
+            written("b.md", ["gulls wheel over the pier"]),
+            written("c.md", ["the pier at dusk"]),
+        ]
+    )
+    return manifest
+
+
+def gather(manifest: Manifest, query: str, *, typos: bool = True) -> known.Evidence:
+    parsed = check_query(query)
+    return known.gather(manifest, known.Lexicon(manifest), query, parsed, 10, None, typos=typos)
+
+
+def test_a_note_named_by_the_query_is_named(vault: Manifest) -> None:
+    evidence = gather(vault, "lighthouse keeper")
+    assert evidence.named == ("Lighthouse Keeper.md",)
+    assert evidence.tier(KEEPER, "Lighthouse Keeper.md", "") == known.NAME
+
+
+def test_the_words_in_order_make_the_phrase_tier(vault: Manifest) -> None:
+    evidence = gather(vault, "keeper climbs")
+    assert evidence.named == ()
+    assert evidence.chunks[known.PHRASE] == {KEEPER}
+    assert evidence.tier(KEEPER, "x.md", "the keeper climbs") == known.PHRASE
+    assert evidence.tier("b.md#0", "b.md", "gulls wheel over the pier") == 0
+
+
+def test_a_typo_is_corrected_to_a_word_the_vault_holds(vault: Manifest) -> None:
+    evidence = gather(vault, "lighthose stairs")
+    assert [(c.word, c.edits) for c in evidence.corrections] == [("lighthose", 1)]
+    assert evidence.chunks[known.CORRECTED] == {KEEPER}
+    assert evidence.replaced == ("lighthose",)
+    assert known.showing("lighthose stairs", evidence.corrections).endswith(" stairs")
+
+    assert gather(vault, "lighthose stairs", typos=False).corrections == ()
+
+
+def test_a_word_few_notes_hold_is_rare_evidence(vault: Manifest) -> None:
+    assert gather(vault, "gulls").chunks[known.RARE] == {"b.md#0"}
+
+
+def test_the_word_helpers() -> None:
+    assert known.display("[[target|shown]] and [text](https://x)") == "shown and text"
+    assert known.query_words('"the keeper" climbs the') == ("the", "keeper", "climbs", "the")
+    assert [known.edits_allowed(w) for w in ("pier", "keeper", "lighthouses")] == [0, 1, 2]
+    edits = known.one_edit("cat")
+    assert {"at", "act", "cut", "cart"} <= edits and "cat" not in edits
