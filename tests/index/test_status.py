@@ -1,0 +1,57 @@
+"""index/status: what `vaultd status` reports of an open index, and the JSON it is served as."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.small_vault import indexed
+from tests.storage.outcomes import failed
+from vaultd.index.status import index_status, kinds_text, not_indexed
+
+NOTES = {
+    "a.md": "# A\n\nThe keeper climbs the stairs.\n",
+    "b.md": "# B\n\nGulls at low tide.\n",
+    "blob.md": b"binary\x00bytes\x00here",
+    "photo.png": b"\x89PNG\r\n\x1a\n",
+}
+
+
+def test_the_status_of_an_index_counts_what_it_holds(tmp_path: Path) -> None:
+    with indexed(tmp_path, NOTES) as index:
+        status = index_status(index)
+        assert (status.notes, status.found, status.awaiting) == (2, 3, 0)
+        assert status.embedded == 2 and status.chunks >= 2
+        assert [e.path for e in status.left_out] == ["blob.md"]
+        assert not status.troubled
+        assert status.not_indexed == {"image": 1}
+
+        report = status.as_json()
+        assert report["vault"] == str(index.vault)
+        assert report["store"]["data_dir"] == str(index.data_dir)
+        assert report["left_out"][0]["path"] == "blob.md"
+        assert kinds_text(report)[-1] == "  not indexed (by kind): 1 image"
+
+
+def test_a_note_indexed_in_part_is_told_and_a_failure_troubles(tmp_path: Path) -> None:
+    with indexed(tmp_path, {"bad.md": "---\nkey: [unclosed\n---\nbody\n"}) as index:
+        status = index_status(index)
+        assert [path for path, _ in status.in_part] == ["bad.md"]
+        assert "invalid YAML" in status.as_json()["in_part"][0]["reason"]
+        assert not status.troubled
+
+        index.manifest.apply([failed("worse.md")], quarantine_after=3)
+        status = index_status(index)
+        assert status.troubled
+        assert status.as_json()["failed"] == [
+            {"path": "worse.md", "reason": "cannot parse", "attempts": 1}
+        ]
+
+
+def test_the_not_indexed_counts_read_back_or_none() -> None:
+    assert not_indexed('{"image": 2, "other": 1}') == {"image": 2, "other": 1}
+    assert not_indexed(None) == not_indexed("not json") == not_indexed("[1]") == {}
+    assert kinds_text({"kinds": {"note": {"ok": 3}}}) == []
+    assert kinds_text({"kinds": {"pdf": {"ok": 2, "left_out": 1}}}) == [
+        "kinds:",
+        "  pdf: 1 left out, 2 ok",
+    ]
