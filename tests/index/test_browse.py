@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.small_vault import indexed
 from tests.storage.outcomes import written
 from vaultd.index.browse import Heading, outline, recent, tags
+from vaultd.pipeline.discover import Discovery, IgnoreRules
 from vaultd.storage.manifest import Manifest
 
 
@@ -44,10 +44,11 @@ def test_recent_notes_come_newest_first_with_their_time(manifest: Manifest) -> N
 
 def test_an_outline_gives_each_heading_its_sections_lines(tmp_path: Path) -> None:
     text = "# Top\n\nintro\n\n## One\n\nfirst\n\n## Two\n\nsecond\n\n# Next\n\nlast\n"
-    with indexed(tmp_path, {"a.md": text}) as index:
-        assert outline(index.indexer.discovery, "a.md", 1 << 20) == [
-            Heading(1, "Top", 1, 11),
-            Heading(2, "One", 5, 7),
-            Heading(2, "Two", 9, 11),
-            Heading(1, "Next", 13, 15),
-        ]
+    (tmp_path / "a.md").write_text(text, encoding="utf-8")
+    discovery = Discovery(tmp_path, IgnoreRules())
+    assert outline(discovery, "a.md", 1 << 20) == [
+        Heading(1, "Top", 1, 11),
+        Heading(2, "One", 5, 7),
+        Heading(2, "Two", 9, 11),
+        Heading(1, "Next", 13, 15),
+    ]
