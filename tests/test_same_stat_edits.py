@@ -164,10 +164,16 @@ def coarse_fs(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", str(mount)], check=False, capture_output=True)
 
 
+#: Linux's CLOCK_REALTIME_COARSE, the clock the kernel stamps files with.
+COARSE_CLOCK = getattr(time, "CLOCK_REALTIME_COARSE", 5)
+
+
 def next_second() -> None:
-    """Wait for the start of the next wall-clock second, leaving nearly all of it."""
+    """Wait for the start of the next second, leaving nearly all of it. By the clock the kernel
+    stamps files with: it trails `time.time()` by up to a tick, so a save just after the
+    precise clock's second began could still be stamped with the second before."""
     target = int(time.time()) + 1
-    while time.time() < target:
+    while time.clock_gettime(COARSE_CLOCK) < target:
         time.sleep(0.002)
 
 
