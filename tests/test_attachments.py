@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from harness.convergence import assert_same, fresh_export
+from harness.mutations import mutated
 from tests.conftest import shared_path
 from vaultd.cli.doctor import check_vault
 from vaultd.config import load_config
@@ -350,21 +351,6 @@ def test_bad_files_are_left_out_with_their_reason_and_kinds_are_counted(indexed:
     assert status["kinds"]["excalidraw"] == {"ok": 2}
     assert status["kinds"]["pdf"] == {"ok": 1, "left_out": 3}
     assert status["not_indexed"] == {"image": 1}
-
-
-def mutated(data: bytes, rng: random.Random) -> bytes:
-    """`data` with a few bytes overwritten, inserted or cut, and one time in ten truncated."""
-    out = bytearray(data)
-    for _ in range(rng.randint(1, 24)):
-        at = rng.randrange(len(out))
-        action = rng.random()
-        if action < 0.6:
-            out[at] = rng.randrange(256)
-        elif action < 0.8:
-            out[at:at] = rng.randbytes(rng.randint(1, 64))
-        else:
-            del out[at : at + rng.randint(1, 512)]
-    return bytes(out[: rng.randrange(len(out))] if rng.random() < 0.1 else out)
 
 
 def test_200_mutations_of_a_real_pdf_are_each_read_or_left_out_with_a_reason() -> None:

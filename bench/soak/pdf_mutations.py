@@ -19,26 +19,11 @@ import time
 from pathlib import Path
 
 from bench.lib.paths import CORPORA
+from harness import mutations
 from vaultd.errors import LeftOutError
 from vaultd.index.extract import Extraction, extract_note
 
 DEFAULT = CORPORA / "attachments" / "pdf" / "asyRefCard.pdf"
-
-
-def mutate(data: bytes, rng: random.Random) -> bytes:
-    out = bytearray(data)
-    for _ in range(rng.randint(1, 24)):
-        at = rng.randrange(len(out))
-        action = rng.random()
-        if action < 0.6:
-            out[at] = rng.randrange(256)
-        elif action < 0.8:
-            out[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 64)))
-        else:
-            del out[at : at + rng.randint(1, 512)]
-    if rng.random() < 0.1:
-        out = out[: rng.randrange(len(out))]  # truncated too
-    return bytes(out)
 
 
 def main() -> None:
@@ -53,7 +38,7 @@ def main() -> None:
     slowest = (0.0, -1)
     started = time.perf_counter()
     for n in range(args.count):
-        mutated = mutate(data, rng)
+        mutated = mutations.mutated(data, rng)
         began = time.perf_counter()
         try:
             note = extract_note(f"m{n}.pdf", mutated, extraction=Extraction())
