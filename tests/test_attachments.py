@@ -29,6 +29,7 @@ from vaultd.index.extract import Extraction, extract_note
 from vaultd.index.links import resolve_links
 from vaultd.index.open import Index, open_index
 from vaultd.index.status import index_status
+from vaultd.isolation import close_children
 from vaultd.pipeline import pdf
 from vaultd.records import Hit, Location
 
@@ -214,6 +215,14 @@ def top(index: Index, query: str) -> Hit:
     hits = index.searcher.search(query, k=3)
     assert hits, query
     return hits[0]
+
+
+@pytest.fixture(autouse=True)
+def no_worker_left() -> Iterator[None]:
+    """The extraction workers this process started end with each test (they are kept between
+    files, so a test run alone would otherwise leave its PDF worker behind)."""
+    yield
+    close_children()
 
 
 def test_a_sentence_from_a_pdf_page_finds_the_pdf_with_that_page(indexed: Index) -> None:
