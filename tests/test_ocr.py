@@ -192,9 +192,10 @@ def test_a_pdf_with_a_page_ocr_cannot_read_is_indexed_in_part_as_status_says(
     assert hits and {hit.path for hit in hits} == {"Manuals/gri.pdf"}
 
 
-def test_pages_past_the_ocr_time_limit_are_left_out_of_the_pdf_not_its_text_layer() -> None:
-    """The OCR worker reads all of a PDF's pages as one request: killed at the time limit,
-    it has read none of them, and the text layer stands with the pages named."""
+def scanned_pdf() -> bytes:
+    """gri's page 3, with its text layer ("Short Contents"), then 200 scans of a small
+    screenshot: reading the scans takes a minute, so 5 s (`extract_timeout`) passes on any
+    machine, and reading the text layer of 201 pages fits in it on a busy one."""
     import pypdfium2 as pdfium
 
     scans = BytesIO()
@@ -202,14 +203,18 @@ def test_pages_past_the_ocr_time_limit_are_left_out_of_the_pdf_not_its_text_laye
         page = image.convert("RGB")
         page.save(scans, "PDF", save_all=True, append_images=[page] * 199, resolution=72)
     whole = pdfium.PdfDocument.new()
-    whole.import_pages(pdfium.PdfDocument(GRI), [2])  # gri's page 3, with its text layer
+    whole.import_pages(pdfium.PdfDocument(GRI), [2])
     whole.import_pages(pdfium.PdfDocument(scans.getvalue()))
     out = BytesIO()
     whole.save(out)
-    # Reading 200 scans takes a minute: 5 s passes on any machine, and reading the text
-    # layer of 201 pages fits in it on a busy one.
+    return out.getvalue()
+
+
+def test_pages_past_the_ocr_time_limit_are_left_out_of_the_pdf_not_its_text_layer() -> None:
+    """The OCR worker reads all of a PDF's pages as one request: killed at the time limit,
+    it has read none of them, and the text layer stands with the pages named."""
     note = extract_note(
-        "Manuals/scanned.pdf", out.getvalue(), extraction=Extraction(ocr_on=True, timeout=5)
+        "Manuals/scanned.pdf", scanned_pdf(), extraction=Extraction(ocr_on=True, timeout=5)
     )
     assert {block.page for block in note.blocks} == {1} and "Short Contents" in note.body
     assert note.errors == (

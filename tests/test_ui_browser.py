@@ -1,6 +1,7 @@
 """The page in a real headless browser (Debian's Chromium through Playwright) against a real
 daemon on a subset of obsidian-help/en: search as you type, a hit's note with its related notes,
-and the health view changing while a first index runs and while a note is edited.
+the health view changing while a first index runs and while a note is edited, and a PDF read in
+part named there with what of it was not read.
 
 With VAULTD_UI_SCREENSHOTS=DIR the views are saved there as PNG files (docs/ui/ is made so)."""
 
@@ -23,6 +24,7 @@ from harness.daemon import (
     write_config,
 )
 from tests.conftest import shared_path
+from tests.test_ocr import scanned_pdf
 from tests.ui import ui_server
 from vaultd.api.client import Client
 from vaultd.layout import vault_id
@@ -72,7 +74,9 @@ def daemon(
     page: Any, sockets: Path, vault: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningDaemon]:
     work = tmp_path_factory.mktemp("work")
-    config = write_config(work / "vaultd.toml", vault, work / "data", sockets)
+    # OCR on with a time limit a PDF of 200 scans passes (test 5); the vault has no images.
+    attachments = '[attachments]\nocr = true\nextract_timeout = "5s"\n'
+    config = write_config(work / "vaultd.toml", vault, work / "data", sockets, extra=attachments)
     # Not waiting for the first index: the health view is watched while it runs.
     d = start(config, sockets, work / "vaultd.log", wait_ready=False)
     try:
@@ -176,3 +180,18 @@ def test_4_the_health_view_changes_while_a_note_is_edited(
     wait_until(lambda: "Home.md" in page.text_content("#h-events"), "the edit on the page")
     wait_until(lambda: "p50" in page.text_content("#h-lag"), "the lag shown")
     shot(page, "health")
+
+
+def test_5_a_pdf_read_in_part_is_named_with_what_was_not_read(
+    page: Any, daemon: RunningDaemon, vault: Path
+) -> None:
+    page.goto(page.url.split("#")[0] + "#health")
+    (vault / "scanned.pdf").write_bytes(scanned_pdf())
+    wait_until(
+        lambda: "scanned.pdf" in page.text_content("#h-inpart"), "the PDF read in part shown"
+    )
+    named = page.locator("#h-inpart li", has_text="scanned.pdf").text_content()
+    assert named == (
+        "scanned.pdf: pages 2-201 not read by OCR: took longer than 5 s to read (extract_timeout)"
+    )
+    assert "scanned.pdf" not in page.text_content("#h-leftout")

@@ -196,6 +196,7 @@ async function refreshHealth() {
   fill("h-failed", s.failed || [], (f) => `${f.path}: ${f.reason}`);
   fill("h-quarantined", s.quarantined || [], (q) => `${q.path}: ${q.reason}`);
   fill("h-leftout", s.left_out || [], (l) => `${l.path}: ${l.kind} (${l.reason})`);
+  fill("h-inpart", s.in_part || [], (p) => `${p.path}: ${p.reason}`);
   document.body.dataset.healthNotes = String(s.notes);
 }
 
