@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from vaultd.storage.notes import CHUNK_COLUMNS, StoredChunk, batches, stored
-from vaultd.storage.schema import Query
+from vaultd.storage.schema import IN_KEYS, Query, keys
 
 #: More notes than this named at once (a checkout of another branch) select every chunk
 #: awaiting: their list would pass SQLite's limit on parameters.
@@ -34,16 +34,12 @@ class Awaiting:
 
 
 def vectors(query: Query, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {}
-    for batch in batches(sorted(set(hashes)), 500):
-        marks = ",".join("?" * len(batch))
-        rows = query(
-            f"SELECT hash, vector FROM vectors WHERE model = ? AND hash IN ({marks})",
-            [model, *batch],
-        )
-        for h, blob in rows:
-            out[h] = np.frombuffer(blob, dtype=np.float32)
-    return out
+    hashes = set(hashes)
+    if not hashes:
+        return {}
+    sql = f"SELECT hash, vector FROM vectors WHERE model = ? AND hash {IN_KEYS}"
+    rows = query(sql, (model, keys(hashes)))
+    return {h: np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
 
 
 def vectors_of(
@@ -53,18 +49,19 @@ def vectors_of(
     have one; a note with none is left out."""
     ids: dict[str, list[str]] = {}
     rows: dict[str, list[bytes]] = {}
-    for batch in batches(sorted(set(paths)), 500):
-        marks = ",".join("?" * len(batch))
-        for path, chunk_id, blob in query(
-            # CROSS JOIN keeps the chunks outermost: the planner would otherwise walk
-            # every vector of the model (ten times slower on a big vault).
-            "SELECT c.path, c.id, v.vector FROM chunks c "
-            "CROSS JOIN vectors v ON v.model = ? AND v.hash = c.hash "
-            f"WHERE c.path IN ({marks}) ORDER BY c.path, c.idx",
-            [model, *batch],
-        ):
-            ids.setdefault(path, []).append(chunk_id)
-            rows.setdefault(path, []).append(blob)
+    paths = set(paths)
+    if not paths:
+        return {}
+    for path, chunk_id, blob in query(
+        # CROSS JOIN keeps the chunks outermost: the planner would otherwise walk
+        # every vector of the model (ten times slower on a big vault).
+        "SELECT c.path, c.id, v.vector FROM chunks c "
+        "CROSS JOIN vectors v ON v.model = ? AND v.hash = c.hash "
+        f"WHERE c.path {IN_KEYS} ORDER BY c.path, c.idx",
+        (model, keys(paths)),
+    ):
+        ids.setdefault(path, []).append(chunk_id)
+        rows.setdefault(path, []).append(blob)
     return {
         path: (
             ids[path],

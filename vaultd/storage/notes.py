@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vaultd.records import FileState, KnownNote, Link, Location, NoteWritten, kind_of
-from vaultd.storage.schema import Query
+from vaultd.storage.schema import IN_KEYS, Query, keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +76,8 @@ def known(query: Query) -> dict[str, KnownNote]:
 def known_subset(query: Query, paths: Iterable[str], dirs: Iterable[str]) -> dict[str, KnownNote]:
     """The known notes among `paths` and under the folders `dirs`."""
     cols = f"SELECT {_KNOWN_COLUMNS} FROM notes"
-    rows: list[Any] = []
-    for batch in batches(sorted(set(paths)), 500):
-        rows += query(f"{cols} WHERE path IN ({','.join('?' * len(batch))})", batch)
+    paths = set(paths)
+    rows: list[Any] = query(f"{cols} WHERE path {IN_KEYS}", (keys(paths),)) if paths else []
     for folder in dirs:
         prefix = folder.strip("/") + "/"
         rows += query(f"{cols} WHERE substr(path, 1, ?) = ?", (len(prefix), prefix))
@@ -87,32 +86,33 @@ def known_subset(query: Query, paths: Iterable[str], dirs: Iterable[str]) -> dic
 
 def records(query: Query, paths: Iterable[str]) -> dict[str, NoteRecord]:
     """These notes as recorded (those the manifest holds), in one read."""
-    out: dict[str, NoteRecord] = {}
-    for batch in batches(sorted(set(paths)), 500):
-        marks = ",".join("?" * len(batch))
-        rows = query(
-            f"SELECT {_KNOWN_COLUMNS}, title, aliases, tags, links, frontmatter, error, kind "
-            f"FROM notes WHERE path IN ({marks})",
-            batch,
+    paths = set(paths)
+    if not paths:
+        return {}
+    rows = query(
+        f"SELECT {_KNOWN_COLUMNS}, title, aliases, tags, links, frontmatter, error, kind "
+        f"FROM notes WHERE path {IN_KEYS}",
+        (keys(paths),),
+    )
+    return {
+        r[0]: NoteRecord(
+            _known(r[:10]),
+            {
+                "path": r[0],
+                "title": r[10],
+                "aliases": json.loads(r[11]),
+                "tags": json.loads(r[12]),
+                "links": json.loads(r[13]),
+                "frontmatter": json.loads(r[14]),
+                "sha256": r[3],
+                "mtime_ns": r[2],
+                "status": r[4],
+                "error": r[15],
+                "kind": r[16],
+            },
         )
-        for r in rows:
-            out[r[0]] = NoteRecord(
-                _known(r[:10]),
-                {
-                    "path": r[0],
-                    "title": r[10],
-                    "aliases": json.loads(r[11]),
-                    "tags": json.loads(r[12]),
-                    "links": json.loads(r[13]),
-                    "frontmatter": json.loads(r[14]),
-                    "sha256": r[3],
-                    "mtime_ns": r[2],
-                    "status": r[4],
-                    "error": r[15],
-                    "kind": r[16],
-                },
-            )
-    return out
+        for r in rows
+    }
 
 
 def chunk_ids(query: Query, path: str | None = None) -> list[str]:
@@ -127,50 +127,38 @@ def chunks_of(query: Query, path: str) -> list[StoredChunk]:
 
 
 def chunks_by_id(query: Query, ids: Sequence[str]) -> dict[str, StoredChunk]:
-    out: dict[str, StoredChunk] = {}
-    for batch in batches(list(ids), 500):
-        marks = ",".join("?" * len(batch))
-        for row in query(f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE id IN ({marks})", batch):
-            out[row[0]] = stored(row)
-    return out
+    if not ids:
+        return {}
+    rows = query(f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE id {IN_KEYS}", (keys(ids),))
+    return {row[0]: stored(row) for row in rows}
 
 
 def chunk_counts(query: Query, paths: Sequence[str]) -> dict[str, int]:
     """How many passages each note has (notes without any are left out)."""
-    out: dict[str, int] = {}
-    for batch in batches(list(paths), 500):
-        marks = ",".join("?" * len(batch))
-        out.update(
-            query(f"SELECT path, COUNT(*) FROM chunks WHERE path IN ({marks}) GROUP BY path", batch)
-        )
-    return out
+    if not paths:
+        return {}
+    sql = f"SELECT path, COUNT(*) FROM chunks WHERE path {IN_KEYS} GROUP BY path"
+    return dict(query(sql, (keys(paths),)))
 
 
 def paths_of_chunks(query: Query, ids: Sequence[str]) -> dict[str, str]:
     """Each chunk's note (for chunks still indexed)."""
-    out: dict[str, str] = {}
-    for batch in batches(list(ids), 500):
-        marks = ",".join("?" * len(batch))
-        out.update(query(f"SELECT id, path FROM chunks WHERE id IN ({marks})", batch))
-    return out
+    if not ids:
+        return {}
+    return dict(query(f"SELECT id, path FROM chunks WHERE id {IN_KEYS}", (keys(ids),)))
 
 
 def tags_of(query: Query, paths: Sequence[str]) -> dict[str, tuple[str, ...]]:
     """The tags each of these notes carries, as written (for search hits)."""
-    rows = query(
-        "SELECT path, tags FROM notes WHERE path IN (SELECT value FROM json_each(?))",
-        (json.dumps(list(paths), ensure_ascii=False),),
-    )
+    rows = query(f"SELECT path, tags FROM notes WHERE path {IN_KEYS}", (keys(paths),))
     return {r[0]: tuple(json.loads(r[1])) for r in rows}
 
 
 def kinds_of(query: Query, paths: Sequence[str]) -> dict[str, str]:
     """Each recorded note's kind (`records.NoteKind`), by path."""
-    out: dict[str, str] = {}
-    for batch in batches(list(paths), 500):
-        marks = ",".join("?" * len(batch))
-        out.update(query(f"SELECT path, kind FROM notes WHERE path IN ({marks})", batch))
-    return out
+    if not paths:
+        return {}
+    return dict(query(f"SELECT path, kind FROM notes WHERE path {IN_KEYS}", (keys(paths),)))
 
 
 def note_paths(query: Query) -> list[str]:

@@ -10,8 +10,9 @@ The bottom of the manifest's modules: it imports none of them.
 
 from __future__ import annotations
 
+import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,17 @@ from vaultd.query import UNSPACED_RANGES, cjk_terms
 #: Runs one read-only statement on the manifest and returns its rows (`Manifest._query`, which
 #: translates sqlite3's errors): how the modules above this one read without a connection.
 Query = Callable[[str, Sequence[Any]], list[Any]]
+
+#: `col IN_KEYS` with `keys(...)` as its parameter: a set of any size as one parameter, where
+#: `IN (?, ?, ...)` would need batches under SQLite's limit on parameters. The planner still
+#: walks the column's index once per key.
+IN_KEYS = "IN (SELECT value FROM json_each(?))"
+
+
+def keys(items: Iterable[str]) -> str:
+    """The parameter of an `IN_KEYS` test: these keys as a JSON array, sorted."""
+    return json.dumps(sorted(set(items)), ensure_ascii=False)
+
 
 SCHEMA_VERSION = 10
 
