@@ -106,7 +106,7 @@ LONGEST_FIRST = (
     "tests/test_first_hour.py",
     "tests/test_ui_browser.py",
     "tests/test_attachments_daemon.py",
-    "tests/test_ocr.py",
+    "tests/pipeline/test_ocr.py",
 )
 
 

@@ -12,8 +12,8 @@ from typing import Any
 from harness.convergence import assert_converged
 from harness.daemon import running, start, wait_until
 from tests.conftest import shared_path
+from tests.pipeline.test_ocr import png_bomb
 from tests.test_attachments import make_pdf
-from tests.test_ocr import png_bomb
 from vaultd.index.extract import OCR_CHILD, PDF_CHILD
 
 

@@ -5,7 +5,7 @@ model, Chroma, the indexer, vector-mode search.
 Chroma's HNSW graph leaves some vectors no search reaches (2.4% of obsidian-hub's passages);
 vaultd searches exactly below `EXACT_LIMIT`. Notes this few and this short rarely strand one,
 so this test guards the path rather than reproducing the graph's failure: that is
-`test_vectors.py::test_vectors_written_one_by_one_unlike_the_rest_are_found`, and the
+`storage/test_vectors.py::test_vectors_written_one_by_one_unlike_the_rest_are_found`, and the
 measurement on obsidian-hub is `bench/quality/exact_search.py` (docs/benchmarks.md).
 """
 
