@@ -31,6 +31,7 @@ from pathlib import Path
 from PIL import Image
 from rapidocr_onnxruntime import RapidOCR
 
+from bench.lib import results
 from bench.lib.machine import cpu_model
 from bench.lib.paths import CORPORA
 from vaultd.pipeline import ocr
@@ -51,6 +52,7 @@ def main() -> None:
         action="store_true",
         help="time only what vaultd's module does besides the engine, on every image",
     )
+    results.add_option(parser)
     args = parser.parse_args()
     if args.own_work:
         own_work(args.images, args.rounds)
@@ -77,6 +79,7 @@ def main() -> None:
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'image':40} {'pixels':>9} {'bare s':>7} {'vaultd s':>8} {'engine s':>8} {'rows':>9}")
     totals = {"all": [0.0, 0.0], "alike": [0.0, 0.0], "same pixels": [0.0, 0.0]}
+    rows: list[list[str]] = []
     for i, path in enumerate(files):
         data = path.read_bytes()
         with Image.open(path) as image:
@@ -126,13 +129,25 @@ def main() -> None:
             f"{path.name[:40]:40} {pixels:9d} {bare_s:7.2f} {ours_s:8.2f} {engine_s:8.2f} "
             f"{ours_rows:4d}/{bare_boxes:<4d}{mark}"
         )
+        rows.append(
+            [f"{path.name}{mark}", f"{pixels:,}"]
+            + [f"{s:.2f}" for s in (bare_s, ours_s, engine_s)]
+            + [f"{ours_rows}/{bare_boxes}"]
+        )
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    sums: list[list[str]] = []
     for key, (bare_s, ours_s) in totals.items():
         if bare_s:
             print(
                 f"{key:>11}: bare {bare_s:.1f} s, vaultd {ours_s:.1f} s, "
                 f"vaultd/bare time {ours_s / bare_s:.3f}"
             )
+            sums.append([key, f"{bare_s:.1f} s", f"{ours_s:.1f} s", f"{ours_s / bare_s:.3f}"])
+    columns = ["image", "pixels", "bare s", "vaultd s", "engine s", "rows / bare boxes"]
+    results.record(args.record, columns, rows)
+    if args.record:
+        sum_columns = ["sum over", "bare", "vaultd", "vaultd / bare time"]
+        results.record(f"{args.record}-sums", sum_columns, sums)
 
 
 def own_work(images: Path, rounds: int) -> None:
