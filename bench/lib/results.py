@@ -102,7 +102,7 @@ class Result:
         )
 
 
-def add_option(parser: argparse.ArgumentParser) -> None:
+def add_record_option(parser: argparse.ArgumentParser) -> None:
     """`--record NAME`: a run is recorded only when asked, under a name the doc's marker uses,
     so a trial run never overwrites the result a table shows."""
     parser.add_argument(

@@ -43,6 +43,7 @@ from typing import Any
 
 from bench.lib.beir import load_dataset, ndcg_at
 from bench.lib.paths import CORPORA, QUESTIONS, SHARED
+from bench.lib.results import add_record_option, record
 from vaultd.config import NAMED_MODELS, EmbeddingSection, SearchSection, load_config
 from vaultd.index.open import Index, open_index
 from vaultd.index.ranking import rrf
@@ -313,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("-q", "--quiet", action="store_true")
+    add_record_option(parser)
     args = parser.parse_args(argv)
     modes: list[Mode] = [m for m in MODES if m in args.modes.split(",")]
     args.vault = args.vault or HELP / args.lang
@@ -376,7 +378,18 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
         print(render(report))
+    if "modes" in report:
+        record(args.record, *table(report))
     return 0
+
+
+def table(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The modes' figures as docs/benchmarks.md tables them (a sweep is not recorded)."""
+    rows = [
+        [mode, f"{m['hit@5']:.3f}", f"{m['mrr@10']:.3f}", f"{m.get('latency_p50_ms', 0):.1f} ms"]
+        for mode, m in report["modes"].items()
+    ]
+    return ["mode", "hit@5", "MRR@10", "p50"], rows
 
 
 def render(report: dict[str, Any]) -> str:

@@ -34,6 +34,7 @@ from typing import Any
 
 from bench.lib.beir import Dataset, Document, dedupe, load_dataset, ndcg_at, percentile, recall_at
 from bench.lib.paths import SHARED
+from bench.lib.results import add_record_option, record
 from vaultd.config import EmbeddingSection, SearchSection, load_config
 from vaultd.index.open import open_index
 from vaultd.query import MAX_K, MODES, Mode
@@ -222,6 +223,19 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def table(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The modes' figures as docs/benchmarks.md tables them."""
+    columns = ["mode", "nDCG@10", "recall@10", "recall@100", "docs in top 100 passages"]
+    rows = [
+        [mode]
+        + [f"{m[key]:.4f}" for key in ("ndcg@10", "recall@10", "recall@100")]
+        + [f"{m['docs_per_query']:.1f}", f"{m['latency_p50_ms']:.1f} ms"]
+        + [f"{m['latency_p95_ms']:.1f} ms"]
+        for mode, m in report["modes"].items()
+    ]
+    return [*columns, "p50", "p95"], rows
+
+
 def parse_modes(text: str) -> list[Mode]:
     modes = [m.strip() for m in text.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
@@ -289,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    add_record_option(parser)
     args = parser.parse_args(argv)
     try:
         overrides = search_overrides(args.search)
@@ -348,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(render(report))
+    record(args.record, *table(report))
     return 0
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.paths import CORPORA, REPO, SHARED
+from bench.lib.results import add_record_option, record
 from bench.lib.stats import rank
 from harness.daemon import RunningDaemon, running
 
@@ -88,6 +89,7 @@ def main() -> None:
         help="after the busy edits, let the first index finish and record RSS at rest",
     )
     parser.add_argument("--json", action="store_true")
+    add_record_option(parser)
     args = parser.parse_args()
     result: dict[str, Any] = {"debounce": args.debounce}
 
@@ -136,9 +138,34 @@ def main() -> None:
 
     if args.json:
         print(json.dumps(result, indent=2))
-        return
-    for key, value in result.items():
-        print(f"{key:32} {value}")
+    else:
+        for key, value in result.items():
+            print(f"{key:32} {value}")
+    record(args.record, ["", "figure"], table(result, args.idle_seconds))
+
+
+def table(result: dict[str, Any], idle_seconds: float) -> list[list[str]]:
+    """The figures as docs/benchmarks.md tables them, one a row."""
+    rows = []
+    for name, key in (("idle daemon", "idle_edits"), ("during a first index", "busy_edits")):
+        if key in result:
+            edits = result[key]
+            rows += [
+                [f"save-to-searchable, {name}, {q}", f"{edits[q]:.3f} s"] for q in ("p50", "p95")
+            ]
+            rows.append(
+                [f"save-to-searchable, {name}, max of {edits['n']}", f"{edits['max']:.3f} s"]
+            )
+    rows.append([f"CPU over {idle_seconds:g} idle seconds", f"{result['idle_cpu_percent']:.2f}%"])
+    rows.append(["RSS, idle, small vault", f"{result['idle_rss_mb_small_vault']:.0f} MB"])
+    for name, key in (
+        ("RSS during the first index", "busy_rss_mb"),
+        ("peak RSS of the first index", "peak_rss_mb"),
+        ("RSS at rest after the first index", "idle_rss_mb_after_index"),
+    ):
+        if key in result:
+            rows.append([name, f"{result[key]:,.0f} MB"])
+    return rows
 
 
 if __name__ == "__main__":

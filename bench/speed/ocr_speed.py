@@ -31,9 +31,9 @@ from pathlib import Path
 from PIL import Image
 from rapidocr_onnxruntime import RapidOCR
 
-from bench.lib import results
 from bench.lib.machine import cpu_model
 from bench.lib.paths import CORPORA
+from bench.lib.results import add_record_option, record
 from vaultd.pipeline import ocr
 
 DEFAULT_IMAGES = CORPORA / "attachments" / "images"
@@ -52,7 +52,7 @@ def main() -> None:
         action="store_true",
         help="time only what vaultd's module does besides the engine, on every image",
     )
-    results.add_option(parser)
+    add_record_option(parser)
     args = parser.parse_args()
     if args.own_work:
         own_work(args.images, args.rounds)
@@ -144,10 +144,10 @@ def main() -> None:
             )
             sums.append([key, f"{bare_s:.1f} s", f"{ours_s:.1f} s", f"{ours_s / bare_s:.3f}"])
     columns = ["image", "pixels", "bare s", "vaultd s", "engine s", "rows / bare boxes"]
-    results.record(args.record, columns, rows)
+    record(args.record, columns, rows)
     if args.record:
         sum_columns = ["sum over", "bare", "vaultd", "vaultd / bare time"]
-        results.record(f"{args.record}-sums", sum_columns, sums)
+        record(f"{args.record}-sums", sum_columns, sums)
 
 
 def own_work(images: Path, rounds: int) -> None:

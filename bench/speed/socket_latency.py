@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.paths import CORPORA, SHARED
+from bench.lib.results import add_record_option, record
 from bench.lib.stats import percentiles
 from bench.lib.workdir import vault_copy
 from harness.daemon import short_socket_dir, start, write_config
@@ -70,6 +71,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--mode", default="hybrid")
     parser.add_argument("--json", action="store_true")
+    add_record_option(parser)
     args = parser.parse_args()
 
     work = args.workdir
@@ -116,6 +118,12 @@ def main() -> None:
     else:
         for key, value in result.items():
             print(f"{key:28} {value}")
+    rows = [["in-process", result["in_process"]]]
+    rows += [
+        [f"socket, {n} client{'s' * (n > 1)}", result[f"socket_{n}_clients"]] for n in (1, 4, 16)
+    ]
+    ms = [[name, f"{p['p50_ms']:.1f} ms", f"{p['p99_ms']:.1f} ms"] for name, p in rows]
+    record(args.record, ["", "p50", "p99"], ms)
 
 
 if __name__ == "__main__":
