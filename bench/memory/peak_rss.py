@@ -47,6 +47,7 @@ from typing import Any
 
 from bench.lib.machine import cpu_model
 from bench.lib.paths import CORPORA, REPO
+from bench.lib.results import add_record_option, record
 from harness.daemon import short_socket_dir, start, write_config
 
 HELP = CORPORA / "obsidian-help" / "en"
@@ -291,6 +292,7 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, action="append", default=[])
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--huge-mb", type=float, default=1.0)
+    add_record_option(parser)
     args = parser.parse_args()
     args.env = dict(item.split("=", 1) for item in args.env)
     trees: list[Path] = [t.resolve() for t in args.tree] or [CHECKOUT]
@@ -339,6 +341,27 @@ def main() -> None:
                     row["cpu_ratio"] = spread([r.cpu_s / first[r.repeat].cpu_s for r in mine])
                 summary["results"].append(row)
     print(json.dumps(summary, indent=2))
+    columns = ["peak RSS", *(str(tree) for tree in trees)]
+    record(args.record, columns, table(summary["results"], trees, args.repeat))
+
+
+def megabytes(spread: list[float], runs: int) -> str:
+    low, high = spread
+    figure = f"{low:,.0f} MB" if round(low) == round(high) else f"{low:,.0f}–{high:,.0f} MB"
+    return figure + (f" ({runs} runs)" if runs > 1 else "")
+
+
+def table(results: list[dict[str, Any]], trees: list[Path], runs: int) -> list[list[str]]:
+    """A row per case and mode (and the daemon at rest after a run), a column per tree."""
+    rows: list[list[str]] = []
+    for case, mode in dict.fromkeys((r["case"], r["mode"]) for r in results):
+        mine = {r["tree"]: r for r in results if (r["case"], r["mode"]) == (case, mode)}
+        name = f"`vaultd {mode}`, {case}"
+        rows.append([name, *(megabytes(mine[str(t)]["peak_mb"], runs) for t in trees)])
+        if mode == "run":
+            at_rest = (megabytes(mine[str(t)]["idle_mb"], runs) for t in trees)
+            rows.append([f"{name}, at rest", *at_rest])
+    return rows
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from typing import Any
 
 from bench.data.known_items import KINDS, VAULTS, load
 from bench.lib.paths import REPO
+from bench.lib.results import add_record_option, record
 from bench.lib.stats import rank
 from bench.lib.workdir import vault_copy
 from harness.daemon import short_socket_dir, start, write_config
@@ -224,6 +225,7 @@ def main() -> int:
     )
     parser.add_argument("--settle", type=float, default=600, help="seconds to wait for ready")
     parser.add_argument("--json", type=Path, help="also write the report here")
+    add_record_option(parser)
     args = parser.parse_args()
     os.chdir("/")  # the daemon's `python -m` puts its working directory first on sys.path
     workdir = (args.workdir or Path(f"/tmp/i38-{args.vault}")).resolve()
@@ -280,7 +282,35 @@ def main() -> int:
     for name, _ in codes:
         part = {k: v for k, v in report[name].items() if k != "misses"}
         print(name, json.dumps(part))
+    names = [name for name, _ in codes]
+    if args.action == "measure":
+        record(args.record, *hits_table(report, names), align=["none"] * (len(KINDS) + 1))
+    else:
+        record(args.record, *latency_table(report, names))
     return 0
+
+
+def hits_table(report: dict[str, Any], codes: list[str]) -> tuple[list[str], list[list[str]]]:
+    """hit@1 / hit@10 by kind of question, a row per checkout."""
+    head = f"{report['vault']}, {report['split']}, {report['mode']}, hit@1 / hit@10"
+    rows = []
+    for name in codes:
+        part = report[name]
+        counts = " / ".join(str(part[k]["n"]) if k in part else "0" for k in KINDS)
+        cells = [
+            f"{part[k]['hit@1']:.2f} / {part[k]['hit@10']:.2f}" if k in part else "-" for k in KINDS
+        ]
+        rows.append([f"{name} ({counts})", *cells])
+    return [head, *KINDS], rows
+
+
+def latency_table(report: dict[str, Any], codes: list[str]) -> tuple[list[str], list[list[str]]]:
+    """p50, p99 and the daemon's CPU time per search, a row per checkout."""
+    rows = [
+        [name, *(f"{report[name][key]:.1f} ms" for key in ("p50_ms", "p99_ms", "daemon_cpu_ms"))]
+        for name in codes
+    ]
+    return [f"{report['vault']}, {report['mode']}", "p50", "p99", "daemon CPU per search"], rows
 
 
 if __name__ == "__main__":

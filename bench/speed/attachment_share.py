@@ -31,6 +31,7 @@ from typing import Any
 import pathspec as installed
 
 from bench.lib.paths import CORPORA
+from bench.lib.results import add_record_option, record
 from vaultd import isolation
 from vaultd.config import load_config
 from vaultd.index import extract
@@ -75,6 +76,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--whole", action="store_true", help="issue 39's whole acceptance vault")
+    add_record_option(parser)
     args = parser.parse_args()
     spent: dict[str, dict[str, float]] = {}
     real = isolation.run_child
@@ -130,6 +132,15 @@ def main() -> None:
             "cpu_share": round(entry["cpu_s"] / cpu, 3),
         }
     print(json.dumps(out, indent=None if args.json else 2))
+    files = sum(sum(statuses.values()) for statuses in kinds.values())
+    rows = [["first index, all of it", f"{files:,}", f"{wall:.1f}", "1", f"{cpu:.1f}", "1"]]
+    for kind, name in (("ocr", "OCR"), ("pdf", "PDF text layers")):
+        if kind in out:
+            part = out[kind]
+            figures = (part["wall_s"], part["wall_share"], part["cpu_s"], part["cpu_share"])
+            rows.append([name, f"{part['files']:,}", *(f"{x:g}" for x in figures)])
+    columns = ["part", "files", "wall s", "share of wall", "CPU s", "share of CPU"]
+    record(args.record, columns, rows)
 
 
 if __name__ == "__main__":
