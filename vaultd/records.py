@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, get_args
+from types import MappingProxyType
+from typing import Any, Final, Literal, get_args
+
+#: A record the API answers with (vaultd.api.operations) sets this as `__pydantic_config__`:
+#: pydantic then describes its fields by the docstrings under them.
+DESCRIBED: Final[Mapping[str, Any]] = MappingProxyType({"use_attribute_docstrings": True})
 
 BlockKind = Literal[
     "heading", "paragraph", "list", "code", "table", "quote", "html", "math", "rule", "other"
@@ -443,15 +448,16 @@ class Correction:
     """A query word the vault does not hold (or holds far more rarely than a close neighbour),
     also searched as a term of the words index within one or two edits of it."""
 
-    #: As typed.
+    __pydantic_config__ = DESCRIBED
     word: str
-    #: The words index's term (a stem) it was also searched as.
+    """A query word as typed."""
     term: str
-    #: Edits between the two (a swap of two letters is one).
+    """The words index's term (a stem) it was also searched as."""
     edits: int
-    #: The term as the notes on the page spell it, for "showing results for ..."; empty when
-    #: no passage on the page held it.
+    """Edits between the two (a swap of two letters is one)."""
     shown: str = ""
+    """The term as the notes on the page spell it, for "showing results for ..."; empty when
+    no passage on the page held it."""
 
     def as_json(self) -> dict[str, Any]:
         return {"word": self.word, "term": self.term, "edits": self.edits, "shown": self.shown}

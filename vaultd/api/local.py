@@ -197,51 +197,24 @@ class LocalService:
             allowed=self.index.searcher.select(request.filters),
             how=request.how,
         )
-        return o.RelatedResponse.model_validate(
-            {"path": path, "related": [r.as_json() for r in found]}
-        )
+        return o.RelatedResponse(path=path, related=found)
 
     def mentions(self, request: o.MentionsRequest) -> o.MentionsResponse:
         path = self.find_note(request.path)
         found = unlinked_mentions(self.index.manifest, path, request.k) or []
-        return o.MentionsResponse.model_validate(
-            {"path": path, "mentions": [m.as_json() for m in found]}
-        )
+        return o.MentionsResponse(path=path, mentions=found)
 
     def backlinks(self, request: o.BacklinksRequest) -> o.BacklinksResponse:
         path = self.find_note(request.path)
         found = backlinks_of(self.index.manifest, path)[: request.k]
-        return o.BacklinksResponse.model_validate(
-            {
-                "path": path,
-                "backlinks": [
-                    {
-                        "path": b.path,
-                        "title": b.title,
-                        "links": b.links,
-                        "passages": [
-                            {
-                                "section": p.section,
-                                "start_line": p.start_line,
-                                "end_line": p.end_line,
-                                "text": p.text,
-                                "link_lines": list(p.link_lines),
-                            }
-                            for p in b.passages
-                        ],
-                    }
-                    for b in found
-                ],
-            }
-        )
+        answer = {"path": path, "backlinks": found}
+        return o.BacklinksResponse.model_validate(answer, from_attributes=True)
 
     def outline(self, request: o.OutlineRequest) -> o.OutlineResponse:
         path = self.find_note(request.path)
         indexer = self.index.indexer
         headings = browse.outline(indexer.discovery, path, indexer.max_bytes)
-        return o.OutlineResponse.model_validate(
-            {"path": path, "headings": [h.as_json() for h in headings]}
-        )
+        return o.OutlineResponse(path=path, headings=headings)
 
     def tags(self, request: o.TagsRequest) -> o.TagsResponse:
         return o.TagsResponse.model_validate(

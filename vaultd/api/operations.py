@@ -41,7 +41,11 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from vaultd.api.limits import MAX_TAGS, MAX_WAIT
-from vaultd.errors import LeftOutKind, QueryError, VaultdError
+from vaultd.errors import QueryError, VaultdError
+from vaultd.index.browse import Heading
+from vaultd.index.mentions import Mention
+from vaultd.index.related import RelatedNote
+from vaultd.index.status import Failure, Lag
 from vaultd.query import (
     MAX_CONDITIONS,
     MAX_IN_VALUES,
@@ -57,7 +61,8 @@ from vaultd.query import (
     parse_since,
     parse_where,
 )
-from vaultd.records import NOTE_KINDS, NoteKind
+from vaultd.records import NOTE_KINDS, Correction, NoteKind
+from vaultd.storage.quarantine import LeftOut, Quarantined
 from vaultd.vaultpath import vault_path
 
 
@@ -389,13 +394,6 @@ class Response(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Passage(Response):
-    start_line: int = Field(ge=1)
-    end_line: int = Field(ge=1)
-    section: str
-    text: str
-
-
 class Hit(Response):
     path: str
     title: str
@@ -429,26 +427,11 @@ class Hit(Response):
     )
 
 
-class RelatedNote(Response):
-    path: str
-    title: str
-    score: float = Field(description="What ranks it, higher first.")
-    similarity: float = Field(description="The cosine of the pair of passages that ties them.")
-    linked: bool
-    source: Passage
-    target: Passage
-
-
-class Mention(Response):
-    path: str
-    title: str
+class LinkingPassage(Response):
     start_line: int = Field(ge=1)
     end_line: int = Field(ge=1)
-    text: str = Field(description="The line, the name **marked**.")
-    name: str = Field(description="The title or alias found.")
-
-
-class LinkingPassage(Passage):
+    section: str
+    text: str
     link_lines: list[int] = Field(description="The lines in it that hold a link to the note.")
 
 
@@ -459,13 +442,6 @@ class Backlink(Response):
     passages: list[LinkingPassage] = Field(
         description="The passages holding the links (none for a link in front matter)."
     )
-
-
-class Heading(Response):
-    level: int = Field(ge=1, le=6)
-    text: str
-    start_line: int = Field(ge=1)
-    end_line: int = Field(ge=1)
 
 
 class TagCount(Response):
@@ -502,31 +478,6 @@ class ReadBlock(Response):
     end_line: int
     node: str | None = Field(None, description="Its canvas card's (or drawing element's) id.")
     headings: list[str] = Field(description="The labels of the canvas groups holding it.")
-
-
-class Failure(Response):
-    path: str
-    reason: str
-    attempts: int = Field(ge=1)
-
-
-class Quarantined(Failure):
-    since: float = Field(description="When it was last tried (epoch seconds).")
-
-
-class LeftOut(Response):
-    """A file that is no note vaultd can index; not a failure."""
-
-    path: str
-    kind: LeftOutKind
-    reason: str
-    since: float = Field(description="When it was last found so (epoch seconds).")
-
-
-class Lag(Response):
-    p50: float | None
-    p95: float | None
-    samples: int
 
 
 class Skipped(Response):
@@ -624,13 +575,6 @@ class StatusResponse(Response):
         description="The event stream (`GET /v1/events`): readers now, and events dropped "
         "since start because a reader read too slowly.",
     )
-
-
-class Correction(Response):
-    word: str = Field(description="A query word as typed.")
-    term: str = Field(description="The vault's term it was also searched as.")
-    edits: int = Field(ge=1, le=2, description="Edits between them (a swap is one).")
-    shown: str = Field(description="The term as the page's notes spell it, or empty.")
 
 
 class SearchResponse(Response):

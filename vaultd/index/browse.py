@@ -46,14 +46,6 @@ class Heading:
     start_line: int
     end_line: int
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "level": self.level,
-            "text": self.text,
-            "start_line": self.start_line,
-            "end_line": self.end_line,
-        }
-
 
 def outline(discovery: Discovery, path: str, max_bytes: int) -> list[Heading]:
     """The headings of the note at `path` as it is on disk now, each with its section's lines.

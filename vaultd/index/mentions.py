@@ -21,6 +21,7 @@ from typing import Any
 
 from vaultd.index import snippets
 from vaultd.query import has_phrase, is_unspaced
+from vaultd.records import DESCRIBED
 from vaultd.storage.manifest import Manifest
 
 #: Chunks looked at per name: far more than a page of mentions needs.
@@ -45,24 +46,16 @@ _ITALIC = re.compile(r"(?<![\w*])([*_])(?=[^\s*_])(.+?)(?<=[^\s*_])\1(?![\w*])")
 
 @dataclass(frozen=True, slots=True)
 class Mention:
+    __pydantic_config__ = DESCRIBED
     path: str
     title: str
-    #: The passage holding the mention (its line range in the note) and the line itself,
-    #: the name marked `**like this**`.
+    #: The passage holding the mention (its line range in the note).
     start_line: int
     end_line: int
     text: str
+    """The line, the name **marked**."""
     name: str
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "title": self.title,
-            "start_line": self.start_line,
-            "end_line": self.end_line,
-            "text": self.text,
-            "name": self.name,
-        }
+    """The title or alias found."""
 
 
 def names_of(path: str, row: dict[str, Any]) -> list[str]:

@@ -45,6 +45,7 @@ from vaultd.errors import QueryError, VectorsPendingError
 from vaultd.index.links import resolve_links
 from vaultd.index.ranking import rrf
 from vaultd.query import HOWS, STOP_WORDS, How, is_unspaced
+from vaultd.records import DESCRIBED
 from vaultd.storage.manifest import Manifest, StoredChunk
 from vaultd.storage.vectors import VectorStore
 
@@ -94,39 +95,24 @@ class Passage:
     def of(cls, chunk: StoredChunk) -> Passage:
         return cls(chunk.start_line, chunk.end_line, chunk.section, chunk.text)
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "start_line": self.start_line,
-            "end_line": self.end_line,
-            "section": self.section,
-            "text": self.text,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class RelatedNote:
+    """A note related to the one asked about: the API's answer (vaultd.api.operations)."""
+
+    __pydantic_config__ = DESCRIBED
     path: str
     title: str
-    #: What ranks it, higher is nearer: the fused score as a share of the best (`FUSED_BEST`),
-    #: or the one way's own; `similarity` is the cosine of the pair that ties the two.
     score: float
+    """What ranks it, higher is nearer: the fused score as a share of the best, or the one
+    way's own."""
     similarity: float
-    #: Whether the two notes are linked already (either way).
+    """The cosine of the pair of passages that ties them."""
     linked: bool
+    """Whether the two notes are linked already (either way)."""
     #: The pair of passages that ties them: this note's (`source`) and the related one's.
     source: Passage
     target: Passage
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "title": self.title,
-            "score": round(self.score, 6),
-            "similarity": round(self.similarity, 6),
-            "linked": self.linked,
-            "source": self.source.as_json(),
-            "target": self.target.as_json(),
-        }
 
 
 def checked_how(how: str) -> How:
@@ -365,8 +351,8 @@ class RelatedNotes:
                 RelatedNote(
                     path=other,
                     title=target.title,
-                    score=score,
-                    similarity=similarity,
+                    score=round(score, 6),
+                    similarity=round(similarity, 6),
                     linked=other in linked,
                     source=Passage.of(source),
                     target=Passage.of(target),

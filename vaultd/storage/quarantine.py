@@ -24,7 +24,8 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vaultd.records import FileState, NoteFailed, NoteLeftOut
+from vaultd.errors import LeftOutKind
+from vaultd.records import DESCRIBED, FileState, NoteFailed, NoteLeftOut
 from vaultd.storage.schema import Query
 
 #: The reason recorded for a note the process died holding (the count is the notes' crashes).
@@ -39,11 +40,12 @@ def _crash_reason(crashes: int) -> str:
 class Quarantined:
     """A note set aside after failing `attempts` times on the same content."""
 
+    __pydantic_config__ = DESCRIBED
     path: str
     reason: str
     attempts: int
-    #: When it was last tried (epoch seconds): the moment it was quarantined.
     since: float
+    """When it was last tried (epoch seconds): the moment it was quarantined."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -60,11 +62,12 @@ class LeftOut:
     unreadable. A note that was indexed before keeps its last good chunks (except one over the
     cap, which the rules no longer count as a note)."""
 
+    __pydantic_config__ = DESCRIBED
     path: str
-    kind: str
+    kind: LeftOutKind
     reason: str
-    #: When it was last found so (epoch seconds).
     since: float
+    """When it was last found so (epoch seconds)."""
 
     def as_json(self) -> dict[str, Any]:
         return {"path": self.path, "kind": self.kind, "reason": self.reason, "since": self.since}
