@@ -124,6 +124,7 @@ def test_rendering_keeps_indentation_alignment_and_empty_cells() -> None:
         "  |---|---:|:---:|",
         "  | x | | **1** |",
     ]
+    assert tables.markdown(["a", "b"], [["x", "1"]]) == "| a | b |\n|---|---:|\n| x | 1 |"
 
 
 def test_a_recorded_run_says_how_it_was_measured(

@@ -15,7 +15,7 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, cast, get_args
 
@@ -129,6 +129,20 @@ def save(name: str, result: Result, results: Path = RESULTS) -> Path:
     return path
 
 
+def table(
+    columns: Sequence[str], rows: Sequence[Sequence[str]], align: Sequence[Align] | None = None
+) -> Result:
+    """A table with nothing said of its run. Alignment defaults to the doc's usual: the first
+    column as is, the figures to the right."""
+    first: Align = "none"
+    figures: Align = "right"
+    return Result(
+        columns=tuple(columns),
+        align=tuple(align) if align is not None else (first,) + (figures,) * (len(columns) - 1),
+        rows=tuple(tuple(row) for row in rows),
+    )
+
+
 def record(
     name: str | None,
     columns: Sequence[str],
@@ -138,16 +152,11 @@ def record(
     results: Path = RESULTS,
 ) -> Path | None:
     """Write the table a benchmark just measured as result `name`, with this run's command
-    line, date, machine and load average; nothing when `name` is None (no `--record`).
-    Alignment defaults to the doc's usual: the first column as is, the figures to the right."""
+    line, date, machine and load average; nothing when `name` is None (no `--record`)."""
     if name is None:
         return None
-    first: Align = "none"
-    figures: Align = "right"
-    result = Result(
-        columns=tuple(columns),
-        align=tuple(align) if align is not None else (first,) + (figures,) * (len(columns) - 1),
-        rows=tuple(tuple(row) for row in rows),
+    result = replace(
+        table(columns, rows, align),
         command=command_line(),
         date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         machine=machine(),

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.lib.paths import REPO
-from bench.lib.results import RESULTS, Result, path_of
+from bench.lib.results import RESULTS, Align, Result, path_of, table
 
 DOC = REPO / "docs" / "benchmarks.md"
 MARKER = re.compile(r"^(?P<indent>\s*)<!-- table: (?P<name>\S+) -->$")
@@ -35,6 +35,13 @@ def render(result: Result, indent: str = "") -> list[str]:
     lines.append("|" + "|".join(DELIMITERS[a] for a in result.align) + "|")
     lines += [render_row(row) for row in result.rows]
     return [indent + line for line in lines]
+
+
+def markdown(
+    columns: Sequence[str], rows: Sequence[Sequence[str]], align: Sequence[Align] | None = None
+) -> str:
+    """The table as the doc would show it, for a benchmark to print."""
+    return "\n".join(render(table(columns, rows, align)))
 
 
 @dataclass(frozen=True, slots=True)

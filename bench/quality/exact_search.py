@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.lib.results import add_record_option, record
+from bench.lib.tables import markdown
 from vaultd.storage.vectors import VectorStore
 
 K = 10
@@ -32,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--store", type=Path, required=True, help="an index's DATA/chroma")
     parser.add_argument("--queries", type=int, default=0, help="a sample (0: every record)")
+    add_record_option(parser)
     args = parser.parse_args(argv)
     import chromadb
 
@@ -77,16 +80,19 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             store.close()
 
-    def report(label: str, found: list[list[str]], ms: float) -> None:
+    def report(label: str, found: list[list[str]], ms: float) -> list[str]:
         share = sum(len(set(f) & e) for f, e in zip(found, exact, strict=True)) / (K * len(rows))
         lost = sum(ids[i] not in f for i, f in zip(rows, found, strict=True))
-        print(f"| {label} | {share:.4f} | {lost} | {ms:.2f} |")
+        return [label, f"{share:.4f}", str(lost), f"{ms:.2f}"]
 
     print(f"{len(ids)} records, {len(rows)} queries (each a stored vector), k {K}")
-    print("| search | exact 10 found | own vector not returned | ms per query |")
-    print("|---|---:|---:|---:|")
-    report("Chroma's HNSW graph (ef_search 400)", graph, graph_ms)
-    report("vaultd's exact search", searched, exact_ms)
+    columns = ["search", f"the exact {K} found", "own vector not returned", "ms per query"]
+    table = [
+        report("Chroma's HNSW graph (`ef_search` 400)", graph, graph_ms),
+        report("vaultd's exact search", searched, exact_ms),
+    ]
+    print(markdown(columns, table))
+    record(args.record, columns, table)
     size = vectors.nbytes / 2**20
     print(f"copy of the vectors: made in {copy_s:.2f} s on the first search, {size:.1f} MB")
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.paths import REPO
+from bench.lib.results import add_record_option, record
 from harness.daemon import short_socket_dir, start, write_config
 
 ROOT = REPO
@@ -127,6 +128,7 @@ def main() -> None:
         help="a source tree to run the clients from (first on PYTHONPATH; repeatable; "
         "default this checkout); trees take turns within each run",
     )
+    add_record_option(parser)
     args = parser.parse_args()
     trees: list[Path] = [t.resolve() for t in args.tree or [ROOT]]
     work = Path(tempfile.mkdtemp(prefix="vaultd-startup-"))
@@ -167,14 +169,29 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(sockets, ignore_errors=True)
     print(f"{'client':<28} {'tree':<24} {'median s':>9} {'min s':>7} {'ratio':>6}  imports")
+    rows: list[list[str]] = []
     for name in clients:
         first = statistics.median(samples[(name, trees[0])])
         for tree in trees:
             runs = samples[(name, tree)]
+            imports = ", ".join(heavy[(name, tree)]) or "-"
             print(
                 f"{name:<28} {tree.name:<24} {statistics.median(runs):>9.3f} {min(runs):>7.3f} "
-                f"{statistics.median(runs) / first:>6.2f}  {', '.join(heavy[(name, tree)]) or '-'}"
+                f"{statistics.median(runs) / first:>6.2f}  {imports}"
             )
+            median = statistics.median(runs)
+            rows.append(
+                [
+                    f"`{name}`",
+                    tree.name,
+                    f"{median:.3f}",
+                    f"{min(runs):.3f}",
+                    f"{median / first:.2f}",
+                    imports,
+                ]
+            )
+    columns = ["client", "tree", "median s", "min s", "ratio", "imports"]
+    record(args.record, columns, rows, align=["none", "none", "right", "right", "right", "none"])
 
 
 if __name__ == "__main__":

@@ -40,6 +40,8 @@ from typing import Any
 
 from bench.lib.installed import vaultd_executable
 from bench.lib.paths import CORPORA
+from bench.lib.results import add_record_option, record
+from bench.lib.tables import markdown
 from vaultd.embedding.embedder import Embedder
 from vaultd.embedding.spec import load_spec
 from vaultd.embedding.tokens import load_tokenizer
@@ -269,18 +271,38 @@ def write_config(path: Path, vault: Path, store: Path, args: argparse.Namespace)
     )
 
 
+COLUMNS = [
+    "step",
+    "LangChain embedded",
+    "vaultd embedded",
+    "LangChain s",
+    "vaultd s",
+    "LangChain wall",
+    "vaultd wall",
+    "LangChain records (stale)",
+    "vaultd records (stale)",
+]
+
+
+def table(rows: list[tuple[str, Step, Step]]) -> list[list[str]]:
+    return [
+        [
+            name,
+            f"{lc.embedded:,}",
+            f"{vd.embedded:,}",
+            f"{lc.seconds:.1f}",
+            f"{vd.seconds:.1f}",
+            f"{lc.wall:.1f}",
+            f"{vd.wall:.1f}",
+            f"{lc.records:,} ({lc.stale})",
+            f"{vd.records:,} ({vd.stale})",
+        ]
+        for name, lc, vd in rows
+    ]
+
+
 def print_table(rows: list[tuple[str, Step, Step]]) -> None:
-    print(
-        "| step | LangChain embedded | vaultd embedded | LangChain s | vaultd s "
-        "| LangChain wall | vaultd wall | LangChain records (stale) | vaultd records (stale) |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, lc, vd in rows:
-        print(
-            f"| {name} | {lc.embedded:,} | {vd.embedded:,} | {lc.seconds:.1f} | {vd.seconds:.1f} "
-            f"| {lc.wall:.1f} | {vd.wall:.1f} | {lc.records:,} ({lc.stale}) "
-            f"| {vd.records:,} ({vd.stale}) |"
-        )
+    print(markdown(COLUMNS, table(rows)))
     print()
     for name, lc, vd in rows:
         print(f"{name}\n  LangChain: {lc.detail}\n  vaultd:    {vd.detail}")
@@ -298,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk-overlap", type=int, default=100, help="LangChain overlap")
     parser.add_argument("--count", type=int, default=10, help="notes renamed, notes edited")
     parser.add_argument("--langchain-run", type=Path, metavar="STATE", help=argparse.SUPPRESS)
+    add_record_option(parser)
     args = parser.parse_args(argv)
 
     if args.langchain_run is not None:
@@ -348,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("s: the run's own time (no start-up); wall: the whole process\n")
     print_table(rows)
+    record(args.record, COLUMNS, table(rows))
     return 0
 
 

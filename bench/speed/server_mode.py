@@ -41,7 +41,9 @@ from typing import Any
 
 from bench.lib.machine import cpu_model
 from bench.lib.paths import SHARED
+from bench.lib.results import add_record_option, record
 from bench.lib.stats import percentiles
+from bench.lib.tables import markdown
 from bench.lib.workdir import vault_copy
 from vaultd.config import load_config
 from vaultd.index.export import export_records
@@ -175,6 +177,7 @@ def main() -> None:
         help="Do not run the model: index both modes from the vectors a previous run left in "
         "WORKDIR/embedded (every other step of a first index is timed as usual).",
     )
+    add_record_option(parser)
     args = parser.parse_args()
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="vaultd-server-bench-"))
@@ -222,34 +225,32 @@ def main() -> None:
 
     same = results["embedded"].pop("export") == results["server"].pop("export")
     results["same_ids"] = same
-    if args.json:
-        print(json.dumps(results, indent=2))
-        return
     print(json.dumps(results, indent=2))
+    columns, rows = ["", "embedded", "server (loopback)"], table(results)
+    if not args.json:
+        print()
+        print(markdown(columns, rows))
+    record(args.record, columns, rows)
+
+
+def table(results: dict[str, Any]) -> list[list[str]]:
     e, s = results["embedded"], results["server"]
-    print()
-    print("| | embedded | server (loopback) |")
-    print("|---|---|---|")
-    print(
-        f"| first index ({e['chunks']} chunks, "
-        f"{'embedding included' if results['model_run'] else 'vectors reused, no model'}) "
-        f"| {e['index_s']} s "
-        f"| {s['index_s']} s |"
-    )
-    print(
-        f"| restore from the manifest (store writes only) | {e['restore']['seconds']} s "
-        f"({e['restore']['records_per_s']}/s) | {s['restore']['seconds']} s "
-        f"({s['restore']['records_per_s']}/s) |"
-    )
+    how = "embedding included" if results["model_run"] else "vectors reused, no model"
+    rows = [
+        [f"first index ({e['chunks']} chunks, {how})", f"{e['index_s']} s", f"{s['index_s']} s"],
+        ["restore from the manifest (store writes only)"]
+        + [f"{m['restore']['seconds']} s ({m['restore']['records_per_s']}/s)" for m in (e, s)],
+    ]
     for key, label in (
         ("store_query", "vector query, store only (k=10)"),
         ("search_vector", "`search --mode vector` (query embedded)"),
         ("search_hybrid", "`search` hybrid"),
     ):
-        print(
-            f"| {label}, p50 / p95 | {e[key]['p50_ms']} / {e[key]['p95_ms']} ms "
-            f"| {s[key]['p50_ms']} / {s[key]['p95_ms']} ms |"
+        rows.append(
+            [f"{label}, p50 / p95"]
+            + [f"{m[key]['p50_ms']} / {m[key]['p95_ms']} ms" for m in (e, s)]
         )
+    return rows
 
 
 if __name__ == "__main__":
