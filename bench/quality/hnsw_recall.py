@@ -30,6 +30,7 @@ import numpy as np
 
 from bench.lib.beir import dedupe, load_dataset, ndcg_at
 from bench.lib.paths import SHARED
+from bench.lib.results import add_record_option, record
 from vaultd.config import load_config
 from vaultd.index.open import open_index
 from vaultd.layout import CHROMA, MANIFEST
@@ -63,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--ef", default="100,200,400,800", help="comma-separated breadths")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    add_record_option(parser)
     args = parser.parse_args(argv)
     if args.child:
         chroma, ef, saved = args.child
@@ -80,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     path_of = dict(db.execute("SELECT id, path FROM chunks"))
     db.close()
     print("ef_search | exact 100 found | vector nDCG@10 | exact nDCG@10 | ms per query")
+    rows: list[list[str]] = []
     with tempfile.TemporaryDirectory(prefix="vaultd-hnsw-") as scratch:
         saved = Path(scratch) / "queries.npy"
         np.save(saved, vectors.astype(np.float32))
@@ -114,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"{ef:9} | {share:15.4f} | {ndcg(result['found']):14.4f} | "
                 f"{ndcg(result['exact']):13.4f} | {result['ms_per_query']:.2f}"
             )
+            figures = (share, ndcg(result["found"]), ndcg(result["exact"]))
+            rows.append([str(ef), *(f"{x:.4f}" for x in figures), f"{result['ms_per_query']:.2f}"])
+    columns = ["ef_search", f"the exact {K} found", "vector nDCG@10", "exact nDCG@10"]
+    record(args.record, [*columns, "ms per query"], rows, align=["right"] * 5)
     return 0
 
 

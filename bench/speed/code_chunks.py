@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from bench.lib.machine import cpu_model
+from bench.lib.results import add_record_option, record
 from vaultd.embedding.spec import default_spec
 from vaultd.embedding.tokens import TokenCounter
 from vaultd.pipeline import code
@@ -46,6 +47,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("packages", nargs="*", default=list(DEFAULT_PACKAGES))
     parser.add_argument("--repeat", type=int, default=3)
+    add_record_option(parser)
     args = parser.parse_args()
     counter = TokenCounter.for_spec(default_spec())
     files = sources(args.packages)
@@ -73,6 +75,10 @@ def main() -> None:
         f"extract {best_extract:.2f} s ({lines / best_extract:,.0f} lines/s), "
         f"chunk {best_chunk:.2f} s (best of {args.repeat})"
     )
+    columns = ["load", "files", "lines", "blocks", "chunks", "lines in a named symbol"]
+    row = [f"{os.getloadavg()[0]:.1f}", *(f"{n:,}" for n in (len(files), lines, blocks, chunks))]
+    row += [f"{named / max(1, lines):.1%}", f"{best_extract:.2f} s", f"{best_chunk:.2f} s"]
+    record(args.record, [*columns, "extract", "chunk"], [row], align=["right"] * 8)
 
 
 if __name__ == "__main__":

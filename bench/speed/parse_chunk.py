@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.lib.paths import CORPORA
+from bench.lib.results import add_record_option, record
 from vaultd.embedding.spec import default_spec
 from vaultd.embedding.tokens import TokenCounter
 from vaultd.errors import NoteError
@@ -67,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("vault", nargs="?", type=Path, default=DEFAULT_VAULT)
     parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
     parser.add_argument("--repeat", type=int, default=1, help="runs; the fastest is reported")
+    add_record_option(parser)
     args = parser.parse_args(argv)
     if not args.vault.is_dir():
         print(f"no such vault: {args.vault}", file=sys.stderr)
@@ -87,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chunk       {best.chunk_s:.2f} s")
     print(f"seconds     {seconds:.2f}")
     print(f"notes/s     {best.notes / seconds:.0f}" if seconds else "notes/s     -")
+    columns = ["notes", "skipped", "chunks", "tokens embedded", "parse", "chunk", "total"]
+    row = [f"{n:,}" for n in (best.notes, best.skipped, best.chunks, best.tokens)]
+    row += [f"{s:.1f} s" for s in (best.parse_s, best.chunk_s, seconds)]
+    row.append(f"{best.notes / seconds:,.0f}" if seconds else "-")
+    record(args.record, [*columns, "notes/s"], [row], align=["right"] * 8)
     return 0
 
 

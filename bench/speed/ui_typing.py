@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.paths import CORPORA, SHARED
+from bench.lib.results import add_record_option, record
 from harness.daemon import short_socket_dir, start, wait_until, write_config
 from vaultd.ui.server import serve
 
@@ -44,6 +45,7 @@ def main() -> None:
     parser.add_argument(
         "--cpu-budget", default="0.25", help="[embedding] cpu_budget while measuring"
     )
+    add_record_option(parser)
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -111,6 +113,17 @@ def main() -> None:
             "cores": os.cpu_count(),
         }
         print(json.dumps(result, indent=2))
+        columns = ["per keystroke, request to hits drawn", "p50", "p95"]
+        rows = [
+            [args.vault.name, f"{result['p50_ms']} ms", f"{result['p95_ms']} ms"],
+            [
+                "last keystroke of a title to its hits drawn",
+                f"{result['last_key_to_hits_p50_ms']} ms "
+                f"(max {result['last_key_to_hits_max_ms']} ms)",
+                "",
+            ],
+        ]
+        record(args.record, columns, rows)
     finally:
         daemon.stop()
 
