@@ -24,7 +24,7 @@ from harness.daemon import (
     write_config,
 )
 from tests.conftest import shared_path
-from tests.test_ocr import scanned_pdf
+from tests.pipeline.test_ocr import scanned_pdf
 from tests.ui import ui_server
 from vaultd.api.client import Client
 from vaultd.layout import vault_id
