@@ -31,8 +31,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from bench.lib.paths import CORPORA
+from bench.lib.results import add_record_option, record
 
 DEFAULT = CORPORA / "attachments" / "pdf"
 _WORD = re.compile(r"\w+")
@@ -145,6 +147,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs per file (best counts)")
     parser.add_argument("--json", type=Path, help="write the results here too")
     parser.add_argument("--only", nargs="*", help="these libraries only (pdftotext always)")
+    add_record_option(parser)
     args = parser.parse_args()
     names = [n for n in LIBRARIES if available(n)]
     if args.only:
@@ -200,6 +203,27 @@ def main() -> None:
         )
     if args.json:
         args.json.write_text(json.dumps({"files": rows, "summary": summary}, indent=2))
+    record(
+        args.record,
+        ["library", "ms per page", "speed against pdftotext", "recall", "precision"],
+        [
+            [
+                name,
+                f"{s['ms_per_page']:.1f}",
+                f"{s['speed_vs_pdftotext'] or 0:.2f}x",
+                f"{s['recall']:.3f}",
+                f"{s['precision']:.3f}",
+            ]
+            for name, s in summary.items()
+        ],
+    )
+    if args.record:
+        by_file = [
+            [str(row["file"]), str(row["pages"])]
+            + [f"{cast(dict[str, float], row[name])['ms']:.0f}" for name in names]
+            for row in rows
+        ]
+        record(f"{args.record}-files", ["file", "pages", *names], by_file)
 
 
 if __name__ == "__main__":

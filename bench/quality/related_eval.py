@@ -41,6 +41,7 @@ from urllib.parse import quote
 
 from bench.lib.machine import machine
 from bench.lib.paths import CORPORA, SHARED
+from bench.lib.results import add_record_option, record
 from bench.lib.workdir import vault_copy
 from vaultd.api.client import Client
 from vaultd.api.locate import socket_path
@@ -206,6 +207,7 @@ def main() -> int:
     parser.add_argument(
         "--sample", type=int, default=0, help="measure this many of the notes (0: all), seeded"
     )
+    add_record_option(parser)
     args = parser.parse_args()
     result: dict[str, Any] = {
         "machine": machine(),
@@ -214,6 +216,9 @@ def main() -> int:
     if args.latency is not None:
         result["latency"] = latency(args.latency, args.requests, args.seed)
         print(json.dumps(result, indent=2))
+        took = result["latency"]
+        row = [f"{took['requests']} requests", *(f"{took[k]} ms" for k in ("p50_ms", "p99_ms"))]
+        record(args.record, ["related notes through the socket", "p50", "p99"], [row])
         return 0
     with tempfile.TemporaryDirectory(prefix="vaultd-related-") as scratch:
         config = args.config
@@ -232,7 +237,19 @@ def main() -> int:
             result["vault"] = str(args.vault if args.config is None else settings.vault.path)
             result["quality"] = quality(index, args.min_links, args.sample, args.seed)
     print(json.dumps(result, indent=2))
+    columns = ["hit@5 / recall@10", "all", "tuning half", "held-out half"]
+    record(args.record, columns, table(result["quality"]))
     return 0
+
+
+def table(quality: dict[str, Any]) -> list[list[str]]:
+    """A row per method: hit@5 / recall@10 over all the measured notes and each half."""
+    rows = []
+    for name in (*HOWS, "keyword", "chance"):
+        figures = quality[name]
+        halves = (figures, figures["tuning"], figures["held_out"])
+        rows.append([name, *(f"{f['hit@5']:.3f} / {f['recall@10']:.3f}" for f in halves)])
+    return rows
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.paths import QUESTIONS
+from bench.lib.results import add_record_option, record
 from bench.quality import help_eval as H
 from vaultd.config import SearchSection, load_config
 from vaultd.index.open import open_index
@@ -70,6 +71,7 @@ def main() -> int:
     parser.add_argument("--lang", choices=("en", "zh"), default="en")
     parser.add_argument("--default-workdir", type=Path)
     parser.add_argument("--multilingual-workdir", type=Path)
+    add_record_option(parser)
     args = parser.parse_args()
     questions = H.load_questions(QUESTIONS / f"obsidian-help-{args.lang}.jsonl", "all")
     settings = SearchSection()
@@ -108,9 +110,13 @@ def main() -> int:
         ("multilingual model's hybrid", hybrid(multi)),
     ]
     rows += [(f"notes fused, vector weights {wd} / {wm}", both(wd, wm)) for wd, wm in WEIGHTS]
+    table: list[list[str]] = []
     for name, rank in rows:
         cells = [score(questions, rank, split) for split in ("tune", "test", "all")]
         print(f"{name:44s} {cells[0]:>15s} {cells[1]:>15s} {cells[2]:>15s}")
+        table.append([name, *cells])
+    columns = [f"{args.lang}, hit@5 / MRR@10", "tuning", "held out", "all"]
+    record(args.record, columns, table, align=["none"] * 4)
     return 0
 
 

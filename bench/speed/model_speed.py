@@ -27,6 +27,7 @@ from typing import Any
 
 from bench.lib.installed import vaultd_executable
 from bench.lib.machine import machine
+from bench.lib.results import add_record_option, record
 from bench.speed.index_vs_onnx import DEFAULT_VAULT, texts_to_embed, time_cli
 from vaultd.config import EmbeddingSection, load_config
 from vaultd.embedding import derive
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-index", action="store_true", help="skip the whole vaultd index")
     parser.add_argument("--json", action="store_true")
+    add_record_option(parser)
     args = parser.parse_args(argv)
     report: dict[str, Any] = {
         "machine": machine(),
@@ -157,7 +159,37 @@ def main(argv: list[str] | None = None) -> int:
         }
     report["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(report, indent=2))
+    columns = ["model", "unique texts", "tokens", "embedding", "texts/s", "tokens/s"]
+    record(args.record, [*columns, "whole `vaultd index`"], table(report))
     return 0
+
+
+def median_of(seconds: list[float]) -> str:
+    return f"{statistics.median(seconds):.1f} s ({min(seconds):.1f}–{max(seconds):.1f})"
+
+
+def table(report: dict[str, Any]) -> list[list[str]]:
+    """A row per model, then the multilingual pair over the default."""
+    rows = []
+    for model in MODELS:
+        entry = report[model]
+        index = entry.get("index_seconds")
+        rows.append(
+            [
+                f"{model} ({report['precision']})",
+                f"{entry['unique_texts']:,}",
+                f"{entry['tokens']:,}",
+                median_of(entry["embed_seconds"]),
+                f"{entry['texts_per_s']:.1f}",
+                f"{entry['tokens_per_s']:,.0f}",
+                median_of(index) if index else "",
+            ]
+        )
+    ratio = report["multilingual_over_default"]
+    index_ratio = f"{ratio['index_seconds']:.2f}×" if "index_seconds" in ratio else ""
+    embed_ratio, tokens_ratio = f"{ratio['embed_seconds']:.2f}×", f"{ratio['tokens_per_s']:.2f}×"
+    rows.append(["multilingual / default", "", "", embed_ratio, "", tokens_ratio, index_ratio])
+    return rows
 
 
 if __name__ == "__main__":

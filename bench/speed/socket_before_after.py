@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.paths import CORPORA, REPO
+from bench.lib.results import add_record_option, record
 from bench.lib.stats import percentiles
 from bench.lib.workdir import vault_copy
 
@@ -123,6 +124,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
+    add_record_option(parser)
     args = parser.parse_args()
     config = args.workdir / "vaultd.toml"
     names = sorted(p.stem for p in args.vault.rglob("*.md"))
@@ -167,6 +169,12 @@ def main() -> None:
     )
     result["load_average_1min"] = [round(x, 2) for x in load]
     print(json.dumps(result, indent=2))
+    before, after = result["before"], result["after"]
+    row = [f"{args.rounds} rounds ({len(samples['after']):,} searches each)"]
+    row += [f"{p[key]:.1f} ms" for p in (before, after) for key in ("p50_ms", "p99_ms")]
+    row += [f"{result['after_over_before_p50']:.2f}", f"{result['after_over_before_p99']:.2f}"]
+    columns = ["run", "before p50", "before p99", "after p50", "after p99"]
+    record(args.record, [*columns, "after / before p50", "p99"], [row])
 
 
 if __name__ == "__main__":
