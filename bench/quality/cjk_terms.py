@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.paths import CORPORA, QUESTIONS
+from bench.lib.results import add_record_option, record
 from vaultd.embedding.spec import default_spec
 from vaultd.embedding.tokens import TokenCounter
 from vaultd.pipeline.chunk import chunk_note
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", choices=("tune", "test", "all"), default="tune")
     parser.add_argument("--ways", default="trigram,bigram,jieba")
     parser.add_argument("--json", action="store_true")
+    add_record_option(parser)
     args = parser.parse_args(argv)
     counter = TokenCounter.for_spec(default_spec())
     chunks: list[tuple[str, tuple[str, str, str, str]]] = []
@@ -158,6 +160,13 @@ def main(argv: list[str] | None = None) -> int:
             r = report[way]
             line = f"{way:8} hit@5 {r['hit@5']:.3f}  MRR@10 {r['mrr@10']:.3f}"
             print(f"{line}  ({r['index_seconds']} s to index)")
+    ways = [(way, report[way]) for way in args.ways.split(",")]
+    rows = [
+        [way, f"{r['hit@5']:.3f}", f"{r['mrr@10']:.3f}", f"{r['index_seconds']} s"]
+        for way, r in ways
+    ]
+    heads = [f"terms ({args.split}, {len(questions)} questions)", "hit@5", "MRR@10"]
+    record(args.record, [*heads, "to index"], rows)
     return 0
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from bench.lib.beir import dedupe, load_dataset, ndcg_at
 from bench.lib.paths import QUESTIONS, SHARED
+from bench.lib.results import add_record_option, record
 from bench.quality.help_eval import K, Question, Score, distinct, load_questions
 from vaultd.config import SearchSection, load_config
 from vaultd.index.open import open_index
@@ -118,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--beir-data", type=Path, default=DEFAULT_BEIR)
     parser.add_argument("--top", type=int, default=12, help="grid points to print")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_record_option(parser)
     args = parser.parse_args(argv)
     sets: dict[str, tuple[Path, list[Query], int]] = {}
     if args.help_en:
@@ -147,6 +149,14 @@ def main(argv: list[str] | None = None) -> int:
     is_default = [
         r for r in rows if (r["lead_weight"], r["second_weight"], r["length_prior"]) == defaults
     ]
+    table = [
+        [f"{r['lead_weight']}", f"{r['second_weight']}", f"{r['length_prior']}"]
+        + [f"{r[n]['tune']:.4f} / {r[n]['held_out']:.4f}" for n in sets]
+        + [f"{r['objective']:.4f}" + (" (the defaults)" if r in is_default else "")]
+        for r in [*rows[: args.top], *(r for r in is_default if r not in rows[: args.top])]
+    ]
+    columns = ["lead", "second", "length", *(f"{n} tune / held out" for n in sets)]
+    record(args.record, [*columns, "objective"], table)
     if args.json:
         print(json.dumps({"sets": list(sets), "defaults": is_default, "rows": rows}, indent=1))
         return 0

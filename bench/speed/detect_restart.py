@@ -28,6 +28,7 @@ from typing import Any
 
 from bench.lib.machine import cpu_model
 from bench.lib.paths import CORPORA
+from bench.lib.results import add_record_option, record
 from bench.lib.workdir import vault_copy
 from harness.daemon import RunningDaemon, short_socket_dir, start, write_config
 
@@ -58,6 +59,7 @@ def main() -> None:
     parser.add_argument("--before", type=Path, required=True, help="vaultd before the change")
     parser.add_argument("--vault", type=Path, default=DEFAULT_VAULT)
     parser.add_argument("--work", type=Path, default=Path("/tmp/vaultd-detect-restart"))
+    add_record_option(parser)
     args = parser.parse_args()
     work = args.work.resolve()
     vault = vault_copy(args.vault, work)
@@ -93,6 +95,24 @@ def main() -> None:
         daemon.stop(signal.SIGTERM, timeout=120)
     json.dump(out, sys.stdout, indent=2)
     print()
+    rows = [
+        [name, f"{out[key]['spawn_to_idle_s']:.1f}"]
+        + [f"{out[key][count]:,}" for count in ("notes_read_total", "embedded_total")]
+        for key, name in (
+            ("first_index_before", "first index, before"),
+            ("restart_before", "restart, before"),
+            ("first_start_after_upgrade", "first start after the upgrade"),
+            ("restart_after", "restart, after"),
+        )
+        if key in out
+    ]
+    reindex = out["reindex_all_after"]
+    rows.append(
+        ["`vaultd reindex` on the running daemon, after", f"{reindex['seconds']:.1f}"]
+        + [f"{reindex[count]:,}" for count in ("notes_read", "embedded")]
+    )
+    columns = ["spawn to ready and idle, nothing changed", "seconds", "notes read", "embedded"]
+    record(args.record, columns, rows)
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ import onnxruntime as ort
 from bench.lib.installed import vaultd_executable
 from bench.lib.machine import machine
 from bench.lib.paths import CORPORA
+from bench.lib.results import add_record_option, record
 from vaultd.config import Config, load_config
 from vaultd.embedding.embedder import pool, session_options, workers_for
 from vaultd.embedding.spec import ModelSpec, load_spec
@@ -212,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=32, help="[embedding] batch_size")
     parser.add_argument("--threads", type=int, default=0, help="[embedding] threads")
     parser.add_argument("--max-tokens", type=int, default=256, help="[chunking] max_tokens")
+    add_record_option(parser)
     args = parser.parse_args(argv)
     if not args.vault.is_dir():
         print(f"no such vault: {args.vault}", file=sys.stderr)
@@ -273,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     own_ratios: list[float] = []
     par_ratios: list[float] = []
     cpu_ratios: list[float] = []
+    table: list[list[str]] = []
     for i, (cli, bare, par) in enumerate(zip(cli_runs, bare_runs, par_runs, strict=True), 1):
         wall_ratios.append(cli.wall_s / bare.total_s)
         own_ratios.append(cli.reported_s / bare.total_s)
@@ -283,6 +286,18 @@ def main(argv: list[str] | None = None) -> int:
             f"{par.total_s:>6.2f}s  {wall_ratios[-1]:>9.3f}  {own_ratios[-1]:>8.3f}  "
             f"{par_ratios[-1]:>12.3f}  {cli.cpu_s:>9.1f}s  {bare.cpu_s:>7.1f}s  "
             f"{cpu_ratios[-1]:>9.3f}"
+        )
+        times = (cli.wall_s, cli.reported_s, bare.total_s, par.total_s)
+        ratios = (wall_ratios[-1], par_ratios[-1])
+        cpus = (cli.cpu_s, bare.cpu_s)
+        table.append(
+            [
+                str(i),
+                *(f"{x:.2f} s" for x in times),
+                *(f"{x:.3f}" for x in ratios),
+                *(f"{x:.1f} s" for x in cpus),
+                f"{cpu_ratios[-1]:.3f}",
+            ]
         )
     wall = statistics.median(c.wall_s for c in cli_runs)
     own = statistics.median(c.reported_s for c in cli_runs)
@@ -307,6 +322,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     verdict = "within" if ratio <= TARGET else "over"
     print(f"target         <= {TARGET:.2f} (wall/bare): {verdict}")
+    rate = [f"{s:.2f} s ({len(texts) / s:.1f} chunks/s)" for s in (wall, bare_s, par_s)]
+    at_once, cpu = (f"{statistics.median(r):.3f}" for r in (par_ratios, cpu_ratios))
+    table.append(
+        ["median", rate[0], f"{own:.2f} s", rate[1], rate[2], f"{ratio:.3f}", at_once, "", "", cpu]
+    )
+    columns = ["run", "vaultd wall", "vaultd `seconds`", "bare session", "bare, at once"]
+    columns += ["wall/bare", "wall/at once", "vaultd CPU", "bare CPU", "CPU ratio"]
+    record(args.record, columns, table, align=["right"] * len(columns))
     return 0
 
 
