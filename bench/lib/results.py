@@ -14,7 +14,7 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, cast, get_args
@@ -166,6 +166,30 @@ def record(
     path = save(name, result, results)
     print(f"recorded {path}; render it with python -m bench.lib.tables", file=sys.stderr)
     return path
+
+
+def figures(report: Mapping[str, object], prefix: str = "") -> list[list[str]]:
+    """A JSON report's figures, a row each (`key.subkey`, value): the table of a benchmark that
+    prints JSON rather than a table. Long lists (timelines, samples) stay in the JSON it prints."""
+    rows: list[list[str]] = []
+    for key, value in report.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            rows += figures(value, f"{name}.")
+        elif isinstance(value, list | tuple):
+            if len(value) <= 8 and not any(isinstance(v, Mapping | list | tuple) for v in value):
+                rows.append([name, ", ".join(figure(v) for v in value)])
+        else:
+            rows.append([name, figure(value)])
+    return rows
+
+
+def figure(value: object) -> str:
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return f"{value:,}"
+    return str(value)
 
 
 def command_line() -> str:

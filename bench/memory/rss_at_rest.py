@@ -15,6 +15,7 @@ import json
 import time
 from pathlib import Path
 
+from bench.lib.results import add_record_option, figures, record
 from harness.daemon import short_socket_dir, start, write_config
 
 
@@ -28,6 +29,7 @@ def memory_mb(pid: int, field: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/vaultd-hub"))
+    add_record_option(parser)
     args = parser.parse_args()
     vault, data = args.workdir / "vault", args.workdir / "data"
     if not (data / "vaultd.db").exists():
@@ -49,19 +51,16 @@ def main() -> None:
         time.sleep(10)
         status = daemon.request("GET", "/v1/status")
         pid = daemon.process.pid
-        print(
-            json.dumps(
-                {
-                    "notes": status["notes"],
-                    "chunks": status["chunks"],
-                    "embedded": status.get("embedded_total"),
-                    "until_idle_s": indexing_s,
-                    "rss_mb": memory_mb(pid, "VmRSS"),
-                    "peak_rss_mb": memory_mb(pid, "VmHWM"),
-                },
-                indent=2,
-            )
-        )
+        report = {
+            "notes": status["notes"],
+            "chunks": status["chunks"],
+            "embedded": status.get("embedded_total"),
+            "until_idle_s": indexing_s,
+            "rss_mb": memory_mb(pid, "VmRSS"),
+            "peak_rss_mb": memory_mb(pid, "VmHWM"),
+        }
+        print(json.dumps(report, indent=2))
+        record(args.record, ["figure", "value"], figures(report))
     finally:
         daemon.stop()
 

@@ -27,6 +27,7 @@ from typing import Any
 from bench.lib.installed import vaultd_executable
 from bench.lib.machine import machine
 from bench.lib.paths import CORPORA
+from bench.lib.results import add_record_option, figures, record
 
 DEFAULT_VAULT = CORPORA / "obsidian-hub"
 LINE = re.compile(
@@ -49,6 +50,7 @@ def main() -> int:
     parser.add_argument(
         "--trace", type=Path, help="write every progress line as JSON (seconds, percent, estimate)"
     )
+    add_record_option(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vaultd-eta-") as tmp:
         work = Path(tmp)
@@ -119,6 +121,7 @@ def main() -> int:
             "error": round(error(at, est), 3),
         }
     print(json.dumps(result, indent=2))
+    record(args.record, ["figure", "value"], figures(result))
     return 0
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from bench.lib.beir import load_dataset
 from bench.lib.paths import REPO
+from bench.lib.results import add_record_option, figures, record
 from bench.quality.scifact_eval import DEFAULT_DATA, build_vault, write_config
 
 CHILD = """
@@ -78,6 +79,7 @@ def main() -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/i38-scifact"))
     parser.add_argument("--code", action="append", default=[], help="NAME=CHECKOUT")
+    add_record_option(parser)
     args = parser.parse_args()
     workdir = args.workdir.resolve()
     dataset = load_dataset(args.data)
@@ -99,6 +101,7 @@ def main() -> int:
         )
         report[name] = json.loads(done.stdout.strip().splitlines()[-1])
     print(json.dumps(report))
+    record(args.record, ["figure", "value"], figures(report))
     return 0
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.machine import cpu_model
+from bench.lib.results import add_record_option, figures, record
 from harness.convergence import assert_same, export_of, fresh_export
 from harness.daemon import RunningDaemon, short_socket_dir, start, write_config
 from tests.test_daemon import WORDS, random_operations, random_text
@@ -249,6 +250,7 @@ def main() -> None:
         help="start from this folder's notes (e.g. ../shared/corpora/obsidian-help/en) "
         "instead of --notes generated ones",
     )
+    add_record_option(parser)
     args = parser.parse_args()
 
     rng = random.Random(args.seed)
@@ -310,6 +312,7 @@ def main() -> None:
     else:
         for key, value in totals.items():
             print(f"{key:16} {value}")
+    record(args.record, ["figure", "value"], figures(totals))
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
     sys.exit(1 if totals["divergences"] or totals["failures"] else 0)

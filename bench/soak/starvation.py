@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.lib.results import add_record_option, figures, record
 from harness.daemon import running
 from harness.load import Load
 from tests.test_server import write_vault
@@ -37,6 +38,7 @@ def main() -> None:
     parser.add_argument("--slow", type=int, default=100)
     parser.add_argument("--every", type=float, default=0.1, help="seconds between probes")
     parser.add_argument("--burn", action="store_true", help="a CPU burner per core beside it")
+    add_record_option(parser)
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="vd-starve-") as work:
@@ -71,29 +73,26 @@ def main() -> None:
     for answer in load.long_polls:
         key = f"{answer.status} {answer.code}".strip()
         outcomes[key] = outcomes.get(key, 0) + 1
-    print(
-        json.dumps(
-            {
-                "cores": os.cpu_count(),
-                "burners": len(burners),
-                "loadavg_1min_after": round(loadavg, 2),
-                "hold_s": args.hold,
-                "health_checks": len(seconds),
-                "health_not_200": sum(1 for a in load.health if a.status != 200),
-                "health_ms": {
-                    "p50": round(statistics.median(seconds) * 1000, 1),
-                    "p99": round(p99 * 1000, 1),
-                    "max": round(seconds[-1] * 1000, 1),
-                },
-                "health_over_1s": sum(1 for s in seconds if s > 1.0),
-                "long_polls": outcomes,
-                "slow_requests_started": load.slow_started,
-                "slow_requests_cut": load.slow_cut,
-                "daemon_alive": alive,
-            },
-            indent=2,
-        )
-    )
+    report = {
+        "cores": os.cpu_count(),
+        "burners": len(burners),
+        "loadavg_1min_after": round(loadavg, 2),
+        "hold_s": args.hold,
+        "health_checks": len(seconds),
+        "health_not_200": sum(1 for a in load.health if a.status != 200),
+        "health_ms": {
+            "p50": round(statistics.median(seconds) * 1000, 1),
+            "p99": round(p99 * 1000, 1),
+            "max": round(seconds[-1] * 1000, 1),
+        },
+        "health_over_1s": sum(1 for s in seconds if s > 1.0),
+        "long_polls": outcomes,
+        "slow_requests_started": load.slow_started,
+        "slow_requests_cut": load.slow_cut,
+        "daemon_alive": alive,
+    }
+    print(json.dumps(report, indent=2))
+    record(args.record, ["figure", "value"], figures(report))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from typing import Any
 
 from bench.data import make_vault
 from bench.lib.machine import machine
+from bench.lib.results import add_record_option, figures, record
 from bench.speed.index_vs_onnx import time_bare
 from bench.speed.latency import measure_edits, rss_mb, summary
 from harness.daemon import short_socket_dir, start, write_config
@@ -197,6 +198,7 @@ def main() -> int:
         action="store_true",
         help="only step 4, on WORK's vault and data from an earlier run",
     )
+    add_record_option(parser)
     args = parser.parse_args()
     work: Path = args.work
     vault = work / "vault"
@@ -213,6 +215,7 @@ def main() -> int:
     if args.restart_only:
         result.update(restart(config, socket, log, wait_unload=args.wait_unload))
         print(json.dumps(result, indent=2))
+        record(args.record, ["figure", "value"], figures(result))
         return 0
     if data.exists():
         sys.exit(f"{data} exists: remove it for a first index")
@@ -255,6 +258,7 @@ def main() -> int:
             result["first_index_s"] / result["bare"]["at_once_seconds_estimate"], 3
         )
     print(json.dumps(result, indent=2))
+    record(args.record, ["figure", "value"], figures(result))
     return 0
 
 

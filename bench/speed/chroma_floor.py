@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from bench.lib.machine import cpu_model
+from bench.lib.results import add_record_option, figures, record
 
 BATCH = 1024
 
@@ -108,6 +109,7 @@ def main() -> int:
         help="bench/speed/big_vault.py's bare estimate for the same vault: prints the CPU a first "
         "index may spend beside the model at 1.05 times it",
     )
+    add_record_option(parser)
     args = parser.parse_args()
     db = args.work / "data" / "vaultd.db"
     if not db.exists():
@@ -128,6 +130,7 @@ def main() -> int:
         result["budget_beside_the_model_cpu_s"] = round(budget, 1)
         result["floor_over_budget"] = round(result["ids_and_vectors"]["cpu_s"] / budget, 2)
     print(json.dumps(result, indent=2))
+    record(args.record, ["figure", "value"], figures(result))
     return 0
 
 

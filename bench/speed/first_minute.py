@@ -41,6 +41,7 @@ from typing import Any
 
 from bench.lib.machine import machine
 from bench.lib.paths import CORPORA, SHARED
+from bench.lib.results import add_record_option, record
 from harness.daemon import RunningDaemon, short_socket_dir, start, write_config
 from vaultd.errors import NoteError
 from vaultd.pipeline.parse import parse_note
@@ -240,6 +241,10 @@ def one_run(
     return out
 
 
+#: The runs of a result, and their columns in the recorded table.
+RUNS = (("baseline", "before (`--baseline`)"), ("two_phases", "two phases"))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--vault", type=Path, default=CORPORA / "obsidian-hub")
@@ -265,6 +270,7 @@ def main() -> int:
         action="store_true",
         help="no searches or manifest reads during the index: step 3 alone, at full speed",
     )
+    add_record_option(parser)
     args = parser.parse_args()
     if not args.vault.is_dir():
         print(f"no vault at {args.vault}", file=sys.stderr)
@@ -284,7 +290,27 @@ def main() -> int:
             result["two_phases"]["first_index_s"] / result["baseline"]["first_index_s"], 4
         )
     print(json.dumps(result, indent=2))
+    runs = [(name, result[key]) for key, name in RUNS if key in result]
+    record(args.record, ["", *(name for name, _ in runs)], table([run for _, run in runs]))
     return 0
+
+
+def table(runs: list[dict[str, Any]]) -> list[list[str]]:
+    """A row per figure, a column per tree."""
+
+    def seconds(value: float | None) -> str:
+        return "—" if value is None else f"{value:,.1f} s"
+
+    rows = [
+        ["last note found by its phrase", *(seconds(r["last_phrase_found_s"]) for r in runs)],
+        ["notes found by their phrase", *(r["phrases_found"] for r in runs)],
+        ["median of the notes found", *(seconds(r["phrase_found_p50_s"]) for r in runs)],
+        ["embedding phase starts (status)", *(seconds(r["embed_phase_start_s"]) for r in runs)],
+        ["newest notes all have vectors", *(seconds(r["last_recent_vector_s"]) for r in runs)],
+        ["newest notes with vectors", *(r["recent_vectored"] for r in runs)],
+        ["whole first index, spawn to idle", *(seconds(r["first_index_s"]) for r in runs)],
+    ]
+    return rows
 
 
 if __name__ == "__main__":

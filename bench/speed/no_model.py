@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from bench.lib.machine import machine
+from bench.lib.results import add_record_option, figures, record
 from bench.speed.server_mode import vectors_only
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -52,6 +53,7 @@ def size_mb(path: Path) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/vaultd-big"))
+    add_record_option(parser)
     args = parser.parse_args()
     work: Path = args.work
     source, target = work / "data", work / "no-model"
@@ -99,6 +101,7 @@ def main() -> int:
         "manifest_mb": round(size_mb(target) - size_mb(target / "chroma"), 1),
     }
     print(json.dumps(result, indent=2))
+    record(args.record, ["figure", "value"], figures(result))
     return 0
 
 

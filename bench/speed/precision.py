@@ -40,6 +40,7 @@ import onnxruntime as ort
 
 from bench.lib.installed import vaultd_executable
 from bench.lib.machine import machine
+from bench.lib.results import add_record_option, figures, record
 from bench.speed.index_vs_onnx import (
     DEFAULT_VAULT,
     run_padded,
@@ -109,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of every contender")
     parser.add_argument("--no-index", action="store_true", help="skip the whole vaultd index")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_record_option(parser)
     args = parser.parse_args(argv)
     if not args.vault.is_dir():
         print(f"no such vault: {args.vault}", file=sys.stderr)
@@ -208,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for key, value in report.items():
             print(f"{key:<26}{value}")
+    record(args.record, ["figure", "value"], figures(report))
     return 0
 
 
