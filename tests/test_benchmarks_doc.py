@@ -12,7 +12,7 @@ import pytest
 
 from bench.lib import tables
 from bench.lib.machine import machine
-from bench.lib.results import RESULTS, Result, figures, load, record, save
+from bench.lib.results import RESULTS, Result, load, record, report_rows, save
 
 DOC = tables.DOC
 
@@ -143,7 +143,7 @@ def test_a_recorded_run_says_how_it_was_measured(
 def test_a_json_report_is_tabled_a_figure_a_row() -> None:
     report = {"first_index_s": 2953.9, "restart": {"reads": 0, "ok": True, "at": None}}
     report |= {"load": [1.5, 2], "timeline": [[0, 700]] * 40, "tree": "main"}
-    assert figures(report) == [
+    assert report_rows(report) == [
         ["first_index_s", "2,953.9"],
         ["restart.reads", "0"],
         ["restart.ok", "true"],

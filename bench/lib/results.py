@@ -168,23 +168,23 @@ def record(
     return path
 
 
-def figures(report: Mapping[str, object], prefix: str = "") -> list[list[str]]:
+def report_rows(report: Mapping[str, object], prefix: str = "") -> list[list[str]]:
     """A JSON report's figures, a row each (`key.subkey`, value): the table of a benchmark that
     prints JSON rather than a table. Long lists (timelines, samples) stay in the JSON it prints."""
     rows: list[list[str]] = []
     for key, value in report.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):
-            rows += figures(value, f"{name}.")
+            rows += report_rows(value, f"{name}.")
         elif isinstance(value, list | tuple):
             if len(value) <= 8 and not any(isinstance(v, Mapping | list | tuple) for v in value):
-                rows.append([name, ", ".join(figure(v) for v in value)])
+                rows.append([name, ", ".join(cell(v) for v in value)])
         else:
-            rows.append([name, figure(value)])
+            rows.append([name, cell(value)])
     return rows
 
 
-def figure(value: object) -> str:
+def cell(value: object) -> str:
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
     if isinstance(value, int | float):

@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from bench.lib.results import add_record_option, figures, record
+from bench.lib.results import add_record_option, record, report_rows
 from harness.daemon import short_socket_dir, start, write_config
 
 
@@ -60,7 +60,7 @@ def main() -> None:
             "peak_rss_mb": memory_mb(pid, "VmHWM"),
         }
         print(json.dumps(report, indent=2))
-        record(args.record, ["figure", "value"], figures(report))
+        record(args.record, ["figure", "value"], report_rows(report))
     finally:
         daemon.stop()
 

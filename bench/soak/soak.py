@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.machine import cpu_model
-from bench.lib.results import add_record_option, figures, record
+from bench.lib.results import add_record_option, record, report_rows
 from harness.convergence import assert_same, export_of, fresh_export
 from harness.daemon import RunningDaemon, short_socket_dir, start, write_config
 from tests.test_daemon import WORDS, random_operations, random_text
@@ -312,7 +312,7 @@ def main() -> None:
     else:
         for key, value in totals.items():
             print(f"{key:16} {value}")
-    record(args.record, ["figure", "value"], figures(totals))
+    record(args.record, ["figure", "value"], report_rows(totals))
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
     sys.exit(1 if totals["divergences"] or totals["failures"] else 0)

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.lib.results import add_record_option, figures, record
+from bench.lib.results import add_record_option, record, report_rows
 from harness.daemon import running
 from harness.load import Load
 from tests.test_server import write_vault
@@ -92,7 +92,7 @@ def main() -> None:
         "daemon_alive": alive,
     }
     print(json.dumps(report, indent=2))
-    record(args.record, ["figure", "value"], figures(report))
+    record(args.record, ["figure", "value"], report_rows(report))
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from typing import Any
 
 from bench.data import make_vault
 from bench.lib.machine import machine
-from bench.lib.results import add_record_option, figures, record
+from bench.lib.results import add_record_option, record, report_rows
 from bench.speed.index_vs_onnx import time_bare
 from bench.speed.latency import measure_edits, rss_mb, summary
 from harness.daemon import short_socket_dir, start, write_config
@@ -215,7 +215,7 @@ def main() -> int:
     if args.restart_only:
         result.update(restart(config, socket, log, wait_unload=args.wait_unload))
         print(json.dumps(result, indent=2))
-        record(args.record, ["figure", "value"], figures(result))
+        record(args.record, ["figure", "value"], report_rows(result))
         return 0
     if data.exists():
         sys.exit(f"{data} exists: remove it for a first index")
@@ -258,7 +258,7 @@ def main() -> int:
             result["first_index_s"] / result["bare"]["at_once_seconds_estimate"], 3
         )
     print(json.dumps(result, indent=2))
-    record(args.record, ["figure", "value"], figures(result))
+    record(args.record, ["figure", "value"], report_rows(result))
     return 0
 
 

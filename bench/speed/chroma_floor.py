@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from bench.lib.machine import cpu_model
-from bench.lib.results import add_record_option, figures, record
+from bench.lib.results import add_record_option, record, report_rows
 
 BATCH = 1024
 
@@ -130,7 +130,7 @@ def main() -> int:
         result["budget_beside_the_model_cpu_s"] = round(budget, 1)
         result["floor_over_budget"] = round(result["ids_and_vectors"]["cpu_s"] / budget, 2)
     print(json.dumps(result, indent=2))
-    record(args.record, ["figure", "value"], figures(result))
+    record(args.record, ["figure", "value"], report_rows(result))
     return 0
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from bench.lib.machine import cpu_model
 from bench.lib.paths import CORPORA
+from bench.lib.results import add_record_option, record
 from vaultd.config import load_config
 from vaultd.index.indexer import COMMIT_CHUNKS, COMMIT_SECONDS
 from vaultd.index.open import open_index
@@ -84,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vault", type=Path, default=DEFAULT_VAULT, help="vault to copy")
     parser.add_argument("--repeat", type=int, default=2, help="first indexes of each cadence")
+    add_record_option(parser)
     args = parser.parse_args(argv)
     if not args.vault.is_dir():
         print(f"no such vault: {args.vault}", file=sys.stderr)
@@ -108,6 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     for cadence, seconds in medians.items():
         print(f"{cadence:<9} median {seconds:.2f} s")
     print(f"ratio     cadence / batch = {medians['cadence'] / medians['batch']:.3f}")
+    rows = []
+    for cadence, seconds in medians.items():
+        mine = [f"{r['seconds']:.2f} s" for r in runs if r["cadence"] == cadence]
+        rows.append([cadence, *mine, f"{seconds:.2f} s"])
+    repeats = [f"run {i}" for i in range(1, len(rows[0]) - 1)]
+    record(args.record, ["first index", *repeats, "median"], rows)
     return 0
 
 

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from bench.lib.machine import machine
-from bench.lib.results import add_record_option, figures, record
+from bench.lib.results import add_record_option, record, report_rows
 from bench.speed.server_mode import vectors_only
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -101,7 +101,7 @@ def main() -> int:
         "manifest_mb": round(size_mb(target) - size_mb(target / "chroma"), 1),
     }
     print(json.dumps(result, indent=2))
-    record(args.record, ["figure", "value"], figures(result))
+    record(args.record, ["figure", "value"], report_rows(result))
     return 0
 
 

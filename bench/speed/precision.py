@@ -40,7 +40,7 @@ import onnxruntime as ort
 
 from bench.lib.installed import vaultd_executable
 from bench.lib.machine import machine
-from bench.lib.results import add_record_option, figures, record
+from bench.lib.results import add_record_option, record, report_rows
 from bench.speed.index_vs_onnx import (
     DEFAULT_VAULT,
     run_padded,
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for key, value in report.items():
             print(f"{key:<26}{value}")
-    record(args.record, ["figure", "value"], figures(report))
+    record(args.record, ["figure", "value"], report_rows(report))
     return 0
 
 
