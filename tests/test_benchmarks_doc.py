@@ -18,11 +18,9 @@ DOC = tables.DOC
 
 
 def test_every_table_of_the_doc_is_rendered_from_its_result() -> None:
-    text = DOC.read_text(encoding="utf-8")
-    _, problems = tables.regenerate(text)
-    stale = tables.stale(text)
-    assert not problems and not stale, (
-        f"{problems + [f'stale: {n}' for n in stale]}; "
+    rendered = tables.regenerate(DOC.read_text(encoding="utf-8"))
+    assert not rendered.problems and not rendered.stale, (
+        f"{rendered.problems}, stale: {rendered.stale}; "
         "record results with --record NAME and run python -m bench.lib.tables"
     )
 

@@ -26,8 +26,9 @@ DELIMITERS = {"none": "---", "left": ":---", "right": "---:", "center": ":---:"}
 
 
 def render_row(cells: Sequence[str]) -> str:
-    # An empty cell is one space, as the tables were written by hand.
-    return "|" + "|".join(f" {c.replace('|', chr(92) + '|')} " if c else " " for c in cells) + "|"
+    # An empty cell is one space, as the tables were written by hand; a pipe in a cell escaped.
+    escaped = (c.replace("|", r"\|") for c in cells)
+    return "|" + "|".join(f" {c} " if c else " " for c in escaped) + "|"
 
 
 def render(result: Result, indent: str = "") -> list[str]:
@@ -108,9 +109,17 @@ def read_result(name: str, results: Path) -> Result | str:
         return f"table {name!r}: {path.name} is not a result: {exc}"
 
 
-def regenerate(text: str, results: Path = RESULTS) -> tuple[str, list[str]]:
-    """The doc with every marked table rendered from its result, and what is wrong with it:
-    tables with no marker, markers with no result or used twice, results with no table."""
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    text: str
+    #: Tables with no marker, markers with no result or used twice, results with no table.
+    problems: tuple[str, ...]
+    #: The marked tables that differ from their results.
+    stale: tuple[str, ...]
+
+
+def regenerate(text: str, results: Path = RESULTS) -> Rendered:
+    """The doc with every marked table rendered from its result, and what is wrong with it."""
     lines = text.split("\n")
     found = scan(lines)
     problems = [f"line {n}: a table with no `<!-- table: NAME -->` marker" for n in found.unmarked]
@@ -119,32 +128,25 @@ def regenerate(text: str, results: Path = RESULTS) -> tuple[str, list[str]]:
         f"table {n!r} is marked twice" for n in sorted({n for n in names if names.count(n) > 1})
     ]
     out: list[str] = []
+    stale: list[str] = []
     done = 0
     for marked in found.marked:
         out += lines[done : marked.marker + 1]
+        current = lines[marked.marker + 1 : marked.end]
         result = read_result(marked.name, results)
         if isinstance(result, str):
             problems.append(result)
-            out += lines[marked.marker + 1 : marked.end]
+            out += current
         else:
-            out += render(result, marked.indent)
+            table = render(result, marked.indent)
+            if table != current:
+                stale.append(marked.name)
+            out += table
         done = marked.end
     out += lines[done:]
     orphans = sorted(p.stem for p in results.glob("*.json") if p.stem not in names)
     problems += [f"{results.name}/{n}.json: no table in the doc is marked {n!r}" for n in orphans]
-    return "\n".join(out), problems
-
-
-def stale(text: str, results: Path = RESULTS) -> list[str]:
-    """The names of the marked tables that differ from their results."""
-    lines = text.split("\n")
-    names = []
-    for marked in scan(lines).marked:
-        result = read_result(marked.name, results)
-        current = lines[marked.marker + 1 : marked.end]
-        if not isinstance(result, str) and current != render(result, marked.indent):
-            names.append(marked.name)
-    return names
+    return Rendered("\n".join(out), tuple(problems), tuple(stale))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -154,14 +156,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     text = args.doc.read_text(encoding="utf-8")
-    rendered, problems = regenerate(text, args.results)
+    rendered = regenerate(text, args.results)
+    problems = list(rendered.problems)
     if args.check:
         problems += [
-            f"table {n!r} is stale: python -m bench.lib.tables rewrites it"
-            for n in stale(text, args.results)
+            f"table {n!r} is stale: python -m bench.lib.tables rewrites it" for n in rendered.stale
         ]
-    elif rendered != text:
-        args.doc.write_text(rendered, encoding="utf-8")
+    elif rendered.text != text:
+        args.doc.write_text(rendered.text, encoding="utf-8")
     for problem in problems:
         print(problem, file=sys.stderr)
     return 1 if problems else 0
