@@ -17,16 +17,11 @@ from typing import Any
 import pytest
 
 from harness.convergence import assert_same, export_of, fresh_export
+from harness.crash import index_command, kill_after, recover
 from harness.daemon import PATIENCE, RunningDaemon, running, short_socket_dir, start, write_config
-from vaultd.config import load_config
-from vaultd.index.export import export_records
-from vaultd.index.open import open_index
+from harness.vaults import note, pin_mtimes, random_operations, random_text
 
 pytestmark = pytest.mark.slow
-
-
-def note(title: str, body: str) -> str:
-    return f"# {title}\n\n{body}\n"
 
 
 def seed_vault(vault: Path) -> None:
@@ -161,97 +156,6 @@ def test_vault_root_removed_degrades_and_rearms(tmp_path: Path) -> None:
 # -- convergence: whatever happened, the store equals a fresh index ----------------------------
 
 
-WORDS = (
-    "alpine",
-    "meadow",
-    "glacier",
-    "lichen",
-    "moss",
-    "fern",
-    "cedar",
-    "spruce",
-    "birch",
-    "willow",
-    "river",
-    "delta",
-    "estuary",
-    "tide",
-    "coral",
-    "reef",
-    "kelp",
-    "plankton",
-    "krill",
-    "whale",
-    "dolphin",
-    "seal",
-    "puffin",
-    "gannet",
-    "tern",
-    "heron",
-    "egret",
-)
-
-
-def random_text(rng: random.Random, title: str) -> str:
-    paragraphs = [
-        " ".join(rng.choices(WORDS, k=rng.randint(5, 40))) + "." for _ in range(rng.randint(1, 4))
-    ]
-    return note(title, "\n\n".join(paragraphs))
-
-
-def random_operations(vault: Path, outside: Path, rng: random.Random, count: int) -> None:
-    """Creates, edits, atomic saves, renames, deletes, touches, folder moves; in bursts."""
-    folders = ["", "a", "b", "a/deep"]
-    for folder in folders:
-        (vault / folder).mkdir(parents=True, exist_ok=True)
-    serial = 0
-    for step in range(count):
-        notes = sorted(p for p in vault.rglob("*.md") if ".trash" not in p.parts)
-        action = rng.choices(
-            ["create", "edit", "atomic", "rename", "delete", "touch", "trash", "folder"],
-            weights=[25, 25, 10, 12, 8, 8, 4, 3],
-        )[0]
-        if action == "create" or not notes:
-            serial += 1
-            folder = vault / rng.choice(folders)
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"n{serial}.md").write_text(random_text(rng, f"Note {serial}"))
-        elif action == "edit":
-            target = rng.choice(notes)
-            with target.open("a") as handle:
-                handle.write("\n" + " ".join(rng.choices(WORDS, k=8)) + ".\n")
-        elif action == "atomic":
-            target = rng.choice(notes)
-            tmp = target.with_name("." + target.name + ".tmp")
-            tmp.write_text(random_text(rng, target.stem))
-            os.replace(tmp, target)
-        elif action == "rename":
-            target = rng.choice(notes)
-            folder = vault / rng.choice(folders)
-            folder.mkdir(parents=True, exist_ok=True)
-            destination = folder / target.name
-            if not destination.exists():
-                target.rename(destination)
-        elif action == "delete":
-            rng.choice(notes).unlink()
-        elif action == "touch":
-            os.utime(rng.choice(notes))
-        elif action == "trash":
-            (vault / ".trash").mkdir(exist_ok=True)
-            target = rng.choice(notes)
-            os.replace(target, vault / ".trash" / target.name)
-        else:
-            # A folder leaves the vault and another comes back in under a new name.
-            name = rng.choice(["a", "b"])
-            if (vault / name).exists():
-                parked = outside / f"{name}{step}"
-                (vault / name).rename(parked)
-                if rng.random() < 0.7:
-                    parked.rename(vault / name)
-        if step % 100 == 99:
-            time.sleep(rng.uniform(0, 0.4))  # bursts with pauses between them
-
-
 def test_random_operations_converge_to_a_fresh_index(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     seed_vault(vault)
@@ -266,25 +170,6 @@ def test_random_operations_converge_to_a_fresh_index(tmp_path: Path) -> None:
         daemon.wait_idle()
         assert daemon.stop() == 0
     assert_same(export_of(daemon.config), fresh_export(vault, tmp_path))
-
-
-def kill_after(process: subprocess.Popen[bytes], delay: float) -> None:
-    time.sleep(delay)
-    if process.poll() is None:
-        process.send_signal(signal.SIGKILL)
-    process.wait(30)
-
-
-def index_command(config: Path) -> list[str]:
-    return [sys.executable, "-m", "vaultd", "index", "-q", "--config", str(config)]
-
-
-def recover(config: Path) -> list[dict[str, Any]]:
-    """What a restart does first (a full reconcile), then the store's contents."""
-    loaded = load_config(config, env={})
-    with open_index(loaded, env={}) as index:
-        index.indexer.reconcile()
-        return list(export_records(index.store, with_vectors=True))
 
 
 def manifest_counts(manifest: Path) -> tuple[int, int, int] | None:
@@ -398,14 +283,6 @@ def test_kill_9_during_a_burst_of_edits_converges(
     # note while stopped: recovery must absorb that too).
     pin_mtimes(vault)
     assert_same(recover(config), burst_reference)
-
-
-def pin_mtimes(vault: Path) -> None:
-    for file in vault.rglob("*.md"):
-        os.utime(file, ns=(PINNED_NS, PINNED_NS))
-
-
-PINNED_NS = 1_800_000_000 * 10**9
 
 
 BURST_SEED = 1000

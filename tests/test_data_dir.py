@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.daemon import short_socket_dir, write_config
-from tests.test_server import write_vault
+from harness.vaults import write_vault
 from vaultd.cli.doctor import diagnose
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from harness.daemon import PATIENCE, RunningDaemon, running, wait_until
-from tests.test_server import write_vault
+from harness.vaults import write_vault
 from vaultd.daemon.events import EventHub
 
 DEBOUNCE = 0.2

@@ -27,7 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.daemon import RunningDaemon, short_socket_dir
-from tests.test_server import NOTES, Reply, _UnixHTTP, call, start_daemon, write_vault
+from harness.vaults import NOTES, write_vault
+from tests.test_server import Reply, _UnixHTTP, call, start_daemon
 from vaultd.api.operations import OPERATIONS
 from vaultd.api.server import Api
 

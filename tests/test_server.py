@@ -2,8 +2,9 @@
 
 One daemon serves the whole module (a start costs seconds): its socket sits at
 `$XDG_RUNTIME_DIR/vaultd/vaultd.sock` for a short temporary XDG_RUNTIME_DIR, so the README's
-`curl --unix-socket` example runs exactly as written. The helpers here (a small vault, raw HTTP
-over the socket, the error-shape check) are shared with the security and fuzzing modules.
+`curl --unix-socket` example runs exactly as written. The helpers here (raw HTTP over the
+socket, the error-shape check) are shared with the security and fuzzing modules; the small vault
+is `harness.vaults`'s.
 """
 
 from __future__ import annotations
@@ -26,55 +27,11 @@ from urllib.parse import quote
 import pytest
 
 from harness.daemon import RunningDaemon, short_socket_dir, start, wait_until, write_config
+from harness.vaults import NOTES, write_vault
 from vaultd.api.limits import MAX_BODY, MAX_WAIT
 from vaultd.query import MAX_K
 
 ROOT = Path(__file__).resolve().parents[1]
-
-NOTES = {
-    "Garden/Watering.md": """---
-title: Garden Watering
-aliases: [Watering, Irrigation]
-tags: [garden/water, home]
----
-# Garden Watering
-
-Water the tomatoes every morning. See [[Compost]] and [[Über Notiz]].
-
-## Schedule
-
-Drip irrigation on the garden beds runs at dawn.
-""",
-    "Garden/Compost.md": """---
-tags: [garden]
----
-# Compost
-
-Turn the compost pile weekly; it feeds the beds. Links back to [[Watering]].
-""",
-    "Über Ordner/Über Notiz.md": """# Über Notiz
-
-Grüße aus dem Garten, geschrieben auf der Reise. #reise
-""",
-    "Kitchen/Bread Recipe.md": """---
-aliases: [Sourdough]
-tags: [cooking]
----
-# Bread Recipe
-
-Knead the sourdough, proof it overnight, bake at 250 degrees. See [[Garden/Watering#Schedule]].
-""",
-}
-
-
-def write_vault(root: Path) -> Path:
-    """A small vault: folders, tags (one nested), aliases, links, a non-ASCII folder and name."""
-    for rel, text in NOTES.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return root
-
 
 # -- raw HTTP over the socket --------------------------------------------------------------------
 

@@ -33,7 +33,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.daemon import RunningDaemon, short_socket_dir
-from tests.test_server import NOTES, Reply, call, start_daemon, write_vault
+from harness.vaults import NOTES, write_vault
+from tests.test_server import Reply, call, start_daemon
 
 FUZZ = settings(
     max_examples=200,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.daemon import PATIENCE, running
 from harness.load import Load
-from tests.test_server import write_vault
+from harness.vaults import write_vault
 from vaultd.api.server import HEADER_TIMEOUT
 
 #: How long the load lasts: each long-poll waits this long, slow senders trickle this long.

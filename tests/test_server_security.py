@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from harness.daemon import RunningDaemon, short_socket_dir, start, wait_until, write_config
+from harness.vaults import write_vault
 from tests.test_server import (
     Reply,
     assert_error,
@@ -36,7 +37,6 @@ from tests.test_server import (
     post,
     start_daemon,
     vaultd,
-    write_vault,
 )
 from vaultd.api.limits import MAX_WAIT
 from vaultd.api.locate import MAX_SOCKET_PATH, socket_path

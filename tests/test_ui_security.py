@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from harness.daemon import RunningDaemon, running
-from tests.test_server import write_vault
+from harness.vaults import write_vault
 from tests.ui import ui_server
 from vaultd.ui.server import CSP, UiServer
 

@@ -20,15 +20,9 @@ from pathlib import Path
 
 from bench.lib.results import add_record_option, record
 from harness.convergence import assert_same, fresh_export
+from harness.crash import index_command, kill_after, recover
 from harness.daemon import short_socket_dir, start, write_config
-from tests.test_daemon import (
-    index_command,
-    kill_after,
-    pin_mtimes,
-    random_operations,
-    random_text,
-    recover,
-)
+from harness.vaults import pin_mtimes, random_operations, random_text
 
 
 def main() -> None:

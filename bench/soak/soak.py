@@ -38,7 +38,7 @@ from bench.lib.machine import cpu_model
 from bench.lib.results import add_record_option, record, report_rows
 from harness.convergence import assert_same, export_of, fresh_export
 from harness.daemon import RunningDaemon, short_socket_dir, start, write_config
-from tests.test_daemon import WORDS, random_operations, random_text
+from harness.vaults import WORDS, random_operations, random_text
 
 
 class Queries(threading.Thread):

@@ -23,7 +23,7 @@ from pathlib import Path
 from bench.lib.results import add_record_option, record, report_rows
 from harness.daemon import running
 from harness.load import Load
-from tests.test_server import write_vault
+from harness.vaults import write_vault
 
 
 def burn(stop_at: float) -> None:

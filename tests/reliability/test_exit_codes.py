@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness.daemon import PATIENCE, running, wait_until
-from tests.test_server import write_vault
+from harness.vaults import write_vault
 from vaultd.errors import EXIT_STATUSES, DataDirError, LockedError, no_retry_codes
 from vaultd.layout import MANIFEST
 

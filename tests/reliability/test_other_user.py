@@ -31,8 +31,8 @@ import pytest
 from mcp import ClientSession
 
 from harness.daemon import PATIENCE, start, wait_until
+from harness.vaults import write_vault
 from tests.mcp_session import error_text, session
-from tests.test_server import write_vault
 from vaultd.api.locate import default_socket_path
 from vaultd.config import load_config
 from vaultd.errors import TrustError
