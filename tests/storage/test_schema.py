@@ -10,6 +10,7 @@ import pytest
 from tests.storage.outcomes import written
 from vaultd.errors import StoreError
 from vaultd.storage import keyword, notes, schema
+from vaultd.storage.manifest import Manifest
 from vaultd.storage.schema import SCHEMA_VERSION, Query
 
 
@@ -120,3 +121,61 @@ def test_a_failed_migration_leaves_the_file_as_it_was(tmp_path: Path) -> None:
         schema._run(db, "BEGIN IMMEDIATE;\nCREATE TABLE extra (x);\nSELECT * FROM nowhere;\n")
     assert not db.in_transaction
     assert db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'extra'").fetchone() == (0,)
+
+
+SCHEMA_2 = """
+CREATE TABLE notes (path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+    sha256 TEXT NOT NULL, status TEXT NOT NULL, error TEXT, attempts INTEGER NOT NULL DEFAULT 0,
+    title TEXT NOT NULL DEFAULT '', aliases TEXT NOT NULL DEFAULT '[]',
+    tags TEXT NOT NULL DEFAULT '[]', links TEXT NOT NULL DEFAULT '[]',
+    frontmatter TEXT NOT NULL DEFAULT '{}', indexed_at REAL NOT NULL);
+CREATE TABLE chunks (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, path TEXT NOT NULL,
+    idx INTEGER NOT NULL, hash TEXT NOT NULL, title TEXT NOT NULL, section TEXT NOT NULL,
+    headings TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
+    tokens INTEGER NOT NULL, text TEXT NOT NULL);
+CREATE TABLE vectors (model TEXT NOT NULL, hash TEXT NOT NULL, vector BLOB NOT NULL,
+    PRIMARY KEY (model, hash));
+CREATE VIRTUAL TABLE chunks_fts USING fts5(title, section, text, content='chunks',
+    content_rowid='n', tokenize='porter unicode61 remove_diacritics 2');
+CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts(rowid, title, section, text)
+    VALUES (new.n, new.title, new.section, new.text);
+END;
+CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts(chunks_fts, rowid, title, section, text)
+    VALUES ('delete', old.n, old.title, old.section, old.text);
+END;
+PRAGMA user_version = 2;
+"""
+
+
+def test_schema_2_is_migrated_by_rebuilding_the_keyword_index(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "vaultd.db")
+    db.executescript(SCHEMA_2)
+    db.execute(
+        "INSERT INTO notes(path, size, mtime_ns, sha256, status, title, aliases, indexed_at) "
+        "VALUES ('a.md', 1, 1, 'x', 'ok', 'Alpha', '[\"First letter\"]', 0)"
+    )
+    for n, text in enumerate(["plain words here", "同步设置与版本历史"]):
+        db.execute(
+            "INSERT INTO chunks(id, path, idx, hash, title, section, headings, start_line, "
+            "end_line, tokens, text) VALUES (?, 'a.md', ?, ?, 'Alpha', '', '[]', ?, ?, 3, ?)",
+            (f"c{n}", n, f"h{n}", n + 1, n + 1, text),
+        )
+    db.execute("INSERT INTO vectors VALUES ('m', 'h0', x'00000000')")
+    db.commit()
+    db.close()
+
+    manifest = Manifest(tmp_path)
+    try:
+        assert manifest.get_meta("x") is None
+        version = sqlite3.connect(tmp_path / "vaultd.db").execute("PRAGMA user_version")
+        assert version.fetchone()[0] == SCHEMA_VERSION
+        assert manifest.keyword('"first" OR "letter"', 5) != []  # aliases are indexed now
+        assert [i for i, _ in manifest.keyword('"版本 本历"', 5, index="pairs")] == ["c1"]
+        assert [i for i, _ in manifest.substring(["同步"], 5)] == ["c1"]
+        assert len(manifest.vectors("m", ["h0"])) == 1  # nothing re-embedded or dropped
+    finally:
+        manifest.close()
+    # Opening again is a no-op.
+    Manifest(tmp_path).close()
