@@ -237,14 +237,18 @@ def _limit_self(memory_mb: int) -> None:
 _EXCEPTION_PREFIX = re.compile(r"^[\w.]+(?:Error|Exception|Fail): ")
 
 
+#: What a native library's message says when it ran out of memory.
+_OUT_OF_MEMORY = ("bad_alloc", "Failed to allocate memory")
+
+
 def failure(exc: BaseException) -> tuple[LeftOutKind, str]:
     """A reader's failure on a file as its kind and a one-line reason. Running out of memory
-    (a MemoryError, or a native library's std::bad_alloc at the worker's RLIMIT_AS, as
-    onnxruntime raises it) is "too_costly" and names `extract_memory_mb`: the file is fine.
-    Anything else is the reader's error on it, "damaged", with the last line of its message
-    (onnxruntime puts a whole traceback in it)."""
+    (a MemoryError, or a native library's std::bad_alloc at the worker's RLIMIT_AS, or
+    onnxruntime's memory arena failing to grow there) is "too_costly" and names
+    `extract_memory_mb`: the file is fine. Anything else is the reader's error on it,
+    "damaged", with the last line of its message (onnxruntime puts a whole traceback in it)."""
     text = str(exc)
-    if isinstance(exc, MemoryError) or "bad_alloc" in text:
+    if isinstance(exc, MemoryError) or any(sign in text for sign in _OUT_OF_MEMORY):
         limit = resource.getrlimit(resource.RLIMIT_AS)[0]
         if limit == resource.RLIM_INFINITY:
             return "too_costly", "needs more memory to read than there is"

@@ -20,7 +20,8 @@ import math
 import os
 import struct
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from io import BytesIO
@@ -39,6 +40,13 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 #: was 64% of the first index's wall time with one thread, 49% with two). The governor counts
 #: the worker's CPU time, not its threads, so the budget holds either way.
 DEFAULT_THREADS = min(2, os.cpu_count() or 1)
+#: Text boxes recognised one at a time. In a batch (RapidOCR's default is 6) every box is
+#: padded to the widest one's shape, and the padding changes what PP-OCRv4's recogniser reads:
+#: on issue 39's 48 screenshots batches of 6 ran 87 pairs of words together ("withBacklinks",
+#: "Currentversion"), which the keyword index then holds as one word, where one at a time
+#: reads them apart and reads no word less; and it is a fifth less recognition time, the
+#: padding never computed (docs/benchmarks.md, "Extraction and OCR in a first index").
+REC_BATCH = 1
 #: The least address space the OCR worker is given, whatever `extract_memory_mb` says: the
 #: engine's libraries, models and buffers take 0.7-0.8 GB of it before the first image, and a
 #: 3,324 x 2,008 screenshot 1.2 GB in all (0.55 GB resident) with one thread. A second thread
@@ -157,6 +165,32 @@ def check(
     return header
 
 
+@contextmanager
+def memory_arenas() -> Iterator[None]:
+    """RapidOCR builds its onnxruntime sessions with the memory arena off, so every run
+    allocates its tensors afresh: for a screenshot's detection, hundreds of MB mapped and
+    zeroed by the kernel each time. With the arena on, the same models give the same text in
+    a fifth less CPU time (issue 39's 48 screenshots: detection 35 s against 21 s), for a
+    worker that keeps its largest image's buffers (0.7 GB resident against 0.46 after the
+    largest screenshot). RapidOCR 1.4.4 (pinned) has no setting for it: its sessions' options
+    are amended while an engine is built."""
+    from rapidocr_onnxruntime.utils import infer_engine
+
+    session = infer_engine.OrtInferSession
+    plain = session._init_sess_opts
+
+    def with_arena(config: dict[str, Any]) -> Any:
+        options = plain(config)
+        options.enable_cpu_mem_arena = True
+        return options
+
+    session._init_sess_opts = staticmethod(with_arena)
+    try:
+        yield
+    finally:
+        session._init_sess_opts = staticmethod(plain)
+
+
 @cache
 def _engine(threads: int) -> Any:
     if not available():
@@ -165,7 +199,10 @@ def _engine(threads: int) -> Any:
     from rapidocr_onnxruntime import RapidOCR
 
     # The wheel's own models (its config.yaml names files inside the package).
-    return RapidOCR(intra_op_num_threads=threads, inter_op_num_threads=1)
+    with memory_arenas():
+        return RapidOCR(
+            intra_op_num_threads=threads, inter_op_num_threads=1, rec_batch_num=REC_BATCH
+        )
 
 
 def engine(threads: int = DEFAULT_THREADS) -> Any:
