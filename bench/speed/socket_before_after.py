@@ -80,7 +80,8 @@ def serve(tree: Path, config_path: Path, queries: list[str], warm: int) -> list[
     config = load_config(config_path, env={})
     runtime = Path(tempfile.mkdtemp(prefix="vb-", dir="/tmp"))
     with open_index(config, env={}) as index:
-        service = DaemonService(index, State(), lambda: None, dict)
+        # Only searched: no worker, and a status that is never asked for.
+        service = DaemonService(index, State(), lambda: None, dict)  # type: ignore[arg-type]
         server = SocketServer(runtime / "s.sock", Api(service), index.vault)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()

@@ -35,7 +35,7 @@ def test_the_status_of_an_index_counts_what_it_holds(tmp_path: Path) -> None:
 def test_a_note_indexed_in_part_is_told_and_a_failure_troubles(tmp_path: Path) -> None:
     with indexed(tmp_path, {"bad.md": "---\nkey: [unclosed\n---\nbody\n"}) as index:
         status = index_status(index)
-        assert [path for path, _ in status.in_part] == ["bad.md"]
+        assert [entry.path for entry in status.in_part] == ["bad.md"]
         assert "invalid YAML" in status.as_json()["in_part"][0]["reason"]
         assert not status.troubled
 

@@ -45,7 +45,7 @@ from vaultd.errors import QueryError, VaultdError
 from vaultd.index.browse import Heading
 from vaultd.index.mentions import Mention
 from vaultd.index.related import RelatedNote
-from vaultd.index.status import Failure, Lag
+from vaultd.index.status import DaemonStatus
 from vaultd.query import (
     MAX_CONDITIONS,
     MAX_IN_VALUES,
@@ -62,7 +62,6 @@ from vaultd.query import (
     parse_where,
 )
 from vaultd.records import NOTE_KINDS, Correction, NoteKind
-from vaultd.storage.quarantine import LeftOut, Quarantined
 from vaultd.vaultpath import vault_path
 
 
@@ -480,13 +479,6 @@ class ReadBlock(Response):
     headings: list[str] = Field(description="The labels of the canvas groups holding it.")
 
 
-class Skipped(Response):
-    """A path and why: a file left out, or what of a note indexed in part was not."""
-
-    path: str
-    reason: str
-
-
 Loose = dict[str, Any]
 
 
@@ -519,62 +511,8 @@ class HealthResponse(Response):
     reason: str | None = Field(None, description="Why it is not ok.")
 
 
-class StatusResponse(Response):
-    """vaultd.index.status.DaemonStatus as JSON; no other key is sent."""
-
-    status: Literal["starting", "ok", "degraded"]
-    reasons: dict[str, str] = Field(description="Why the daemon is degraded, by part.")
-    vault: str
-    notes: int = Field(description="Notes searchable (by their words at least).")
-    chunks: int
-    found: int | None = Field(None, description="Note files found in the vault.")
-    embedded: int | None = Field(None, description="Notes with every chunk's vector.")
-    awaiting: int | None = Field(None, description="Chunks awaiting vectors.")
-    failed: list[Failure]
-    quarantined: list[Quarantined]
-    left_out: list[LeftOut]
-    in_part: list[Skipped] | None = Field(
-        None,
-        description="Notes indexed in part: what of each was not (a PDF's pages OCR could not "
-        "read, a canvas's unknown cards, a frontmatter ignored), and why.",
-    )
-    kinds: dict[str, dict[str, int]] | None = Field(
-        None, description="Files recorded by kind, then by status."
-    )
-    not_indexed: dict[str, int] | None = Field(
-        None, description="Files of kinds not indexed (turned off in [attachments]), by kind."
-    )
-    model: str
-    languages: Loose | None = Field(
-        None, description="What the vault is written in, from a sample of its notes."
-    )
-    store: Loose = Field(description="The data directory and the Chroma directory or server.")
-    indexing: str | None = Field(None, description="What the worker has in hand.")
-    last_reconcile: Loose | None = None
-    last_reconcile_at: float | None = None
-    lag_seconds: Lag = Field(description="Save-to-searchable lag of recent edits.")
-    version: str
-    queue_depth: int
-    governor: Loose = Field(description="How bulk work is paced.")
-    progress: Loose | None = Field(
-        None, description="How far the full pass in hand has come, and the time left."
-    )
-    watch: Loose
-    embedded_total: int | None = None
-    notes_read_total: int | None = None
-    model_loaded: bool | None = None
-    rss_mb: float | None = None
-    identity: dict[str, Loose] | None = Field(
-        None, description="The last checks that the vault root and vaultd.db are unchanged."
-    )
-    skipped: list[Skipped] | None = Field(
-        None, description="Files and folders left out that a user would want to hear about."
-    )
-    events: Loose | None = Field(
-        None,
-        description="The event stream (`GET /v1/events`): readers now, and events dropped "
-        "since start because a reader read too slowly.",
-    )
+class StatusResponse(RootModel[DaemonStatus]):
+    """vaultd.index.status.DaemonStatus, as it is."""
 
 
 class SearchResponse(Response):

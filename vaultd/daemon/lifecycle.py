@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import Mapping
 from contextlib import ExitStack
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,15 @@ from vaultd.daemon.worker import (
 )
 from vaultd.errors import ManifestLostError, VaultdError
 from vaultd.index.open import Index, open_index
-from vaultd.index.status import DaemonStatus, GovernorStatus, IdentityCheck, Lag, index_status
+from vaultd.index.status import (
+    DaemonStatus,
+    DaemonStore,
+    GovernorStatus,
+    IdentityCheck,
+    Lag,
+    Skipped,
+    index_status,
+)
 from vaultd.logs import iso, ms
 from vaultd.pipeline.watch import Watcher
 from vaultd.storage.probe import last_moved_aside
@@ -182,20 +191,20 @@ class Daemon:
             self.worker.request_full(check=check_share(self.config.schedule.rescan_seconds))
 
     def _log_health(self) -> None:
-        status = self.status_record()
+        status = self.status()
         log.info(
             "health",
-            status=status.health,
+            status=status.status,
             reasons=status.reasons or None,
-            notes=status.index.notes,
-            chunks=status.index.chunks,
-            failed=len(status.index.failed),
+            notes=status.notes,
+            chunks=status.chunks,
+            failed=len(status.failed),
             queue_depth=status.queue_depth,
-            lag_p50_ms=ms(status.lag.p50),
-            lag_p95_ms=ms(status.lag.p95),
+            lag_p50_ms=ms(status.lag_seconds.p50),
+            lag_p95_ms=ms(status.lag_seconds.p95),
             last_reconcile_at=iso(status.last_reconcile_at),
             rss_mb=status.rss_mb,
-            watch=status.watch_mode,
+            watch=status.watch["mode"],
         )
 
     def _stop_worker(self) -> None:
@@ -327,54 +336,56 @@ class Daemon:
 
     # -- what the socket server and the scheduler call -----------------------------------------
 
-    def status(self) -> dict[str, Any]:
-        events = self.state.events
-        return {
-            **self.status_record().as_json(),
-            "events": {"readers": events.readers, "dropped": events.dropped},
-        }
-
-    def status_record(self) -> DaemonStatus:
+    def status(self) -> DaemonStatus:
         from vaultd import __version__
 
         assert self.index is not None and self.worker is not None and self.watcher is not None
         snapshot = self.state.snapshot()
         governor = self.worker.governor
+        progress = self.worker.progress.snapshot()
+        index = index_status(self.index)
         return DaemonStatus(
-            index=index_status(self.index),
+            **{f.name: getattr(index, f.name) for f in fields(index) if f.name != "store"},
             version=__version__,
-            health=snapshot["status"],
+            status=snapshot["status"],
             reasons=snapshot["reasons"],
             indexing=snapshot["indexing"],
             last_reconcile=snapshot["last_reconcile"],
             last_reconcile_at=snapshot["last_reconcile_at"],
-            lag=Lag(**snapshot["lag_seconds"]),
+            lag_seconds=Lag(**snapshot["lag_seconds"]),
             queue_depth=self.worker.queue_depth(),
             governor=GovernorStatus(
                 cpu_budget=governor.cpu_budget,
                 yield_above=governor.yield_above,
                 yielding=governor.yielding,
+                waiting_for_busy_machine=governor.yielding,
                 busy_since=governor.busy_since,
                 others_share=governor.others,
             ),
-            progress=self.worker.progress.snapshot(),
-            watch_mode=self.watcher.mode,
-            watch_fallback_reason=self.watcher.fallback_reason,
+            progress=None if progress is None else progress.as_json(),
+            watch={"mode": self.watcher.mode, "fallback_reason": self.watcher.fallback_reason},
             embedded_total=self.index.embedder.embedded,
             notes_read_total=self.index.indexer.reads,
-            moved_aside=last_moved_aside(self.index.data_dir),
-            store_loaded=self.index.store.loaded,
+            store=DaemonStore(
+                index.store.data_dir,
+                index.store.chroma,
+                moved_aside=last_moved_aside(self.index.data_dir),
+                loaded=self.index.store.loaded,
+            ),
             model_loaded=self.index.embedder.loaded,
             rss_mb=_rss_mb(),
             identity={
-                name: check
+                name: check.as_json()
                 for name, check in (
                     ("vault_root", self.watching.last),
                     ("manifest", self._manifest_check),
                 )
                 if check is not None
             },
-            skipped=tuple(self.index.indexer.discovery.skipped),
+            skipped=tuple(
+                Skipped(path, reason) for path, reason in self.index.indexer.discovery.skipped
+            ),
+            events={"readers": self.state.events.readers, "dropped": self.state.events.dropped},
         )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vaultd import __version__
 from vaultd.api import operations as o
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from vaultd.daemon.state import State
     from vaultd.daemon.worker import Worker
     from vaultd.index.open import Index
+    from vaultd.index.status import DaemonStatus
 
 
 class DaemonService(LocalService):
@@ -28,7 +29,7 @@ class DaemonService(LocalService):
         index: Index,
         state: State,
         worker: Callable[[], Worker | None],
-        status: Callable[[], dict[str, Any]],
+        status: Callable[[], DaemonStatus],
     ) -> None:
         super().__init__(index)
         self._state = state
@@ -49,7 +50,7 @@ class DaemonService(LocalService):
         )
 
     def status(self, request: o.StatusRequest) -> o.StatusResponse:
-        return o.StatusResponse.model_validate(self._status())
+        return o.StatusResponse(self._status())
 
     def reindex(self, request: o.ReindexRequest) -> o.ReindexResponse:
         worker = self._running_worker()

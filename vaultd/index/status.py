@@ -1,20 +1,21 @@
 """What `vaultd status` reports, typed and built in one place.
 
 `IndexStatus` is what any reader of an open index can say (the CLI without a daemon, the
-daemon, doctor); `DaemonStatus` adds what only a running daemon knows. Both turn into the JSON
-the socket API serves (`GET /v1/status`, described by vaultd.api.openapi) with `as_json`, the
-one place that names its keys.
+daemon, doctor); `DaemonStatus` adds what only a running daemon knows. Their fields are the
+keys of the JSON the socket API serves (`GET /v1/status`): pydantic serializes and describes
+them as they are (vaultd.api.operations.StatusResponse), and `as_json` is that JSON.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
 
 from vaultd.index.detection import NOT_INDEXED_META
 from vaultd.index.models import LANGUAGES_META, languages_of
-from vaultd.progress import Snapshot
 from vaultd.storage.quarantine import LeftOut, Quarantined
 
 if TYPE_CHECKING:
@@ -29,39 +30,71 @@ class Failure:
     reason: str
     attempts: int
 
-    def as_json(self) -> dict[str, Any]:
-        return {"path": self.path, "reason": self.reason, "attempts": self.attempts}
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A path and why: a file left out, or what of a note indexed in part was not."""
+
+    path: str
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
-class IndexStatus:
-    vault: str
-    #: Searchable notes: by their words at once, by their meaning once `embedded`.
-    notes: int
-    chunks: int
-    failed: tuple[Failure, ...]
-    #: Set aside until their content changes or they are asked for by name.
-    quarantined: tuple[Quarantined, ...]
-    #: Files that are no notes vaultd can index: reported, not failures.
-    left_out: tuple[LeftOut, ...]
-    model: str
+class Store:
+    """The data directory and the Chroma directory or server."""
+
     data_dir: str
     #: The Chroma directory, or the server's URL.
     chroma: str
-    #: What the vault is written in, as last measured (`vaultd.pipeline.languages`), if known.
-    languages: dict[str, object] | None = None
-    #: Notes with every chunk's vector, and chunks awaiting theirs (the embedding phase).
-    embedded: int = 0
-    awaiting: int = 0
-    #: Note files found in the vault by the last full walk (None before one in this process).
-    found: int | None = None
-    #: Files recorded, by kind (`records.NoteKind`) and status: {"pdf": {"ok": 9, ...}}.
-    kinds: dict[str, dict[str, int]] = field(default_factory=dict)
-    #: Files of kinds not indexed (turned off in `[attachments]`, or no kind vaultd reads:
-    #: "other"), by kind, as the last full walk counted them: nothing goes unmentioned.
-    not_indexed: dict[str, int] = field(default_factory=dict)
-    #: Notes indexed in part, as (path, reason): what of each was not indexed, and why.
-    in_part: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IndexStatus:
+    """What any reader of an open index can say; its fields are the status answer's keys."""
+
+    vault: str
+    notes: Annotated[int, Field(description="Notes searchable (by their words at least).")]
+    chunks: int
+    found: Annotated[
+        int | None,
+        Field(
+            description="Note files found in the vault (by the last full walk; none before one)."
+        ),
+    ] = None
+    embedded: Annotated[int, Field(description="Notes with every chunk's vector.")] = 0
+    awaiting: Annotated[int, Field(description="Chunks awaiting vectors.")] = 0
+    failed: tuple[Failure, ...]
+    quarantined: Annotated[
+        tuple[Quarantined, ...],
+        Field(description="Set aside until their content changes or they are asked for by name."),
+    ]
+    left_out: Annotated[
+        tuple[LeftOut, ...],
+        Field(description="Files that are no notes vaultd can index: reported, not failures."),
+    ]
+    in_part: Annotated[
+        tuple[Skipped, ...],
+        Field(
+            description="Notes indexed in part: what of each was not (a PDF's pages OCR could "
+            "not read, a canvas's unknown cards, a frontmatter ignored), and why."
+        ),
+    ] = ()
+    kinds: Annotated[
+        dict[str, dict[str, int]], Field(description="Files recorded by kind, then by status.")
+    ] = field(default_factory=dict)
+    not_indexed: Annotated[
+        dict[str, int],
+        Field(
+            description="Files of kinds not indexed (turned off in [attachments], or no kind "
+            'vaultd reads: "other"), by kind, as the last full walk counted them.'
+        ),
+    ] = field(default_factory=dict)
+    model: str
+    store: Store
+    languages: Annotated[
+        dict[str, Any] | None,
+        Field(description="What the vault is written in, from a sample of its notes."),
+    ] = None
 
     @property
     def troubled(self) -> bool:
@@ -69,23 +102,9 @@ class IndexStatus:
         return bool(self.failed or self.quarantined)
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "vault": self.vault,
-            "notes": self.notes,
-            "chunks": self.chunks,
-            **({"found": self.found} if self.found is not None else {}),
-            "embedded": self.embedded,
-            "awaiting": self.awaiting,
-            "failed": [f.as_json() for f in self.failed],
-            "quarantined": [q.as_json() for q in self.quarantined],
-            "left_out": [e.as_json() for e in self.left_out],
-            "in_part": [{"path": path, "reason": reason} for path, reason in self.in_part],
-            "kinds": {kind: dict(counts) for kind, counts in sorted(self.kinds.items())},
-            "not_indexed": dict(sorted(self.not_indexed.items())),
-            "model": self.model,
-            "store": {"data_dir": self.data_dir, "chroma": self.chroma},
-            **({"languages": self.languages} if self.languages is not None else {}),
-        }
+        """As the socket API sends it (`GET /v1/status`), with `vaultd status --json`."""
+        out: dict[str, Any] = TypeAdapter(type(self)).dump_python(self, mode="json")
+        return out
 
 
 def index_status(index: Index) -> IndexStatus:
@@ -101,13 +120,12 @@ def index_status(index: Index) -> IndexStatus:
         failed=tuple(Failure(p, r, a) for p, r, a in manifest.failed()),
         quarantined=tuple(manifest.quarantined()),
         left_out=tuple(manifest.left_out()),
-        in_part=tuple(manifest.in_part()),
+        in_part=tuple(Skipped(path, reason) for path, reason in manifest.in_part()),
         model=index.embedder.model_id,
-        data_dir=str(index.data_dir),
-        chroma=index.store.location,
+        store=Store(str(index.data_dir), index.store.location),
         languages=languages_of(manifest.get_meta(LANGUAGES_META)),
-        kinds=manifest.kind_counts(),
-        not_indexed=not_indexed(manifest.get_meta(NOT_INDEXED_META)),
+        kinds=dict(sorted(manifest.kind_counts().items())),
+        not_indexed=dict(sorted(not_indexed(manifest.get_meta(NOT_INDEXED_META)).items())),
     )
 
 
@@ -145,9 +163,6 @@ class Lag:
     p95: float | None
     samples: int
 
-    def as_json(self) -> dict[str, Any]:
-        return {"p50": self.p50, "p95": self.p95, "samples": self.samples}
-
 
 @dataclass(frozen=True, slots=True)
 class GovernorStatus:
@@ -156,18 +171,10 @@ class GovernorStatus:
     #: Bulk work (a full pass) holds back while other programs keep the machine busy; edits
     #: are still served meanwhile.
     yielding: bool
+    #: The same, as `vaultd status` reads it.
+    waiting_for_busy_machine: bool
     busy_since: float | None
     others_share: float | None
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "cpu_budget": self.cpu_budget,
-            "yield_above": self.yield_above,
-            "yielding": self.yielding,
-            "waiting_for_busy_machine": self.yielding,
-            "busy_since": self.busy_since,
-            "others_share": self.others_share,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,60 +207,64 @@ def _file_id(identity: tuple[int, int] | None) -> dict[str, int] | None:
 
 
 @dataclass(frozen=True, slots=True)
-class DaemonStatus:
-    index: IndexStatus
-    version: str
-    #: "starting", "ok" or "degraded", and why it is not ok.
-    health: str
-    reasons: dict[str, str]
-    indexing: str
-    last_reconcile: dict[str, Any] | None
-    last_reconcile_at: float | None
-    lag: Lag
-    queue_depth: int
-    governor: GovernorStatus
-    progress: Snapshot | None
-    watch_mode: str
-    watch_fallback_reason: str | None
-    embedded_total: int
-    notes_read_total: int
+class DaemonStore(Store):
     #: The last time the store was found damaged at start-up: problem, moved_to, at.
     moved_aside: dict[str, Any] | None
     #: False once closed for being unused ([schedule] unload) until the next use.
-    store_loaded: bool
+    loaded: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DaemonStatus(IndexStatus):
+    """What a running daemon says of itself and its index: the status answer (`GET
+    /v1/status`), as it is."""
+
+    status: Literal["starting", "ok", "degraded"]
+    reasons: Annotated[dict[str, str], Field(description="Why the daemon is degraded, by part.")]
+    indexing: Annotated[str | None, Field(description="What the worker has in hand.")]
+    last_reconcile: dict[str, Any] | None
+    last_reconcile_at: float | None
+    lag_seconds: Annotated[Lag, Field(description="Save-to-searchable lag of recent edits.")]
+    version: str
+    store: Annotated[
+        DaemonStore,
+        Field(
+            description="The data directory, the Chroma directory or server, and the store's state."
+        ),
+    ]
+    queue_depth: int
+    governor: Annotated[GovernorStatus, Field(description="How bulk work is paced.")]
+    progress: Annotated[
+        dict[str, Any] | None,
+        Field(description="How far the full pass in hand has come, and the time left."),
+    ]
+    watch: Annotated[
+        dict[str, str | None],
+        Field(description="How the vault is watched (`mode`), and why it fell back to polling."),
+    ]
+    embedded_total: int
+    notes_read_total: int
     model_loaded: bool
     rss_mb: float | None
-    #: The last checks of the vault root and vaultd.db, by "vault_root" and "manifest".
-    identity: dict[str, IdentityCheck] = field(default_factory=dict)
-    #: Files and folders the rules leave out that a user would want to hear about (a name
-    #: that is not UTF-8, a link out of the vault...), as (path, reason): the last full walk's,
-    #: and those the watcher has met since.
-    skipped: tuple[tuple[str, str], ...] = ()
-
-    def as_json(self) -> dict[str, Any]:
-        body = self.index.as_json()
-        body["store"] = {
-            **body["store"],
-            "moved_aside": self.moved_aside,
-            "loaded": self.store_loaded,
-        }
-        return {
-            "status": self.health,
-            "reasons": dict(self.reasons),
-            "indexing": self.indexing,
-            "last_reconcile": self.last_reconcile,
-            "last_reconcile_at": self.last_reconcile_at,
-            "lag_seconds": self.lag.as_json(),
-            "version": self.version,
-            **body,
-            "queue_depth": self.queue_depth,
-            "governor": self.governor.as_json(),
-            "progress": None if self.progress is None else self.progress.as_json(),
-            "watch": {"mode": self.watch_mode, "fallback_reason": self.watch_fallback_reason},
-            "embedded_total": self.embedded_total,
-            "notes_read_total": self.notes_read_total,
-            "model_loaded": self.model_loaded,
-            "rss_mb": self.rss_mb,
-            "identity": {part: check.as_json() for part, check in self.identity.items()},
-            "skipped": [{"path": path, "reason": reason} for path, reason in self.skipped],
-        }
+    identity: Annotated[
+        dict[str, dict[str, Any]],
+        Field(
+            description="The last checks that the vault root and vaultd.db are unchanged, by "
+            '"vault_root" and "manifest".'
+        ),
+    ] = field(default_factory=dict)
+    skipped: Annotated[
+        tuple[Skipped, ...],
+        Field(
+            description="Files and folders left out that a user would want to hear about (a name"
+            " that is not UTF-8, a link out of the vault...): the last full walk's, "
+            "and those the watcher has met since."
+        ),
+    ] = ()
+    events: Annotated[
+        dict[str, int] | None,
+        Field(
+            description="The event stream (`GET /v1/events`): readers now, and events dropped "
+            "since start because a reader read too slowly."
+        ),
+    ] = None
