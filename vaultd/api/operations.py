@@ -24,7 +24,7 @@ import difflib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -712,14 +712,10 @@ def deprecated_aliases(model: type[BaseModel]) -> dict[str, str]:
 
 def list_fields(model: type[BaseModel]) -> frozenset[str]:
     """The fields (and old spellings) a query string may repeat: those holding a list."""
-    lists = {n for n, info in model.model_fields.items() if _is_list(info.annotation)}
+    lists = {n for n, info in model.model_fields.items() if get_origin(info.annotation) is list}
     return frozenset(
         lists | {old for old, new in deprecated_aliases(model).items() if new in lists}
     )
-
-
-def _is_list(annotation: Any) -> bool:
-    return getattr(annotation, "__origin__", None) is list or annotation is list
 
 
 def bounds(metadata: list[Any]) -> tuple[Any, Any]:

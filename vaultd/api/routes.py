@@ -33,16 +33,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Lines:
-    """An answer sent as JSON lines, one item each, streamed."""
-
-    items: Iterator[Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Events:
-    """An answer sent as server-sent events, one item each, until the client goes away."""
+    """An answer sent item by item: JSON lines, streamed, or server-sent events (`sse`) until
+    the client goes away."""
 
     items: Generator[Any, None, None]
+    sse: bool = False
 
 
 class Api:
@@ -90,10 +85,8 @@ class Api:
         if isinstance(request, SearchRequest) and request.wait_for is not None:
             self._wait(request.wait_for, min(request.timeout, MAX_WAIT))
         answer = getattr(self.service, op.name)(request)
-        if op.sse:
-            return HTTPStatus(op.status), Events(_dumped_all(answer))
-        if op.stream:
-            return HTTPStatus(op.status), Lines(_dumped(item) for item in answer)
+        if op.sse or op.stream:
+            return HTTPStatus(op.status), Lines(_dumped_all(answer), op.sse)
         return HTTPStatus(op.status), _dumped(answer)
 
     def _wait(self, target: str, timeout: float) -> None:
@@ -117,7 +110,7 @@ def _dumped(answer: BaseModel) -> Any:
 
 def _dumped_all(answers: Iterator[BaseModel]) -> Generator[Any, None, None]:
     """Each answer dumped as it comes; closing this closes the answers' iterator (an event
-    stream's subscription ends with it)."""
+    stream's subscription ends with it, an export's read of the store)."""
     try:
         for answer in answers:
             yield _dumped(answer)

@@ -40,7 +40,7 @@ from vaultd.api.client import VAULT_HEADER, VAULT_PATH_HEADER, peer_uid
 from vaultd.api.limits import MAX_BODY
 from vaultd.api.locate import remove_record, socket_path, write_record
 from vaultd.api.operations import BY_NAME, ErrorDetail, ErrorResponse
-from vaultd.api.routes import Api, Events, Lines
+from vaultd.api.routes import Api, Lines
 from vaultd.errors import ApiError, NotReadyError, StartupError, VaultdError
 from vaultd.layout import vault_id
 
@@ -314,10 +314,7 @@ class Handler(BaseHTTPRequestHandler):
         self, status: HTTPStatus, payload: Any, headers: Mapping[str, str] | None = None
     ) -> None:
         if isinstance(payload, Lines):
-            self._stream(status, payload)
-            return
-        if isinstance(payload, Events):
-            self._events(status, payload)
+            (self._events if payload.sse else self._stream)(status, payload)
             return
         data = json.dumps(payload, ensure_ascii=False).encode()
         self._head(
@@ -360,7 +357,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         self.wfile.write(b"0\r\n\r\n")
 
-    def _events(self, status: HTTPStatus, payload: Events) -> None:
+    def _events(self, status: HTTPStatus, payload: Lines) -> None:
         """Server-sent events until the client goes away or the server stops. The connection
         leaves the caps of requests (it is closed after the stream) for MAX_STREAMS; a client
         that stops reading is cut once a write has waited IDLE_TIMEOUT, and one that vanished

@@ -59,12 +59,8 @@ SET_UP = (
 )
 NO_VAULT = f"vaultd has no vault to serve (no config file names one, and no --vault): {SET_UP}"
 
-#: What a search hit tells the assistant (the chunk id is vaultd's business); "text" or, when
-#: snippets are asked for, "snippet", and "explain" when asked for.
-HIT_FIELDS = ("path", "title", "section", "start_line", "end_line", "score", "tags", "kind")
-#: Where in a file other than a note a hit is, when it is in one: a PDF's pages, a canvas card,
-#: a source file's symbol (`read_note` takes the pages).
-HIT_PLACES = ("page", "page_end", "node", "symbol")
+#: What of a search hit is vaultd's business, not the assistant's.
+HIT_INTERNALS = ("id", "indexed")
 
 
 def _tool_error(message: str) -> Exception:
@@ -92,8 +88,10 @@ Answers = DaemonOrIndex | Unconfigured
 
 
 def _hits(answer: dict[str, Any]) -> dict[str, Any]:
-    keep = (*HIT_FIELDS, *HIT_PLACES, "text", "snippet", "explain")
-    hits = [{k: hit[k] for k in keep if hit.get(k) is not None} for hit in answer["hits"]]
+    hits = [
+        {k: v for k, v in hit.items() if v is not None and k not in HIT_INTERNALS}
+        for hit in answer["hits"]
+    ]
     # What the search did to the query, so the assistant can say so.
     said = {k: answer[k] for k in ("corrections", "showing") if answer.get(k)}
     return {"hits": hits, **said}

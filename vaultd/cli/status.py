@@ -127,14 +127,9 @@ def _status_text(report: dict[str, Any]) -> str:
     say(f"data:     {report['store']['data_dir']}")
     if report.get("socket"):
         say(f"socket:   {report['socket']}")
-    for entry in left_out:
-        say(f"left out: {entry['path']}: {entry['reason']}")
-    for entry in report.get("in_part") or []:
-        say(f"in part:  {entry['path']}: {entry['reason']}")
-    for entry in report.get("skipped") or []:
-        say(f"skipped:  {entry['path']}: {entry['reason']}")
-    for failure in report["failed"]:
-        say(f"failed:   {failure['path']}: {failure['reason']}")
+    for key in ("left_out", "in_part", "skipped", "failed"):
+        for entry in report.get(key) or []:
+            say(f"{key.replace('_', ' ') + ':':9} {entry['path']}: {entry['reason']}")
     for held in report.get("quarantined", []):
         since = time.strftime("%Y-%m-%d %H:%M", time.localtime(held["since"]))
         say(
