@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
-from vaultd.index.detection import NOT_INDEXED_META
-from vaultd.index.models import LANGUAGES_META, languages_of
 from vaultd.storage.quarantine import LeftOut, Quarantined
 
 if TYPE_CHECKING:
@@ -108,6 +106,11 @@ class IndexStatus:
 
 
 def index_status(index: Index) -> IndexStatus:
+    # Only here: the records above are the API's answers, which light clients (`vaultd status`
+    # through a daemon) read without loading the model.
+    from vaultd.index.detection import NOT_INDEXED_META
+    from vaultd.index.models import LANGUAGES_META, languages_of
+
     manifest = index.manifest
     counts = manifest.counts(index.embedder.model_id)
     return IndexStatus(
