@@ -41,9 +41,7 @@ class Lines:
 
 
 class Api:
-    """Routes requests by the operation table (vaultd.api.operations): each request is checked
-    by its operation's model, answered by the service and sent as its response model. Raises
-    ApiError for anything the client got wrong."""
+    """The route table (see the module); ApiError for anything the client got wrong."""
 
     def __init__(self, service: Service) -> None:
         self.service = service
