@@ -27,7 +27,7 @@ def test_mentions_in_notes_not_linking_are_found_and_marked(manifest: Manifest) 
     assert mentions is not None
     assert [(m.path, m.name) for m in mentions] == [("walk.md", "Lighthouse")]
     assert mentions[0].text == "We walked to the **lighthouse** at dusk."
-    assert mentions[0].as_json()["start_line"] == 1
+    assert mentions[0].start_line == 1
 
     assert unlinked_mentions(manifest, "absent.md") is None
     assert unlinked_mentions(manifest, "Lighthouse.md", k=0) == []
