@@ -170,10 +170,12 @@ def memory_arenas() -> Iterator[None]:
     """RapidOCR builds its onnxruntime sessions with the memory arena off, so every run
     allocates its tensors afresh: for a screenshot's detection, hundreds of MB mapped and
     zeroed by the kernel each time. With the arena on, the same models give the same text in
-    a fifth less CPU time (issue 39's 48 screenshots: detection 35 s against 21 s), for a
-    worker that keeps its largest image's buffers (0.7 GB resident against 0.46 after the
-    largest screenshot). RapidOCR 1.4.4 (pinned) has no setting for it: its sessions' options
-    are amended while an engine is built."""
+    a fifth less CPU time (issue 39's 48 screenshots: detection 35 s against 21 s).
+    onnxruntime's memory patterns stay off: they plan one block per input shape, and with
+    every image a new shape the arena kept each one (the worker grew to 1.3 GB resident over
+    the 48); without them it peaks where it did without the arena, 1.05 GB, at no cost in
+    speed. RapidOCR 1.4.4 (pinned) has no setting for either: its sessions' options are
+    amended while an engine is built."""
     from rapidocr_onnxruntime.utils import infer_engine
 
     session = infer_engine.OrtInferSession
@@ -182,6 +184,7 @@ def memory_arenas() -> Iterator[None]:
     def with_arena(config: dict[str, Any]) -> Any:
         options = plain(config)
         options.enable_cpu_mem_arena = True
+        options.enable_mem_pattern = False
         return options
 
     session._init_sess_opts = staticmethod(with_arena)
