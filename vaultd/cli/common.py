@@ -182,21 +182,3 @@ def load(config_file: Path | None, vault: Path | None) -> Any:
     config = load_config(config_file, vault=vault, env=os.environ)
     configure(config.log)
     return config
-
-
-def snippet(text: str, width: int) -> str:
-    flat = " ".join(text.split())
-    return flat[:width] + "…" if len(flat) > width else flat
-
-
-def marked(text: str) -> str:
-    """A snippet's marks in bold on a terminal; elsewhere as they are (`**term**`)."""
-    parts = text.split("**")
-    if len(parts) % 2 == 0 or not sys.stdout.isatty():
-        return text
-    return "".join(click.style(p, bold=True) if i % 2 else p for i, p in enumerate(parts))
-
-
-def echo_hit(rank: int, place: str, hit: Any, score: str) -> None:
-    section = f" › {hit['section']}" if hit["section"] else ""
-    click.echo(click.style(f"{rank}. {place}", bold=True) + f"  {hit['title']}{section}  {score}")

@@ -13,6 +13,7 @@ read-only (LocalService, the code the daemon answers with), and prints the respo
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -24,7 +25,6 @@ from pydantic_core import PydanticUndefined
 
 from vaultd.api.operations import BY_NAME, bounds, checked
 from vaultd.cli import common
-from vaultd.cli.common import echo_hit, marked, snippet
 
 Answer = dict[str, Any]
 
@@ -198,6 +198,19 @@ def note_in_vault(note: str, vault: Path) -> str:
 # -- how each answer reads for a person ----------------------------------------------------------
 
 
+def snippet(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat[:width] + "…" if len(flat) > width else flat
+
+
+def marked(text: str) -> str:
+    """A snippet's marks in bold on a terminal; elsewhere as they are (`**term**`)."""
+    parts = text.split("**")
+    if len(parts) % 2 == 0 or not sys.stdout.isatty():
+        return text
+    return "".join(click.style(p, bold=True) if i % 2 else p for i, p in enumerate(parts))
+
+
 def _show_search(answer: Answer) -> None:
     if answer.get("showing"):
         click.echo(f"showing results for {answer['showing']}")
@@ -210,7 +223,8 @@ def _show_search(answer: Answer) -> None:
         else:  # during a first index a note is found by its words before its vectors are in
             pending = "" if h["indexed"] else "  [words only: vectors pending]"
             score = f"({h['score']:.4f}){pending}"
-        echo_hit(rank, place, h, score)
+        section = f" › {h['section']}" if h["section"] else ""
+        click.echo(click.style(f"{rank}. {place}", bold=True) + f"  {h['title']}{section}  {score}")
         if h.get("explain") is not None:
             from vaultd.query import explain_line
 

@@ -98,7 +98,7 @@ class Passage:
 
 @dataclass(frozen=True, slots=True)
 class RelatedNote:
-    """A note related to the one asked about: the API's answer (vaultd.api.operations)."""
+    """A note related to the one asked about."""
 
     __pydantic_config__ = DESCRIBED
     path: str
