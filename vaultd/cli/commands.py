@@ -15,7 +15,6 @@ import click
 
 from vaultd import __version__
 from vaultd.cli.common import (
-    F,
     daemon,
     handle_errors,
     json_option,
@@ -241,14 +240,13 @@ def doctor(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
 KIND_HELP = "systemd user unit, launchd agent, or auto: launchd on macOS, systemd elsewhere."
 
 
-def _kind_option(func: F) -> F:
-    return click.option(
-        "--kind",
-        type=click.Choice(["auto", "systemd", "launchd"]),
-        default="auto",
-        show_default=True,
-        help=KIND_HELP,
-    )(func)
+_kind_option = click.option(
+    "--kind",
+    type=click.Choice(["auto", "systemd", "launchd"]),
+    default="auto",
+    show_default=True,
+    help=KIND_HELP,
+)
 
 
 @main.group()

@@ -48,21 +48,13 @@ def handle_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def config_option(func: F) -> F:
-    return click.option(
-        "--config",
-        "config_file",
-        type=click.Path(path_type=Path, dir_okay=False),
-        help=CONFIG_HELP,
-    )(func)
-
-
-def vault_option(func: F) -> F:
-    return click.option(
-        "--vault",
-        type=click.Path(path_type=Path, file_okay=False),
-        help=VAULT_HELP,
-    )(func)
+# Each use of a click.option decorator declares an option of its own.
+config_option = click.option(
+    "--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), help=CONFIG_HELP
+)
+vault_option = click.option(
+    "--vault", type=click.Path(path_type=Path, file_okay=False), help=VAULT_HELP
+)
 
 
 def vault_command(func: F) -> F:
