@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import click
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from vaultd import __version__
 from vaultd.api.client import Client
@@ -69,19 +69,13 @@ def _tool_error(message: str) -> Exception:
     return ToolError(message)
 
 
-class Unconfigured:
+def unconfigured(problem: str) -> DaemonOrIndex:
     """No vault to serve: every call answers with what is wrong and how to fix it."""
 
-    def __init__(self, problem: str) -> None:
-        self.problem = problem
+    def refuse() -> None:
+        raise VaultdError(problem)
 
-    def call(self, operation: str, request: Request) -> BaseModel:
-        raise _tool_error(self.problem)
-
-
-#: Where the tools' operations go: `Service.<operation>(request)` of the daemon or of the index
-#: (a refusal raises the VaultdError it stands for).
-Answers = DaemonOrIndex | Unconfigured
+    return DaemonOrIndex(refuse, None)
 
 
 # -- the tools: each an operation of vaultd.api.operations -----------------------------------------
@@ -191,7 +185,7 @@ class Bridge:
     """The tools' logic: each call checked by its operation's request model (the daemon's
     words for what is wrong), asked of `answers`, and answered as plain data."""
 
-    def __init__(self, answers: Answers) -> None:
+    def __init__(self, answers: DaemonOrIndex) -> None:
         self.answers = answers
 
     def run(self, tool: ToolSpec, given: Mapping[str, Any]) -> dict[str, Any]:
@@ -254,7 +248,7 @@ def _tool(bridge: Bridge, spec: ToolSpec) -> Any:
     )
 
 
-def build_server(answers: Answers, instructions: str = INSTRUCTIONS) -> Any:
+def build_server(answers: DaemonOrIndex, instructions: str = INSTRUCTIONS) -> Any:
     """The MCP server with vaultd's tools (`TOOLS`), their calls answered by `answers`."""
     from mcp.server.mcpserver import MCPServer
 
@@ -280,7 +274,7 @@ def serve(config_file: Path | None, vault: Path | None, socket_file: Path | None
 
 def _answers(
     config_file: Path | None, vault: Path | None, socket_file: Path | None
-) -> tuple[Answers, str]:
+) -> tuple[DaemonOrIndex, str]:
     """Where this bridge's requests go, and the instructions that say so."""
     from vaultd.config import LogSection, load_config
     from vaultd.layout import vault_id
@@ -292,9 +286,9 @@ def _answers(
     except ConfigError as exc:
         configure(LogSection())  # stderr: stdout belongs to the protocol
         problem = f"vaultd's configuration cannot be used: {exc}. Fix it, or {SET_UP}"
-        return Unconfigured(problem), f"{INSTRUCTIONS} vaultd is not set up yet: {problem}."
+        return unconfigured(problem), f"{INSTRUCTIONS} vaultd is not set up yet: {problem}."
     if config.vault.path is None and socket_file is None:
-        return Unconfigured(NO_VAULT), f"{INSTRUCTIONS} vaultd is not set up yet: {NO_VAULT}."
+        return unconfigured(NO_VAULT), f"{INSTRUCTIONS} vaultd is not set up yet: {NO_VAULT}."
     if socket_file is None:
         answers = DaemonOrIndex.of(config)
     else:
@@ -319,7 +313,7 @@ def _answers(
 
 def tool_summaries() -> list[tuple[str, str]]:
     """Each tool's name and the first sentence of its description, as the server lists them."""
-    server = build_server(Unconfigured(NO_VAULT))
+    server = build_server(unconfigured(NO_VAULT))
     summaries = []
     for tool in server._tool_manager.list_tools():
         # A sentence ends where the next begins with a capital: "e.g. a" goes on.
