@@ -106,8 +106,8 @@ def request_schema(op: Operation) -> dict[str, Any]:
 
 def _operation(op: Operation) -> dict[str, Any]:
     out: dict[str, Any] = {"operationId": op.name, "summary": op.summary}
-    if op.description:
-        out["description"] = op.description
+    if description := op.doc.partition("\n\n")[2].replace("\n", " "):
+        out["description"] = description
     out["x-read-only"] = op.read_only
     request = request_schema(op)
     if op.method == "GET":

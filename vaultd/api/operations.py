@@ -667,12 +667,7 @@ class Operation:
 
     @property
     def summary(self) -> str:
-        return self.doc.split("\n\n", 1)[0].replace("\n", " ")
-
-    @property
-    def description(self) -> str:
-        parts = self.doc.split("\n\n", 1)
-        return parts[1].replace("\n", " ") if len(parts) > 1 else ""
+        return self.doc.partition("\n\n")[0].replace("\n", " ")
 
 
 #: A note's route; `{path}` is its vault path, URL-encoded.
