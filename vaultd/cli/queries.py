@@ -76,13 +76,14 @@ def command(face: Face) -> click.Command:
         as_json = given.pop("as_json", False)
         given = face.shape(given) if face.shape else given
         every_vault = given.pop("all_vaults", False)
+        config = None
         if face.argument == "path":  # the vault tells a note's path
             config = common.load(config_file, vault)
             given["path"] = note_in_vault(given["path"], config.require_vault())
-            request = build(face.operation, **given)
-        else:  # refused before anything is opened, as every daemon asked would refuse it
-            request = build(face.operation, **given)
-            config = common.load(config_file, vault)
+        # Options not given take the model's defaults. Refused with the words the daemon would
+        # use, before anything is opened.
+        request = checked(op.request, {k: v for k, v in given.items() if v is not None})
+        config = config if config is not None else common.load(config_file, vault)
         if op.stream:
             with common.DaemonOrIndex.of(config).service() as answering:
                 for record in getattr(answering, face.operation)(request):
@@ -159,13 +160,6 @@ def _option(name: str, info: Any) -> click.Option:
     if info.default not in (PydanticUndefined, None, "") and not out.get("multiple"):
         out.update(default=info.default, show_default=True)
     return click.Option(decls, **out)
-
-
-def build(operation: str, **fields: Any) -> Any:
-    """The operation's request from a command's options (None: not given), refused with the
-    words the daemon would use."""
-    given = {k: v for k, v in fields.items() if v is not None}
-    return checked(BY_NAME[operation].request, given)
 
 
 def ask(config: Any, operation: str, request: Any, note: str | None = None) -> Answer:
