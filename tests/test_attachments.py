@@ -489,3 +489,21 @@ def test_a_schema_9_manifest_gains_kinds_and_locations_in_place(tmp_path: Path) 
         assert [chunk_id for chunk_id, _ in manifest.keyword("words", 5)] == ["c"]
     finally:
         manifest.close()
+
+
+def test_a_reader_unused_for_a_while_is_ended_and_the_next_file_starts_one() -> None:
+    from vaultd.isolation import _children, release_children, run_child
+
+    def ask() -> dict[str, Any]:
+        data = make_pdf(["Otters hold hands while asleep."])
+        return run_child("vaultd.pipeline.pdf", "a.pdf", data, timeout=60, memory_mb=2048)
+
+    first = ask()
+    (child,) = [c for c in _children.values() if c.module == "vaultd.pipeline.pdf"]
+    process = child._process
+    assert process is not None and process.poll() is None
+    assert release_children(3600) == 0, "just used: kept"
+    assert release_children(0) == 1
+    assert process.poll() is not None, "the worker process has ended"
+    assert release_children(0) == 0, "already ended"
+    assert ask() == first, "the next file starts a worker again and reads it the same"

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from harness.daemon import running, wait_until
+from tests.test_attachments import make_pdf
 from vaultd.embedding.embedder import Embedder
 from vaultd.embedding.spec import default_spec
 from vaultd.storage.vectors import VectorStore
@@ -64,6 +65,20 @@ def test_an_unused_model_is_closed_and_reopened_by_its_next_run() -> None:
     assert embedder.loaded
 
 
+def readers(pid: int) -> list[int]:
+    """The daemon's extraction workers now running (its children running `vaultd.pipeline`)."""
+    found = []
+    for child in Path(f"/proc/{pid}/task").glob("*/children"):
+        for cpid in child.read_text().split():
+            try:
+                command = Path(f"/proc/{cpid}/cmdline").read_bytes()
+            except OSError:
+                continue  # ended meanwhile
+            if b"vaultd.pipeline." in command:
+                found.append(int(cpid))
+    return found
+
+
 @pytest.mark.slow
 def test_an_idle_daemon_frees_its_index_and_model_and_serves_the_next_use(
     tmp_path: Path,
@@ -71,6 +86,8 @@ def test_an_idle_daemon_frees_its_index_and_model_and_serves_the_next_use(
     vault = tmp_path / "vault"
     vault.mkdir()
     (vault / "Otter.md").write_text("# Otter\n\nOtters hold hands while asleep.\n")
+    # Read by a PDF worker, a child of the daemon until it is unused too.
+    (vault / "Kestrel.pdf").write_bytes(make_pdf(["Kestrels hover facing into the wind."]))
     extra = '\n[schedule]\nunload = "1s"\n'
     with running(vault, tmp_path, extra=extra) as daemon:
 
@@ -89,6 +106,7 @@ def test_an_idle_daemon_frees_its_index_and_model_and_serves_the_next_use(
             return min(index, model)
 
         wait_until(lambda: closed() == 1, "the idle daemon closed its index and model")
+        wait_until(lambda: not readers(daemon.process.pid), "the idle daemon ended its PDF worker")
         status = daemon.request("GET", "/v1/status")
         assert not status["store"]["loaded"] and not status["model_loaded"]
         shown = subprocess.run(
@@ -101,7 +119,7 @@ def test_an_idle_daemon_frees_its_index_and_model_and_serves_the_next_use(
 
         # A search reopens both (they are closed again a second later) and finds the note.
         hits = daemon.search("sleeping otters", mode="vector", k=3)
-        assert [h["path"] for h in hits] == ["Otter.md"]
+        assert hits[0]["path"] == "Otter.md"
         wait_until(lambda: closed() == 2, "the search reopened both, closed again since")
 
         # An edit: the write path reopens them, and the edit is searchable.

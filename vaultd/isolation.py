@@ -49,6 +49,8 @@ class _Child:
         self.module, self.timeout, self.memory_mb = module, timeout, memory_mb
         self.args = args
         self._process: subprocess.Popen[bytes] | None = None
+        #: When it last finished a file (`time.monotonic`), for `release_children`.
+        self.used = time.monotonic()
 
     def _started(self) -> subprocess.Popen[bytes]:
         if self._process is None or self._process.poll() is not None:
@@ -68,6 +70,7 @@ class _Child:
             return self._ask(process, path, data)
         finally:
             _cpu_of(process.pid)  # what this file cost, kept after the worker is gone
+            self.used = time.monotonic()
 
     def _ask(self, process: subprocess.Popen[bytes], path: str, data: bytes) -> dict[str, Any]:
         assert process.stdin is not None and process.stdout is not None
@@ -211,6 +214,30 @@ def close_children() -> None:
         for child in _children.values():
             child.close()
         _children.clear()
+
+
+def release_children(unused_s: float) -> int:
+    """End the extraction workers that read no file for `unused_s` seconds; how many ended.
+
+    A daemon at rest should not hold an OCR engine until its next image: after a first index
+    the OCR worker keeps about 0.9 GB resident. The next file starts one again (about a
+    second). A worker reading a file now is never ended: with one busy, this waits for
+    nothing and ends none.
+    """
+    if not _children_lock.acquire(blocking=False):
+        return 0
+    try:
+        now = time.monotonic()
+        idle = [
+            child
+            for child in _children.values()
+            if child._process is not None and now - child.used >= unused_s
+        ]
+        for child in idle:
+            child.close()
+        return len(idle)
+    finally:
+        _children_lock.release()
 
 
 def _answer(out: bytes) -> dict[str, Any] | None:
