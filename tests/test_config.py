@@ -475,3 +475,14 @@ def test_example_file_documents_every_key_with_its_default() -> None:
 
 def test_example_file_loads_to_the_defaults(env: dict[str, str]) -> None:
     assert load_config(EXAMPLE, env=env) == dataclasses.replace(Config(), source=EXAMPLE)
+
+
+def test_the_image_limits_default_to_the_readers_own() -> None:
+    """A library caller with no config (`Extraction()`) and a daemon with the default config
+    leave out the same images."""
+    from vaultd.config import AttachmentsSection
+    from vaultd.index.extract import Extraction
+
+    configured, bare = Extraction.from_config(AttachmentsSection()), Extraction()
+    assert configured.max_image_pixels == bare.max_image_pixels
+    assert configured.max_image_bytes == bare.max_image_bytes

@@ -32,8 +32,9 @@ from vaultd.errors import LeftOutError, NoteError
 from vaultd.isolation import failure
 from vaultd.records import Block, Note, lay_out
 
-#: 25 megapixels: a 5,000 x 5,000 picture, four times a 4K screenshot; 75 MB decoded.
-DEFAULT_MAX_PIXELS = 25_000_000
+#: 40 megapixels, `[attachments] max_image_megapixels`'s default: a 7,300 x 5,500 photo, a
+#: 5K screenshot four times over; 120 MB decoded.
+DEFAULT_MAX_PIXELS = 40_000_000
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 #: Two threads where there are two cores: a first index reads its images one at a time and
 #: waits for each, and with one thread a core stood idle meanwhile (on issue 39's test vault OCR
