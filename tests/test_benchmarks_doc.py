@@ -3,6 +3,7 @@ marked and rendered from its JSON, no result without its table, no table written
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from dataclasses import replace
@@ -81,6 +82,28 @@ def test_a_result_with_no_table_and_a_table_with_no_result(
     assert code == 1
     assert "table 'parse-chunk': no parse-chunk.json" in err
     assert "parse-chunk-again.json: no table in the doc" in err
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "refused"),
+    [
+        ("command", None, "command is missing"),
+        ("date", "", "date is missing"),
+        ("machine", None, "machine is missing"),
+        ("load", "", "load is missing"),
+        ("date", "2026-12-03, 16:06–16:17 UTC", "is not YYYY-MM-DD"),
+        ("date", "2026-12-04 from 00:04 UTC", "is not YYYY-MM-DD"),
+    ],
+)
+def test_a_result_that_does_not_say_how_it_was_measured_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, value: str | None, refused: str
+) -> None:
+    doc, results = copies(tmp_path)
+    path = results / "parse-chunk.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps(data | {field: value}), encoding="utf-8")
+    code, err = check(doc, results, capsys)
+    assert code == 1 and "'parse-chunk': parse-chunk.json is not a result" in err and refused in err
 
 
 def test_a_table_written_by_hand_is_named(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import sys
 import time
@@ -24,6 +25,11 @@ from bench.lib.paths import REPO
 
 RESULTS = REPO / "bench" / "results"
 
+#: What a recorded result must say of its run.
+MEASURED = ("command", "date", "machine", "load")
+#: A day, or a day and the UTC time (or span of times) of the run, as `record` writes it.
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}( \d{2}:\d{2}([-–]\d{2}:\d{2})? UTC)?")
+
 #: A column's alignment, as markdown's delimiter row says it: `---`, `:---`, `---:`, `:---:`.
 Align = Literal["none", "left", "right", "center"]
 ALIGNS: tuple[Align, ...] = get_args(Align)
@@ -35,7 +41,8 @@ class Result:
     align: tuple[Align, ...]
     rows: tuple[tuple[str, ...], ...]
     #: The exact command line, the date (ISO, UTC), the machine and the load average as
-    #: measured; a result converted from a hand-written table has what its prose said, or None.
+    #: measured; a result converted from a hand-written table has what its prose said, and
+    #: "not recorded when measured" where it said nothing. None only in a table not recorded.
     command: str | None = None
     date: str | None = None
     machine: str | None = None
@@ -90,6 +97,13 @@ class Result:
         rows = data.get("rows")
         if not isinstance(rows, list):
             raise ValueError("rows is a list of lists of strings")
+        # A figure is comparable only with how it was measured, so a result that does not say
+        # is refused rather than shown; a gap in the history is written out, not left empty.
+        for key in MEASURED:
+            if not text_or_none(key):
+                raise ValueError(f"{key} is missing (write 'not recorded when measured' if so)")
+        if not DATE.fullmatch(data["date"]):
+            raise ValueError(f"date {data['date']!r} is not YYYY-MM-DD [HH:MM[-HH:MM] UTC]")
         return cls(
             columns=strings(data.get("columns"), "columns"),
             align=cast(tuple[Align, ...], strings(data.get("align"), "align")),
