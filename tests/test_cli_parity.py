@@ -55,6 +55,7 @@ COMMANDS = {
     "mentions": ["mentions", "Canvas", "--json"],
     "backlinks": ["backlinks", "Canvas", "--json"],
     "outline": ["outline", "Canvas", "--json"],
+    "note": ["note", "Canvas", "--json", "--text", "--start-line", "2", "--end-line", "4"],
     "tags": ["tags", "--json"],
     "recent": ["recent", "--json", "-k", "3", "--since", "2000-01-01"],
     "export": ["export"],
@@ -69,6 +70,8 @@ REFUSED = {
     "outline-nowhere": ["outline", "Nowhere", "--json"],
     "mentions-nowhere": ["mentions", "Nowhere", "--json"],
     "related-no-passage": ["related", "Canvas", "--json", "--lines", "100-200"],
+    "note-past-its-end": ["note", "Canvas", "--json", "--text", "--start-line", "100"],
+    "note-by-pages": ["note", "Canvas", "--json", "--text", "--start-page", "1"],
 }
 
 

@@ -301,6 +301,10 @@ class ApiError(VaultdError):
         self.allow = allow
         #: What exactly is refused, where a client acts on it (a 404's "not_indexed").
         self.kind = kind
+        if status == HTTPStatus.BAD_REQUEST:
+            # What was asked badly exits as the client raises it from the daemon's answer
+            # (vaultd.api.client.refused: a QueryError), so a command exits alike either way.
+            self.exit_code = EXIT_USAGE
 
 
 class NotReadyError(VaultdError):
