@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import click
@@ -33,3 +34,13 @@ def test_every_command_has_help() -> None:
         for param in command.params:
             if isinstance(param, click.Option) and not param.hidden:
                 assert param.help, f"{' '.join(name)} {param.opts[0]} lacks help"
+
+
+def test_no_help_splits_an_option_name_across_lines() -> None:
+    """click wraps help at hyphens: an option named in prose could read `--start-` / `page`."""
+    split = re.compile(r"(^|\s)--?[\w-]*-$")
+    for width in (60, 70, 80, 90, 100):
+        for name in commands(main):
+            result = CliRunner().invoke(main, [*name, "--help"], terminal_width=width)
+            broken = [line for line in result.output.splitlines() if split.search(line)]
+            assert not broken, (width, name, broken)

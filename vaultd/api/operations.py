@@ -122,7 +122,7 @@ class NoteRequest(Request):
 
     path: VaultPath = Field(
         description="The note: its vault path, or its name as Obsidian resolves it "
-        "(`Canvas` is `Plugins/Canvas.md`); 400 when absolute or with a `..` component.",
+        "(`Canvas` is `Plugins/Canvas.md`); refused when absolute or with a `..` component.",
     )
 
 
@@ -147,8 +147,8 @@ class Filtered(Request):
     )
     path_prefix: str = Field(
         "",
-        description="Only notes under this folder, or this one note's path: a vault path (400 "
-        "when absolute or with a `..` component).",
+        description="Only notes under this folder, or this one note's path: a vault path "
+        "(refused when absolute or with a `..` component).",
     )
     since: Since = None
     kinds: list[NoteKind] = Field(
@@ -228,8 +228,8 @@ class SearchRequest(Filtered):
         json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": r"\S"},
         description=f"Not empty or only whitespace; at most {MAX_QUERY_CHARS} characters and "
         f"{MAX_QUERY_TERMS} keyword terms (distinct words other than stop words, quoted "
-        "phrases, pairs of characters of text in scripts written without spaces); otherwise "
-        "400.",
+        "phrases, pairs of characters of text in scripts written without spaces); anything "
+        "else is refused.",
     )
     k: int = Field(10, ge=1, le=MAX_K, description="How many hits.")
     mode: Mode = Field("hybrid", description="Words and meaning fused, or one of them.")
@@ -294,7 +294,7 @@ class RelatedRequest(NoteRequest, Filtered):
     """The notes nearest this one by meaning, from the stored vectors.
 
     Each comes with its score, whether the two are linked already, and the pair of passages
-    that ties them. 503 not_ready while the note awaits its vectors."""
+    that ties them. Not ready (ask again soon) while the note awaits its vectors."""
 
     k: int = Field(10, ge=1, le=MAX_K, description="How many related notes.")
     how: How = Field("fused", description="How nearness is measured.")

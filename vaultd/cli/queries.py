@@ -116,7 +116,7 @@ def command(face: Face) -> click.Command:
     taken = {face.argument, *face.own}
     params += [_option(name, info) for name, info in fields.items() if name not in taken]
     decorated: Any = run
-    shared: tuple[Callable[[Any], Any], ...] = (common.vault_option, common.config_option)
+    shared: tuple[Callable[[Any], Any], ...] = (common.config_option, common.vault_option)
     if not op.stream:
         shared = (common.json_option("Print the answer as JSON."), *shared)
     for decorate in (*face.options, *shared):
@@ -190,6 +190,10 @@ def note_in_vault(note: str, vault: Path) -> str:
 
 
 # -- how each answer reads for a person ----------------------------------------------------------
+
+
+def counted(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
 
 
 def snippet(text: str, width: int) -> str:
@@ -278,7 +282,7 @@ def _show_backlinks(answer: Answer) -> None:
     if not answer["backlinks"]:
         click.echo("no backlinks")
     for b in answer["backlinks"]:
-        many = f"{b['links']} links" if b["links"] > 1 else "1 link"
+        many = counted(b["links"], "link")
         click.echo(click.style(b["path"], bold=True) + f"  {b['title']}  ({many})")
         for p in b["passages"]:
             lines = ", ".join(str(n) for n in p["link_lines"])
@@ -295,10 +299,11 @@ def _show_note(answer: Answer) -> None:
         click.echo(f"({answer['path']}, {where})", err=True)
         return
     click.echo(click.style(answer["path"], bold=True) + f"  {answer['title']}  ({answer['kind']})")
-    click.echo(
-        f"   {answer['status']}, {len(answer['chunks'])} passages, {len(answer['links'])} links, "
-        f"{len(answer['backlinks'])} backlinks"
-    )
+    counts = [counted(len(answer[key]), what) for key, what in _NOTE_COUNTS]
+    click.echo(f"   {answer['status']}, {', '.join(counts)}")
+
+
+_NOTE_COUNTS = (("chunks", "passage"), ("links", "link"), ("backlinks", "backlink"))
 
 
 def _show_outline(answer: Answer) -> None:
@@ -373,16 +378,15 @@ FACES: tuple[Face, ...] = (
     Face(
         "note",
         _show_note,
-        NOTE_USAGE + " With --text the text is printed: a note's lines (--start-line, "
-        "--end-line), a PDF's pages (--start-page, --end-page, a hit's page range); a canvas's, "
-        "a drawing's or an image's text as indexed (--json adds each card's group labels).",
+        NOTE_USAGE + " With --text only the text is printed, its line range (a PDF's pages) "
+        "and their total on stderr; --json prints the whole answer.",
         argument="path",
     ),
     Face(
         "outline",
         _show_outline,
-        NOTE_USAGE + " A part of the note is then read by its lines (the MCP tool read_note, or "
-        "GET /v1/notes/PATH?text=1&start_line=A&end_line=B).",
+        NOTE_USAGE + "\n\n\b\nA section is then read by its lines:\n"
+        "  vaultd note NOTE --text --start-line A --end-line B",
         argument="path",
     ),
     Face(
@@ -394,7 +398,7 @@ FACES: tuple[Face, ...] = (
     Face("recent", _show_recent),
     Face(
         "export",
-        usage="With a daemon running, it exports (it owns the data directory); otherwise this "
-        "opens it.",
+        usage="With a daemon running the daemon exports (it owns the data directory); "
+        "otherwise this command opens the index itself.",
     ),
 )
