@@ -96,7 +96,8 @@ def test_since_is_the_name_everywhere_and_modified_since_is_taken_for_one_releas
         old = model.model_validate({**base, "modified_since": "2021-01-01"})
         assert new == old
         assert deprecated_aliases(model)["modified_since"] == "since"
-        refused(model, {**base, "since": "2021-01-01", "modified_since": "2021-01-01"})
+        both = refused(model, {**base, "since": "2021-01-01", "modified_since": "2021-01-01"})
+        assert both == "give since or its old name modified_since, not both"
     assert RecentRequest.model_validate({"modified_since": 5}).since == 5
     assert "since" in refused(SearchRequest, {"query": "x", "since": "yesterday"})
 

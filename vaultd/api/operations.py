@@ -742,6 +742,9 @@ def refusal(model: type[BaseModel], exc: ValidationError) -> str:
         low, high = bounds(field.metadata) if field is not None else (None, None)
         if kind == "vaultd":
             messages.append(error["msg"])
+        elif kind == "extra_forbidden" and name in deprecated_aliases(model):
+            new = deprecated_aliases(model)[name]
+            messages.append(f"give {new} or its old name {name}, not both")
         elif kind == "extra_forbidden":
             near = difflib.get_close_matches(name, list(model.model_fields), n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
