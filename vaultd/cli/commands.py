@@ -338,7 +338,7 @@ for _command in (init_command, forget_command, ui_command):
 
 class _McpCommand(click.Command):
     def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        from vaultd.cli.mcp_bridge import format_tools  # the SDK loads for --help only
+        from vaultd.cli.mcp_bridge import format_tools
 
         super().format_help_text(ctx, formatter)
         format_tools(formatter)

@@ -124,6 +124,11 @@ class ToolSpec:
     def op(self) -> Operation:
         return BY_NAME[self.operation]
 
+    @property
+    def text(self) -> str:
+        """The tool's description: its own, else its operation's docstring."""
+        return self.description or self.op.doc
+
     def schema(self) -> dict[str, Any]:
         schema = self.op.request.model_json_schema()
         left_out = set(self.fixed) | set(self.hidden)
@@ -191,7 +196,7 @@ class Bridge:
     def run(self, tool: ToolSpec, given: Mapping[str, Any]) -> dict[str, Any]:
         model = tool.op.request
         # And the old spellings the API still takes this release (`modified_since`).
-        offered = set(tool.schema()["properties"]) | set(deprecated_aliases(model))
+        offered = {*model.model_fields, *deprecated_aliases(model)} - {*tool.fixed, *tool.hidden}
         problems = [f"unknown field {name!r}" for name in given if name not in offered]
         request: Request | None = None
         if not problems:
@@ -239,7 +244,7 @@ def _tool(bridge: Bridge, spec: ToolSpec) -> Any:
         fn=run,
         name=spec.name,
         title=None,
-        description=spec.description or spec.op.doc,
+        description=spec.text,
         parameters=spec.schema(),
         fn_metadata=FuncMetadata(arg_model=Arguments, output_model=dict[str, Any]),
         is_async=False,
@@ -311,20 +316,13 @@ def _answers(
     return answers, INSTRUCTIONS + (NO_DAEMON if found is None else "")
 
 
-def tool_summaries() -> list[tuple[str, str]]:
-    """Each tool's name and the first sentence of its description, as the server lists them."""
-    server = build_server(unconfigured(NO_VAULT))
-    summaries = []
-    for tool in server._tool_manager.list_tools():
-        # A sentence ends where the next begins with a capital: "e.g. a" goes on.
-        whole = " ".join((tool.description or "").split())
-        first = re.split(r"\.\s+(?=[A-Z])", whole)[0].rstrip(".")
-        summaries.append((tool.name, first))
-    return summaries
-
-
 def format_tools(formatter: click.HelpFormatter) -> None:
-    """`vaultd mcp --help`'s list of tools, from the tools the server declares (so the two
-    cannot drift apart)."""
+    """`vaultd mcp --help`'s list of tools: each one's name and the first sentence of its
+    description, from `TOOLS` as the server declares them (so the two cannot drift apart)."""
+    summaries = []
+    for spec in TOOLS:
+        # A sentence ends where the next begins with a capital: "e.g. a" goes on.
+        first = re.split(r"\.\s+(?=[A-Z])", " ".join(spec.text.split()))[0].rstrip(".")
+        summaries.append((spec.name, first))
     with formatter.section("Tools"):
-        formatter.write_dl(tool_summaries())
+        formatter.write_dl(summaries)
