@@ -626,7 +626,7 @@ def test_cli_reindex_refuses_a_path_out_of_the_vault_with_a_usage_error(setup: S
         # The daemon is running: the CLI refuses before asking it.
         refused = vaultd("reindex", "Garden/Compost.md", path, config=setup.config)
         assert refused.returncode == 2, (refused.stdout, refused.stderr)
-        assert refused.stderr.startswith(f"vaultd: not a path inside the vault: {path!r}")
+        assert refused.stderr.startswith(f"vaultd: paths: not a path inside the vault: {path!r}")
         assert "queued" not in refused.stdout
 
 

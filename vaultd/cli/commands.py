@@ -162,15 +162,19 @@ def reindex(paths: tuple[str, ...], config_file: Path | None, vault: Path | None
     With a daemon running the work is queued there; otherwise it runs here and now. Exits 2
     when a PATH is not inside the vault (absolute, or with a `..` component).
     """
+    from vaultd.api.operations import ReindexRequest, checked
     from vaultd.cli import indexing
     from vaultd.index.open import open_index
-    from vaultd.vaultpath import vault_path
 
-    paths = tuple(dict.fromkeys(vault_path(p) for p in paths))
+    # The paths checked and normalized as the daemon checks them, before anything is opened.
+    request = checked(ReindexRequest, {"paths": list(paths)})
+    paths = tuple(request.paths)
     config = load(config_file, vault)
     client = daemon(config)
     if client is not None:
-        client.request("POST", "/v1/reindex", {"paths": list(paths)})
+        from vaultd.api.client import RemoteService
+
+        RemoteService(client).reindex(request)
         click.echo(f"queued {'all notes' if not paths else f'{len(paths)} note(s)'} on the daemon")
         return
     with open_index(config) as idx:
