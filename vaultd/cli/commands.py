@@ -330,13 +330,6 @@ def service_uninstall(kind: str, dry_run: bool) -> None:
             click.echo(f"  {step}")
 
 
-# -- setting up and cleaning up: `vaultd init`, `vaultd forget` (vaultd/cli/init.py, forget.py)
-
-for _command in (init_command, forget_command, ui_command):
-    assert _command.callback is not None
-    _command.callback = handle_errors(_command.callback)
-    main.add_command(_command)
-
 # -- AI tools: `vaultd mcp` ----------------------------------------------------------------------
 
 
@@ -373,5 +366,5 @@ def mcp(socket_file: Path | None, config_file: Path | None, vault: Path | None) 
 
 for _face in FACES:
     main.add_command(command(_face))
-main.add_command(status_command)
-main.add_command(model_command)
+for _command in (status_command, model_command, init_command, forget_command, ui_command):
+    main.add_command(_command)

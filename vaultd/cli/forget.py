@@ -16,6 +16,7 @@ from pathlib import Path
 
 import click
 
+from vaultd.cli.common import config_option, handle_errors
 from vaultd.config import load_config
 from vaultd.errors import LockedError, SetupError
 from vaultd.layout import CHROMA, DAEMON_RECORD, LOCK, MANIFEST
@@ -116,18 +117,13 @@ def _confirm(question: str, yes: bool) -> None:
     help="Remove the cache of derived models instead ($XDG_CACHE_HOME/vaultd/models): "
     "they are built again at first use, or by `vaultd model build`.",
 )
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="TOML configuration file. Default: $VAULTD_CONFIG, else "
-    "$XDG_CONFIG_HOME/vaultd/config.toml when it exists.",
-)
+@config_option
 @click.option(
     "--vault",
     type=click.Path(path_type=Path, file_okay=False),
     help="The vault whose data to remove (overrides [vault] path; it need not exist any more).",
 )
+@handle_errors
 def forget(yes: bool, models: bool, config_file: Path | None, vault: Path | None) -> None:
     """Remove a vault's index (its data directory), never the vault's notes.
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import click
 
+from vaultd.cli.common import handle_errors
 from vaultd.config import CONFIG_ENV, default_config_file, load_config
 from vaultd.errors import ConfigError, SetupError
 
@@ -169,6 +170,7 @@ def next_steps(setup: Setup) -> str:
     "(~/.config/vaultd/config.toml), where `vaultd run` looks.",
 )
 @click.option("--force", is_flag=True, help="Replace a config file that exists already.")
+@handle_errors
 def init(vault: Path | None, config_file: Path | None, force: bool) -> None:
     """Write a config file for VAULT and print how to start vaultd and connect AI tools.
 

@@ -16,6 +16,7 @@ from types import FrameType
 import click
 
 from vaultd.api.locate import find_daemon
+from vaultd.cli.common import vault_command
 from vaultd.config import load_config
 from vaultd.errors import SetupError
 from vaultd.ui.server import IDLE, serve
@@ -33,13 +34,7 @@ from vaultd.ui.server import IDLE, serve
 @click.option(
     "--port", type=click.IntRange(0, 65535), default=0, help="Port (default: a free one)."
 )
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="TOML configuration file.",
-)
-@click.option("--vault", type=click.Path(path_type=Path, file_okay=False), help="The vault.")
+@vault_command
 def ui(
     no_browser: bool, idle: float, port: int, config_file: Path | None, vault: Path | None
 ) -> None:
