@@ -15,6 +15,7 @@ from tests.small_vault import indexed
 from vaultd.api.local import LocalService
 from vaultd.api.operations import OPERATIONS, Operation
 from vaultd.api.server import Api, Lines
+from vaultd.api.service import Reads
 from vaultd.daemon.serving import DaemonService
 from vaultd.daemon.state import State
 from vaultd.errors import NoteNotIndexedError
@@ -38,7 +39,7 @@ ASKED: dict[str, dict[str, Any]] = {
     "recent": {"k": 2},
     "export": {},
 }
-READS = [op for op in OPERATIONS if not op.daemon_only and op.name != "openapi"]
+READS = [op for op in OPERATIONS if hasattr(Reads, op.name)]
 
 
 @pytest.fixture(scope="module")

@@ -654,8 +654,6 @@ class Operation:
     status: int = 200
     #: Answered as JSON lines, one `response` each, streamed.
     stream: bool = False
-    #: Answered by the daemon alone (no index opened without one).
-    daemon_only: bool = False
     #: Answered as server-sent events (`text/event-stream`), one `response` each, until the
     #: client goes away.
     sse: bool = False
@@ -672,12 +670,12 @@ class Operation:
 
 #: A note's route; `{path}` is its vault path, URL-encoded.
 NOTE = "/v1/notes/{path}"
-#: A write, queued by the daemon alone.
-_WRITE: dict[str, Any] = {"read_only": False, "status": 202, "daemon_only": True}
+#: A write, queued by the daemon.
+_WRITE: dict[str, Any] = {"read_only": False, "status": 202}
 
 OPERATIONS: tuple[Operation, ...] = (
-    Operation("health", "GET", "/v1/health", HealthRequest, HealthResponse, daemon_only=True),
-    Operation("status", "GET", "/v1/status", StatusRequest, StatusResponse, daemon_only=True),
+    Operation("health", "GET", "/v1/health", HealthRequest, HealthResponse),
+    Operation("status", "GET", "/v1/status", StatusRequest, StatusResponse),
     Operation("search", "POST", "/v1/search", SearchRequest, SearchResponse),
     Operation("related", "GET", f"{NOTE}/related", RelatedRequest, RelatedResponse, (404,)),
     Operation("mentions", "GET", f"{NOTE}/mentions", MentionsRequest, MentionsResponse, (404,)),
@@ -688,7 +686,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("recent", "GET", "/v1/recent", RecentRequest, RecentResponse),
     Operation("reindex", "POST", "/v1/reindex", ReindexRequest, ReindexResponse, **_WRITE),
     Operation("export", "GET", "/v1/export", ExportRequest, ExportRecord, stream=True),
-    Operation("events", "GET", "/v1/events", EventsRequest, Event, daemon_only=True, sse=True),
+    Operation("events", "GET", "/v1/events", EventsRequest, Event, sse=True),
     Operation("openapi", "GET", "/openapi.json", OpenapiRequest, OpenapiResponse),
 )
 

@@ -241,15 +241,12 @@ def doctor(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
 
 # -- service files (`vaultd service install|uninstall`) ------------------------------------------
 
-KIND_HELP = "systemd user unit, launchd agent, or auto: launchd on macOS, systemd elsewhere."
-
-
 _kind_option = click.option(
     "--kind",
     type=click.Choice(["auto", "systemd", "launchd"]),
     default="auto",
     show_default=True,
-    help=KIND_HELP,
+    help="systemd user unit, launchd agent, or auto: launchd on macOS, systemd elsewhere.",
 )
 
 
