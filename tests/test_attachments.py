@@ -241,8 +241,8 @@ def test_read_note_gives_a_pdfs_pages_and_refuses_what_is_no_range_of_them(
     indexed: Index,
 ) -> None:
     from vaultd.api.local import LocalService
-    from vaultd.api.operations import NoteReadRequest
-    from vaultd.errors import ApiError
+    from vaultd.api.operations import NoteReadRequest, OutlineRequest
+    from vaultd.errors import ApiError, NoteError
 
     service = LocalService(indexed)
     pages = pdf.read((indexed.vault / "manual" / MANUAL).read_bytes())["pages"]
@@ -266,6 +266,9 @@ def test_read_note_gives_a_pdfs_pages_and_refuses_what_is_no_range_of_them(
     with pytest.raises(ApiError, match="pages are a PDF's"):
         service.note(note)
     assert service.note(NoteReadRequest(path="notes/Plan.md", text=True)).total_pages is None
+    # Its headings would be read from the PDF's bytes: no outline, said so.
+    with pytest.raises(NoteError, match="is a pdf, not a note: it has no outline"):
+        service.outline(OutlineRequest(path=path))
 
 
 def test_read_note_gives_the_text_indexed_from_a_canvas_a_drawing_or_an_image(

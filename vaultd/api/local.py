@@ -13,7 +13,13 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING
 
 from vaultd.api import operations as o
-from vaultd.errors import ApiError, LeftOutError, NoteNotIndexedError, NoteUnavailableError
+from vaultd.errors import (
+    ApiError,
+    LeftOutError,
+    NoteError,
+    NoteNotIndexedError,
+    NoteUnavailableError,
+)
 from vaultd.index import browse
 from vaultd.index.backlinks import backlinks_of
 from vaultd.index.export import export_records
@@ -213,6 +219,11 @@ class LocalService:
     def outline(self, request: o.OutlineRequest) -> o.OutlineResponse:
         path = self.find_note(request.path)
         indexer = self.index.indexer
+        kind = indexer.extraction.kind(path)
+        if kind != "note":
+            # Its file is no Markdown (a PDF's bytes, a canvas's JSON, source code), and the
+            # lines of its text as read are not its file's: headings read from it would mislead.
+            raise NoteError(f"{path} is a {kind}, not a note: it has no outline; read its text")
         headings = browse.outline(indexer.discovery, path, indexer.max_bytes)
         return o.OutlineResponse(path=path, headings=headings)
 
