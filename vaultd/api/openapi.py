@@ -26,7 +26,8 @@ _ERROR_NAMES = {
     411: "Length required: a body sent chunked",
     413: f"Body over {MAX_BODY} bytes",
     414: "Request line too long",
-    422: "The note on disk cannot be parsed (binary, not UTF-8 text)",
+    422: "The note on disk cannot be parsed (binary, not UTF-8 text), or has no outline (a "
+    "PDF, a canvas, a drawing or source code is no note)",
     431: "Header lines too long, or too many of them",
     503: "Not ready (starting), timed out (wait_for), a store error, or busy (too many requests)",
 }
