@@ -56,6 +56,7 @@ COMMANDS = {
     "backlinks": ["backlinks", "Canvas", "--json"],
     "outline": ["outline", "Canvas", "--json"],
     "note": ["note", "Canvas", "--json", "--text", "--start-line", "2", "--end-line", "4"],
+    "note-lines": ["note", "Canvas", "--json", "--start-line", "2", "--end-line", "4"],
     "tags": ["tags", "--json"],
     "recent": ["recent", "--json", "-k", "3", "--since", "2000-01-01"],
     "export": ["export"],
@@ -124,6 +125,10 @@ def test_the_same_refusal_with_and_without_a_daemon(
     (code, out, why), served = (answers[0][command], answers[1][command])
     assert code != 0 and not out and why.startswith("vaultd: "), why
     assert served == (code, out, why)
+
+
+def test_lines_asked_of_a_note_are_its_text(answers: tuple[Answers, Answers]) -> None:
+    assert answers[0]["note-lines"] == answers[0]["note"]
 
 
 def test_the_same_lines_for_a_person(answers: tuple[Answers, Answers]) -> None:

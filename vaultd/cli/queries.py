@@ -270,6 +270,14 @@ def _lines(given: dict[str, Any]) -> dict[str, Any]:
     return given
 
 
+def _text_of_a_range(given: dict[str, Any]) -> dict[str, Any]:
+    # Lines or pages are asked of the text (the API reads them only with it): --text implied.
+    ranges = ("start_line", "end_line", "start_page", "end_page")
+    if any(given.get(name) is not None for name in ranges):
+        given["text"] = True
+    return given
+
+
 def _show_mentions(answer: Answer) -> None:
     if not answer["mentions"]:
         click.echo("no unlinked mentions")
@@ -379,8 +387,10 @@ FACES: tuple[Face, ...] = (
         "note",
         _show_note,
         NOTE_USAGE + " With --text only the text is printed, its line range (a PDF's pages) "
-        "and their total on stderr; --json prints the whole answer.",
+        "and their total on stderr; --json prints the whole answer. Lines or pages asked for "
+        "imply --text.",
         argument="path",
+        shape=_text_of_a_range,
     ),
     Face(
         "outline",
