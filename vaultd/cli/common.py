@@ -66,7 +66,7 @@ def json_option(help: str) -> Callable[[F], F]:
     return click.option("--json", "as_json", is_flag=True, help=help)
 
 
-def daemon(config: Any) -> Any:
+def daemon(config: Any) -> Client | None:
     """A client for the running daemon of this vault, or None when none answers.
 
     Only that vault's daemon: see vaultd.api.locate. A configured socket served by another vault's
