@@ -21,6 +21,7 @@ LAYERS: list[set[str]] = [
         "vaultd",
         "vaultd.errors",
         "vaultd.records",
+        "vaultd.answers",
         "vaultd.config",
         "vaultd.layout",
         "vaultd.vaultpath",

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.storage.outcomes import written
-from vaultd.index.browse import Heading, outline, recent, tags
+from vaultd.answers import Heading
+from vaultd.index.browse import outline, recent, tags
 from vaultd.pipeline.discover import Discovery, IgnoreRules
 from vaultd.storage.manifest import Manifest
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from tests.storage.outcomes import failed, left_out, written
+from vaultd.answers import LeftOut, Quarantined
 from vaultd.storage import notes, quarantine
 from vaultd.storage.schema import Query
 
@@ -120,13 +121,13 @@ def test_finish_clears_in_flight_and_suspects_but_those_kept(
 
 
 def test_as_json_names_every_field() -> None:
-    assert quarantine.Quarantined("a", "r", 2, 1.5).as_json() == {
+    assert Quarantined("a", "r", 2, 1.5).as_json() == {
         "path": "a",
         "reason": "r",
         "attempts": 2,
         "since": 1.5,
     }
-    assert quarantine.LeftOut("a", "binary", "r", 1.5).as_json() == {
+    assert LeftOut("a", "binary", "r", 1.5).as_json() == {
         "path": "a",
         "kind": "binary",
         "reason": "r",

@@ -40,12 +40,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from vaultd.answers import DaemonStatus, Heading, Mention, RelatedNote
 from vaultd.api.limits import MAX_TAGS, MAX_WAIT
 from vaultd.errors import QueryError, VaultdError
-from vaultd.index.browse import Heading
-from vaultd.index.mentions import Mention
-from vaultd.index.related import RelatedNote
-from vaultd.index.status import DaemonStatus
 from vaultd.query import (
     MAX_CONDITIONS,
     MAX_IN_VALUES,
@@ -512,7 +509,7 @@ class HealthResponse(Response):
 
 
 class StatusResponse(RootModel[DaemonStatus]):
-    """vaultd.index.status.DaemonStatus, as it is."""
+    """vaultd.answers.DaemonStatus, as it is."""
 
 
 class SearchResponse(Response):

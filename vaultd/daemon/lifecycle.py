@@ -22,6 +22,7 @@ from typing import Any
 
 import structlog
 
+from vaultd.answers import DaemonStatus, DaemonStore, GovernorStatus, Lag, Skipped
 from vaultd.config import Config, load_config
 from vaultd.daemon.identity import check_manifest
 from vaultd.daemon.notify import Notifier
@@ -37,15 +38,7 @@ from vaultd.daemon.worker import (
 )
 from vaultd.errors import ManifestLostError, VaultdError
 from vaultd.index.open import Index, open_index
-from vaultd.index.status import (
-    DaemonStatus,
-    DaemonStore,
-    GovernorStatus,
-    IdentityCheck,
-    Lag,
-    Skipped,
-    index_status,
-)
+from vaultd.index.status import IdentityCheck, index_status
 from vaultd.logs import iso, ms
 from vaultd.pipeline.watch import Watcher
 from vaultd.storage.probe import last_moved_aside

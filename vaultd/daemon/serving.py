@@ -15,10 +15,10 @@ from vaultd.errors import NotReadyError
 from vaultd.layout import vault_id
 
 if TYPE_CHECKING:
+    from vaultd.answers import DaemonStatus
     from vaultd.daemon.state import State
     from vaultd.daemon.worker import Worker
     from vaultd.index.open import Index
-    from vaultd.index.status import DaemonStatus
 
 
 class DaemonService(LocalService):

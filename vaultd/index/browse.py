@@ -9,9 +9,9 @@ assistant asks for it to read a note's part by its line range.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
+from vaultd.answers import Heading
 from vaultd.pipeline.discover import Discovery
 from vaultd.pipeline.parse import parse_note
 from vaultd.query import MAX_LIST
@@ -35,16 +35,6 @@ def recent(manifest: Manifest, k: int, since_ns: int | None = None) -> list[dict
 
 def _iso(mtime_ns: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(mtime_ns / 1e9))
-
-
-@dataclass(frozen=True, slots=True)
-class Heading:
-    level: int
-    text: str
-    #: The heading's own line, and the last line of its section (before the next heading of
-    #: the same or a higher level, or the note's end).
-    start_line: int
-    end_line: int
 
 
 def outline(discovery: Discovery, path: str, max_bytes: int) -> list[Heading]:

@@ -16,12 +16,11 @@ mark around the name is the only one and lands on the name, never on the asteris
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
+from vaultd.answers import Mention
 from vaultd.index import snippets
 from vaultd.query import has_phrase, is_unspaced
-from vaultd.records import DESCRIBED
 from vaultd.storage.manifest import Manifest
 
 #: Chunks looked at per name: far more than a page of mentions needs.
@@ -42,20 +41,6 @@ _HIDDEN = re.compile(
 _PAIRED = re.compile(r"(\*\*|__|==|~~)(?=\S)(.+?)(?<=\S)\1")
 #: ...and italics, whose single `*` or `_` must not be inside a word (`snake_case`).
 _ITALIC = re.compile(r"(?<![\w*])([*_])(?=[^\s*_])(.+?)(?<=[^\s*_])\1(?![\w*])")
-
-
-@dataclass(frozen=True, slots=True)
-class Mention:
-    __pydantic_config__ = DESCRIBED
-    path: str
-    title: str
-    #: The passage holding the mention (its line range in the note).
-    start_line: int
-    end_line: int
-    text: str
-    """The line, the name **marked**."""
-    name: str
-    """The title or alias found."""
 
 
 def names_of(path: str, row: dict[str, Any]) -> list[str]:

@@ -36,16 +36,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from vaultd.answers import Passage, RelatedNote
 from vaultd.errors import QueryError, VectorsPendingError
 from vaultd.index.links import resolve_links
 from vaultd.index.ranking import rrf
 from vaultd.query import HOWS, STOP_WORDS, How, is_unspaced
-from vaultd.records import DESCRIBED
 from vaultd.storage.manifest import Manifest, StoredChunk
 from vaultd.storage.vectors import VectorStore
 
@@ -84,35 +83,8 @@ SAME_PASSAGE = 0.97
 PEERS = 20
 
 
-@dataclass(frozen=True, slots=True)
-class Passage:
-    start_line: int
-    end_line: int
-    section: str
-    text: str
-
-    @classmethod
-    def of(cls, chunk: StoredChunk) -> Passage:
-        return cls(chunk.start_line, chunk.end_line, chunk.section, chunk.text)
-
-
-@dataclass(frozen=True, slots=True)
-class RelatedNote:
-    """A note related to the one asked about."""
-
-    __pydantic_config__ = DESCRIBED
-    path: str
-    title: str
-    score: float
-    """What ranks it, higher is nearer: the fused score as a share of the best, or the one
-    way's own."""
-    similarity: float
-    """The cosine of the pair of passages that ties them."""
-    linked: bool
-    """Whether the two notes are linked already (either way)."""
-    #: The pair of passages that ties them: this note's (`source`) and the related one's.
-    source: Passage
-    target: Passage
+def _passage(chunk: StoredChunk) -> Passage:
+    return Passage(chunk.start_line, chunk.end_line, chunk.section, chunk.text)
 
 
 def checked_how(how: str) -> How:
@@ -354,11 +326,11 @@ class RelatedNotes:
                     score=round(score, 6),
                     similarity=round(similarity, 6),
                     linked=other in linked,
-                    source=Passage.of(source),
-                    target=Passage.of(target),
+                    source=_passage(source),
+                    target=_passage(target),
                 )
             )
         return out
 
 
-__all__ = ["HOWS", "How", "RelatedNote", "RelatedNotes", "checked_how", "linked_paths"]
+__all__ = ["HOWS", "How", "RelatedNotes", "checked_how", "linked_paths"]

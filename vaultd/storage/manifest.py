@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from vaultd.answers import LeftOut, Quarantined
 from vaultd.errors import StoreError
 from vaultd.layout import MANIFEST
 from vaultd.query import Condition
@@ -42,7 +43,6 @@ from vaultd.storage.filters import tag_ancestors
 from vaultd.storage.keyword import KEYWORD_WEIGHTS, KeywordIndex
 from vaultd.storage.links import link_key
 from vaultd.storage.notes import NoteRecord, StoredChunk
-from vaultd.storage.quarantine import LeftOut, Quarantined
 
 
 class Manifest(Connection):

@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
 
-from vaultd.errors import LeftOutKind
-from vaultd.records import DESCRIBED, FileState, NoteFailed, NoteLeftOut
+from vaultd.answers import LeftOut, Quarantined
+from vaultd.records import FileState, NoteFailed, NoteLeftOut
 from vaultd.storage.schema import Query
 
 #: The reason recorded for a note the process died holding (the count is the notes' crashes).
@@ -34,43 +32,6 @@ CRASH_REASON = "crashed the indexer {} time{}"
 
 def _crash_reason(crashes: int) -> str:
     return CRASH_REASON.format(crashes, "" if crashes == 1 else "s")
-
-
-@dataclass(frozen=True, slots=True)
-class Quarantined:
-    """A note set aside after failing `attempts` times on the same content."""
-
-    __pydantic_config__ = DESCRIBED
-    path: str
-    reason: str
-    attempts: int
-    since: float
-    """When it was last tried (epoch seconds): the moment it was quarantined."""
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "reason": self.reason,
-            "attempts": self.attempts,
-            "since": self.since,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class LeftOut:
-    """A file that is no note vaultd can index: over the size cap, binary, not UTF-8 text or
-    unreadable. A note that was indexed before keeps its last good chunks (except one over the
-    cap, which the rules no longer count as a note)."""
-
-    __pydantic_config__ = DESCRIBED
-    path: str
-    kind: LeftOutKind
-    reason: str
-    since: float
-    """When it was last found so (epoch seconds)."""
-
-    def as_json(self) -> dict[str, Any]:
-        return {"path": self.path, "kind": self.kind, "reason": self.reason, "since": self.since}
 
 
 def attempt(db: sqlite3.Connection, path: str, sha256: str) -> int:

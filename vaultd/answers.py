@@ -1,0 +1,285 @@
+"""The small frozen records the API's answers are made of: a note's heading, an unlinked
+mention, a related note with the pair of passages that ties it, and what `vaultd status`
+reports (`IndexStatus`, `DaemonStatus` and their parts).
+
+The index and the store make them; vaultd.api.operations declares its responses with them,
+and pydantic serializes and describes them as they are (a record whose fields are described
+by the docstrings under them sets `__pydantic_config__ = DESCRIBED`). They live below both,
+beside vaultd.records, so that a client that only talks to a daemon (`vaultd status`, `vaultd
+search`, `vaultd --help`) reads the API's declarations without loading the index, the store,
+the pipeline or numpy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+from vaultd.errors import LeftOutKind
+from vaultd.records import DESCRIBED
+
+# -- a note's parts ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Heading:
+    level: int
+    text: str
+    #: The heading's own line, and the last line of its section (before the next heading of
+    #: the same or a higher level, or the note's end).
+    start_line: int
+    end_line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    __pydantic_config__ = DESCRIBED
+    path: str
+    title: str
+    #: The passage holding the mention (its line range in the note).
+    start_line: int
+    end_line: int
+    text: str
+    """The line, the name **marked**."""
+    name: str
+    """The title or alias found."""
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    start_line: int
+    end_line: int
+    section: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class RelatedNote:
+    """A note related to the one asked about."""
+
+    __pydantic_config__ = DESCRIBED
+    path: str
+    title: str
+    score: float
+    """What ranks it, higher is nearer: the fused score as a share of the best, or the one
+    way's own."""
+    similarity: float
+    """The cosine of the pair of passages that ties them."""
+    linked: bool
+    """Whether the two notes are linked already (either way)."""
+    #: The pair of passages that ties them: this note's (`source`) and the related one's.
+    source: Passage
+    target: Passage
+
+
+# -- status --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Quarantined:
+    """A note set aside after failing `attempts` times on the same content."""
+
+    __pydantic_config__ = DESCRIBED
+    path: str
+    reason: str
+    attempts: int
+    since: float
+    """When it was last tried (epoch seconds): the moment it was quarantined."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "reason": self.reason,
+            "attempts": self.attempts,
+            "since": self.since,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LeftOut:
+    """A file that is no note vaultd can index: over the size cap, binary, not UTF-8 text or
+    unreadable. A note that was indexed before keeps its last good chunks (except one over the
+    cap, which the rules no longer count as a note)."""
+
+    __pydantic_config__ = DESCRIBED
+    path: str
+    kind: LeftOutKind
+    reason: str
+    since: float
+    """When it was last found so (epoch seconds)."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"path": self.path, "kind": self.kind, "reason": self.reason, "since": self.since}
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A note whose last attempt failed, with the reason and the attempts on this content."""
+
+    path: str
+    reason: str
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A path and why: a file left out, or what of a note indexed in part was not."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    """The data directory and the Chroma directory or server."""
+
+    data_dir: str
+    #: The Chroma directory, or the server's URL.
+    chroma: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IndexStatus:
+    """What any reader of an open index can say; its fields are the status answer's keys."""
+
+    vault: str
+    notes: Annotated[int, Field(description="Notes searchable (by their words at least).")]
+    chunks: int
+    found: Annotated[
+        int | None,
+        Field(
+            description="Note files found in the vault (by the last full walk; none before one)."
+        ),
+    ] = None
+    embedded: Annotated[int, Field(description="Notes with every chunk's vector.")] = 0
+    awaiting: Annotated[int, Field(description="Chunks awaiting vectors.")] = 0
+    failed: tuple[Failure, ...]
+    quarantined: Annotated[
+        tuple[Quarantined, ...],
+        Field(description="Set aside until their content changes or they are asked for by name."),
+    ]
+    left_out: Annotated[
+        tuple[LeftOut, ...],
+        Field(description="Files that are no notes vaultd can index: reported, not failures."),
+    ]
+    in_part: Annotated[
+        tuple[Skipped, ...],
+        Field(
+            description="Notes indexed in part: what of each was not (a PDF's pages OCR could "
+            "not read, a canvas's unknown cards, a frontmatter ignored), and why."
+        ),
+    ] = ()
+    kinds: Annotated[
+        dict[str, dict[str, int]], Field(description="Files recorded by kind, then by status.")
+    ] = field(default_factory=dict)
+    not_indexed: Annotated[
+        dict[str, int],
+        Field(
+            description="Files of kinds not indexed (turned off in [attachments], or no kind "
+            'vaultd reads: "other"), by kind, as the last full walk counted them.'
+        ),
+    ] = field(default_factory=dict)
+    model: str
+    store: Store
+    languages: Annotated[
+        dict[str, Any] | None,
+        Field(description="What the vault is written in, from a sample of its notes."),
+    ] = None
+
+    @property
+    def troubled(self) -> bool:
+        """Whether notes failed or are quarantined: `vaultd status` exits 1."""
+        return bool(self.failed or self.quarantined)
+
+    def as_json(self) -> dict[str, Any]:
+        """As the socket API sends it (`GET /v1/status`), with `vaultd status --json`."""
+        out: dict[str, Any] = TypeAdapter(type(self)).dump_python(self, mode="json")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Lag:
+    """Save-to-searchable lag of the recent edits, in seconds (None before the first)."""
+
+    p50: float | None
+    p95: float | None
+    samples: int
+
+
+@dataclass(frozen=True, slots=True)
+class GovernorStatus:
+    cpu_budget: float
+    yield_above: float
+    #: Bulk work (a full pass) holds back while other programs keep the machine busy; edits
+    #: are still served meanwhile.
+    yielding: bool
+    #: The same, as `vaultd status` reads it.
+    waiting_for_busy_machine: bool
+    busy_since: float | None
+    others_share: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonStore(Store):
+    #: The last time the store was found damaged at start-up: problem, moved_to, at.
+    moved_aside: dict[str, Any] | None
+    #: False once closed for being unused ([schedule] unload) until the next use.
+    loaded: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DaemonStatus(IndexStatus):
+    """What a running daemon says of itself and its index: the status answer (`GET
+    /v1/status`), as it is."""
+
+    status: Literal["starting", "ok", "degraded"]
+    reasons: Annotated[dict[str, str], Field(description="Why the daemon is degraded, by part.")]
+    indexing: Annotated[str | None, Field(description="What the worker has in hand.")]
+    last_reconcile: dict[str, Any] | None
+    last_reconcile_at: float | None
+    lag_seconds: Annotated[Lag, Field(description="Save-to-searchable lag of recent edits.")]
+    version: str
+    store: Annotated[
+        DaemonStore,
+        Field(
+            description="The data directory, the Chroma directory or server, and the store's state."
+        ),
+    ]
+    queue_depth: int
+    governor: Annotated[GovernorStatus, Field(description="How bulk work is paced.")]
+    progress: Annotated[
+        dict[str, Any] | None,
+        Field(description="How far the full pass in hand has come, and the time left."),
+    ]
+    watch: Annotated[
+        dict[str, str | None],
+        Field(description="How the vault is watched (`mode`), and why it fell back to polling."),
+    ]
+    embedded_total: int
+    notes_read_total: int
+    model_loaded: bool
+    rss_mb: float | None
+    identity: Annotated[
+        dict[str, dict[str, Any]],
+        Field(
+            description="The last checks that the vault root and vaultd.db are unchanged, by "
+            '"vault_root" and "manifest".'
+        ),
+    ] = field(default_factory=dict)
+    skipped: Annotated[
+        tuple[Skipped, ...],
+        Field(
+            description="Files and folders left out that a user would want to hear about (a name"
+            " that is not UTF-8, a link out of the vault...): the last full walk's, "
+            "and those the watcher has met since."
+        ),
+    ] = ()
+    events: Annotated[
+        dict[str, int] | None,
+        Field(
+            description="The event stream (`GET /v1/events`): readers now, and events dropped "
+            "since start because a reader read too slowly."
+        ),
+    ] = None
