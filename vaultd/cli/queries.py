@@ -290,8 +290,8 @@ def _show_backlinks(answer: Answer) -> None:
     if not answer["backlinks"]:
         click.echo("no backlinks")
     for b in answer["backlinks"]:
-        many = counted(b["links"], "link")
-        click.echo(click.style(b["path"], bold=True) + f"  {b['title']}  ({many})")
+        links = counted(b["links"], "link")
+        click.echo(click.style(b["path"], bold=True) + f"  {b['title']}  ({links})")
         for p in b["passages"]:
             lines = ", ".join(str(n) for n in p["link_lines"])
             click.echo(f"   line {lines}: " + snippet(p["text"], 200))
@@ -307,11 +307,9 @@ def _show_note(answer: Answer) -> None:
         click.echo(f"({answer['path']}, {where})", err=True)
         return
     click.echo(click.style(answer["path"], bold=True) + f"  {answer['title']}  ({answer['kind']})")
-    counts = [counted(len(answer[key]), what) for key, what in _NOTE_COUNTS]
-    click.echo(f"   {answer['status']}, {', '.join(counts)}")
-
-
-_NOTE_COUNTS = (("chunks", "passage"), ("links", "link"), ("backlinks", "backlink"))
+    parts = (("chunks", "passage"), ("links", "link"), ("backlinks", "backlink"))
+    counts = ", ".join(counted(len(answer[key]), what) for key, what in parts)
+    click.echo(f"   {answer['status']}, {counts}")
 
 
 def _show_outline(answer: Answer) -> None:
