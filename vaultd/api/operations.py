@@ -24,7 +24,7 @@ import difflib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeVar, get_origin
+from typing import Annotated, Any, Generic, Literal, TypeVar, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -111,7 +111,10 @@ Since = Annotated[
 class Request(BaseModel):
     """A request: every field declared, anything else refused."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # Every model here is built when first used: a client that only talks to a daemon builds
+    # the one request it sends, not all of them (docs/benchmarks.md, "Start-up of the light
+    # clients"); the daemon builds them all before it serves (`build`).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
 
 class NoteRequest(Request):
@@ -387,7 +390,7 @@ class OpenapiRequest(Request):
 class Response(BaseModel):
     """An answer: exactly the keys declared. Optional keys left unset are not sent."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Hit(Response):
@@ -508,7 +511,16 @@ class HealthResponse(Response):
     reason: str | None = Field(None, description="Why it is not ok.")
 
 
-class StatusResponse(RootModel[DaemonStatus]):
+T = TypeVar("T")
+
+
+class Whole(RootModel[T], Generic[T]):
+    """An answer that is one value, as it is."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class StatusResponse(Whole[DaemonStatus]):
     """vaultd.answers.DaemonStatus, as it is."""
 
 
@@ -593,7 +605,7 @@ class ExportRecord(Response):
     vector: list[float] | None = None
 
 
-class OpenapiResponse(RootModel[dict[str, Any]]):
+class OpenapiResponse(Whole[dict[str, Any]]):
     pass
 
 
@@ -688,6 +700,16 @@ OPERATIONS: tuple[Operation, ...] = (
 )
 
 BY_NAME: dict[str, Operation] = {op.name: op for op in OPERATIONS}
+
+
+def build() -> None:
+    """Build every model now, as a server does before its first request: not on a request's
+    thread, where two threads building one model at once could race in a pydantic release
+    this project allows."""
+    models = [m for m in globals().values() if isinstance(m, type) and issubclass(m, BaseModel)]
+    for model in models:
+        if model.__module__ == __name__:
+            model.model_rebuild()
 
 
 def deprecated_aliases(model: type[BaseModel]) -> dict[str, str]:

@@ -39,7 +39,7 @@ from vaultd import __version__
 from vaultd.api.client import VAULT_HEADER, VAULT_PATH_HEADER, peer_uid
 from vaultd.api.limits import MAX_BODY
 from vaultd.api.locate import remove_record, socket_path, write_record
-from vaultd.api.operations import BY_NAME, ErrorDetail, ErrorResponse
+from vaultd.api.operations import BY_NAME, ErrorDetail, ErrorResponse, build
 from vaultd.api.routes import Api, Lines
 from vaultd.errors import ApiError, NotReadyError, StartupError, VaultdError
 from vaultd.layout import vault_id
@@ -595,6 +595,7 @@ def check_socket_path(config: Any, env: Mapping[str, str]) -> Path:
 def start_server(service: Service, config: Any, env: Mapping[str, str]) -> SocketServer:
     path = check_socket_path(config, env)
     _clear_stale(path)
+    build()
     server = SocketServer(path, Api(service), service.vault)
     thread = threading.Thread(target=server.serve_forever, name="vaultd-server", daemon=True)
     thread.start()

@@ -17,13 +17,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from vaultd.errors import NotReadyError
-from vaultd.index.indexer import Summary
 from vaultd.progress import Snapshot, Tracker
+
+if TYPE_CHECKING:
+    from vaultd.index.indexer import Summary
 
 #: Progress callback: (phase, done, total), as `Indexer.reconcile` takes it.
 Progress = Callable[[str, int, int], None]
@@ -159,6 +161,10 @@ def _follow(client: Any, progress: Progress) -> Summary:
         finished = status.get("last_reconcile_at")
         queued = status.get("queue_depth", 0) or status.get("indexing") == "full reconcile"
         if finished is not None and finished != started and not queued:
+            # Only here: `vaultd status` through a daemon takes its progress line from this
+            # module, without the indexer and the model's runtime it imports.
+            from vaultd.index.indexer import Summary
+
             summary = status.get("last_reconcile") or {}
             fields = Summary.__dataclass_fields__
             return Summary(**{k: v for k, v in summary.items() if k in fields})
