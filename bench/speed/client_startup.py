@@ -1,6 +1,6 @@
-"""How fast the light clients start: `vaultd status`, `vaultd search` through a running daemon
-and `vaultd mcp` (launch to its answer to `tools/list`), and whether they load onnxruntime or
-chromadb (`python -X importtime`).
+"""How fast the light clients start: `vaultd status`, `vaultd search` through a running daemon,
+`vaultd mcp` (launch to its answer to `tools/list`) and `vaultd --help`, and which of
+onnxruntime, chromadb, tokenizers and numpy they load (`python -X importtime`).
 
 Starts one daemon on a copy of examples/vault, then runs each client `--runs` times.
 
@@ -152,10 +152,12 @@ def main() -> None:
             status = [*base, "status", "--json", "--config", str(config)]
             search = [*base, "search", "garden", "--json", "--config", str(config)]
             mcp = [*base, "mcp", "--config", str(config)]
+            help_ = [*base, "--help"]
             clients: dict[str, Callable[[dict[str, str]], float]] = {
                 "vaultd status": lambda env: timed(status, env),
                 "vaultd search": lambda env: timed(search, env),
                 "vaultd mcp (to tools/list)": lambda env: mcp_session(mcp, env)[0],
+                "vaultd --help": lambda env: timed(help_, env),
             }
             samples: dict[tuple[str, Path], list[float]] = {}
             for _ in range(args.runs):
@@ -168,6 +170,7 @@ def main() -> None:
                 env = {"PYTHONPATH": str(tree)}
                 heavy[("vaultd status", tree)] = heavy_imports(status, env)
                 heavy[("vaultd search", tree)] = heavy_imports(search, env)
+                heavy[("vaultd --help", tree)] = heavy_imports(help_, env)
                 stderr = mcp_session(mcp, {**env, **IMPORTTIME})[1]
                 heavy[("vaultd mcp (to tools/list)", tree)] = heavy_in(stderr)
         finally:
