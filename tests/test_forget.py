@@ -66,8 +66,10 @@ def test_forget_refuses_while_a_process_holds_the_index(
         [
             sys.executable,
             "-c",
-            "import sys; from pathlib import Path; from vaultd.storage.lock import DataDirLock; "
-            f"lock = DataDirLock(Path({str(data)!r})); lock.acquire(); print('held', flush=True); "
+            "import sys; from pathlib import Path; "
+            "from vaultd.storage.lock import DataDirLock, Holder; "
+            f"lock = DataDirLock(Path({str(data)!r}), Holder.INDEX); lock.acquire(); "
+            "print('held', flush=True); "
             "sys.stdin.read()",
         ],
         stdin=subprocess.PIPE,

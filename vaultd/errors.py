@@ -92,9 +92,18 @@ class ConfigError(VaultdError):
 
 
 class LockedError(VaultdError):
-    """Raised when another process already owns the data directory."""
+    """Raised when another process already owns the data directory.
+
+    `pid` and `holder` are what its lock file says: its pid, and what it is (a value of
+    vaultd.storage.lock.Holder); None where the file does not say.
+    """
 
     exit_code = EXIT_TEMPFAIL
+
+    def __init__(self, message: str, *, pid: int | None = None, holder: str | None = None) -> None:
+        super().__init__(message)
+        self.pid = pid
+        self.holder = holder
 
 
 class DaemonStoppedError(LockedError):
@@ -102,11 +111,14 @@ class DaemonStoppedError(LockedError):
     or a debugger): it answers nothing until it is resumed."""
 
     def __init__(self, pid: int, *, daemon: bool, traced: bool = False) -> None:
-        self.pid = pid
         who = "the vaultd daemon" if daemon else "the vaultd process that holds this index"
         how = "in a debugger" if traced else "(SIGSTOP)"
         resume = "detach the debugger" if traced else f"resume it with `kill -CONT {pid}`"
-        super().__init__(f"{who} (pid {pid}) is stopped {how} and answers nothing; {resume}")
+        super().__init__(
+            f"{who} (pid {pid}) is stopped {how} and answers nothing; {resume}",
+            pid=pid,
+            holder="daemon" if daemon else None,
+        )
 
 
 class TrustError(VaultdError):

@@ -40,7 +40,7 @@ from vaultd.faults import PARSE_FAIL_ON
 from vaultd.index.open import open_index
 from vaultd.layout import CHROMA as CHROMA_DIR
 from vaultd.layout import LOCK as LOCK_NAME
-from vaultd.storage.lock import DataDirLock
+from vaultd.storage.lock import DataDirLock, Holder, LockHolder, read_holder
 from vaultd.storage.probe import why_probe
 
 
@@ -313,8 +313,9 @@ def test_a_lock_held_by_another_process_is_reported_and_left_alone(
             sys.executable,
             "-c",
             "import sys, time\nfrom pathlib import Path\n"
-            "from vaultd.storage.lock import DataDirLock\n"
-            "DataDirLock(Path(sys.argv[1])).acquire()\nprint('held', flush=True)\ntime.sleep(60)",
+            "from vaultd.storage.lock import DataDirLock, Holder\n"
+            "DataDirLock(Path(sys.argv[1]), Holder.INDEX).acquire()\n"
+            "print('held', flush=True)\ntime.sleep(60)",
             str(data),
         ],
         stdout=subprocess.PIPE,
@@ -326,9 +327,10 @@ def test_a_lock_held_by_another_process_is_reported_and_left_alone(
         report = run(config)
         lock = report.by_name("lock")
         assert lock.status == "warn" and f"pid {holder.pid}" in lock.message
+        assert "`vaultd index`" in lock.message  # what holds it, as its lock file says
         assert report.by_name("chroma").message.startswith("not checked")
         assert statuses(report)["manifest"] == "ok"  # read beside the holder, query-only
-        assert (data / LOCK_NAME).read_text().strip() == str(holder.pid)
+        assert read_holder(data) == LockHolder(holder.pid, Holder.INDEX)
         assert holder.poll() is None
     finally:
         holder.kill()

@@ -16,23 +16,27 @@ import pytest
 from vaultd.errors import DaemonStoppedError, DataDirError, LockedError
 from vaultd.layout import LOCK
 from vaultd.storage import lock
-from vaultd.storage.lock import DataDirLock
+from vaultd.storage.lock import DataDirLock, Holder, LockHolder
 
 
-def test_the_holder_writes_its_pid_into_a_private_directory(tmp_path: Path) -> None:
+def test_the_holder_writes_its_pid_and_kind_into_a_private_directory(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    with DataDirLock(data_dir):
+    with DataDirLock(data_dir, Holder.QUERY):
         assert lock.holder_pid(data_dir) == os.getpid()
+        assert lock.read_holder(data_dir) == LockHolder(os.getpid(), Holder.QUERY)
         assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
         assert stat.S_IMODE((data_dir / LOCK).stat().st_mode) == 0o600
 
 
 def test_a_second_taker_is_refused_until_the_lock_is_released(tmp_path: Path) -> None:
-    with DataDirLock(tmp_path):
-        with pytest.raises(LockedError, match=f"pid {os.getpid()}") as refused:
-            DataDirLock(tmp_path).acquire()
+    with DataDirLock(tmp_path, Holder.DAEMON):
+        said = f"another vaultd process \\(the daemon, pid {os.getpid()}\\) is using"
+        with pytest.raises(LockedError, match=said) as refused:
+            DataDirLock(tmp_path, Holder.INDEX).acquire()
         assert not isinstance(refused.value, DaemonStoppedError)
-    again = DataDirLock(tmp_path)
+        # What holds it travels in fields, for the taker to act on.
+        assert (refused.value.pid, refused.value.holder) == (os.getpid(), "daemon")
+    again = DataDirLock(tmp_path, Holder.INDEX)
     again.acquire()
     again.release()
     again.release()  # a second release does nothing
@@ -51,11 +55,11 @@ def test_a_stopped_holder_is_named_as_stopped(tmp_path: Path) -> None:
     try:
         os.kill(child.pid, signal.SIGSTOP)
         _wait_for(lambda: lock.process_state(child.pid) == "T")
-        with DataDirLock(tmp_path):
+        with DataDirLock(tmp_path, Holder.INDEX):
             # As if the stopped process had taken it: the pid in the file is what is checked.
             (tmp_path / LOCK).write_text(f"{child.pid}\n")
             with pytest.raises(DaemonStoppedError) as refused:
-                DataDirLock(tmp_path).acquire()
+                DataDirLock(tmp_path, Holder.DAEMON).acquire()
         assert refused.value.pid == child.pid
         assert lock.stopped(child.pid) is not None
         os.kill(child.pid, signal.SIGCONT)
@@ -63,6 +67,37 @@ def test_a_stopped_holder_is_named_as_stopped(tmp_path: Path) -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_lock_file_of_the_older_form_is_read_and_its_holder_refused_as_before(
+    tmp_path: Path,
+) -> None:
+    """A bare pid, as vaultd wrote before holders said what they are: the pid is read, the kind
+    is unknown, and a taker is refused at once with the words it was refused with before."""
+    with DataDirLock(tmp_path, Holder.INDEX):
+        (tmp_path / LOCK).write_text(f"{os.getpid()}\n")
+        assert lock.holder_pid(tmp_path) == os.getpid()
+        assert lock.read_holder(tmp_path) == LockHolder(os.getpid(), None)
+        with pytest.raises(LockedError) as refused:
+            DataDirLock(tmp_path, Holder.DAEMON).acquire()
+    assert str(refused.value).startswith(f"another vaultd process (pid {os.getpid()}) is using")
+    assert "query it through its socket" in str(refused.value)
+    assert (refused.value.pid, refused.value.holder) == (os.getpid(), None)
+
+
+@pytest.mark.parametrize(
+    ("text", "holder"),
+    [
+        ('{"pid": 12, "holder": "status"}', LockHolder(12, Holder.STATUS)),
+        ('{"pid": 12, "holder": "a kind from a later version"}', LockHolder(12, None)),
+        ('{"pid": true, "holder": "query"}', LockHolder(None, Holder.QUERY)),
+        ("[12]", LockHolder(None, None)),
+        ("", LockHolder(None, None)),
+        ("not a record", LockHolder(None, None)),
+    ],
+)
+def test_lock_records_are_read_field_by_field(text: str, holder: LockHolder) -> None:
+    assert LockHolder.parse(text) == holder
 
 
 def test_process_state_of_this_process_and_of_none() -> None:
@@ -75,7 +110,7 @@ def test_a_file_where_the_directory_must_be_is_a_data_dir_error(tmp_path: Path) 
     in_the_way = tmp_path / "data"
     in_the_way.write_text("")
     with pytest.raises(DataDirError, match="a file stands where a directory must be"):
-        DataDirLock(in_the_way).acquire()
+        DataDirLock(in_the_way, Holder.INDEX).acquire()
 
 
 def test_unusable_says_what_to_do_for_each_cause(tmp_path: Path) -> None:

@@ -225,6 +225,17 @@ def stopped_daemon(data_dir: Path) -> DaemonStoppedError | None:
     return None
 
 
+def starting(data_dir: Path, pid: int | None) -> bool:
+    """Whether the daemon `pid`, which holds the data directory's lock, is still starting: it
+    has not written its record, which it does once its socket answers."""
+    if pid is None:
+        return False
+    with contextlib.suppress(TrustError):
+        record = read_record(data_dir)
+        return record is None or record.get("pid") != pid
+    return False
+
+
 def looked_at(setting: str, vault: Path, data_dir: Path, env: Mapping[str, str]) -> list[str]:
     """The sockets `find_daemon` tries, for messages that say where nothing answered."""
     try:

@@ -11,19 +11,29 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from vaultd.errors import DaemonError, NoteError, NotReadyError, QueryError, VaultdError
+from vaultd.errors import (
+    DaemonError,
+    DaemonStoppedError,
+    LockedError,
+    NoteError,
+    NotReadyError,
+    QueryError,
+    VaultdError,
+)
+from vaultd.storage.lock import READERS, Holder
 
 if TYPE_CHECKING:
     from vaultd.api.client import Client
-    from vaultd.api.local import LocalService
+    from vaultd.index.open import Index
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -84,6 +94,49 @@ def daemon(config: Any) -> Client | None:
 #: What a daemon that answered said (vaultd.api.client.refused): its answer, not a daemon gone.
 _ANSWERED = (DaemonError, QueryError, NoteError, NotReadyError)
 
+#: How long a command that would open the index waits while the lock's holder only passes
+#: through: a reader (another query, `status`) lets go within a second or two, a daemon that
+#: is starting answers on its socket once it has opened the index (a few seconds; more on a
+#: busy machine or for a large store). Anything else that holds the lock is refused at once.
+PATIENCE = 60.0
+#: How often the lock and the socket are tried again meanwhile.
+POLL = 0.1
+
+
+def index_or_daemon(
+    stack: ExitStack, config: Any, holder: Holder, locate: Callable[[], Client | None]
+) -> Index | Client:
+    """The index, opened into `stack` as `holder`; or the daemon `locate` finds, when one came
+    up while the lock was waited for (see PATIENCE). Says once on stderr what it waits for."""
+    from vaultd.api.locate import starting
+    from vaultd.index.open import open_index
+    from vaultd.storage.lock import LockHolder
+
+    deadline = time.monotonic() + PATIENCE
+    said = False
+    while True:
+        try:
+            return stack.enter_context(open_index(config, create=False, holder=holder))
+        except DaemonStoppedError:
+            raise
+        except LockedError as exc:
+            client = locate()
+            if client is not None:
+                return client
+            who = LockHolder(exc.pid, Holder.named(exc.holder)).describe()
+            if exc.holder in READERS:
+                waiting = f"waiting for {who} to let go of the index"
+            elif exc.holder == Holder.DAEMON and starting(config.require_store(), exc.pid):
+                waiting = f"{who} is starting; waiting for it to answer"
+            else:
+                raise
+            if time.monotonic() >= deadline:
+                raise
+            if not said:
+                click.echo(f"vaultd: {waiting}", err=True)
+                said = True
+        time.sleep(POLL)
+
 
 class DaemonOrIndex:
     """The vault's daemon while one answers (RemoteService); when none does (never started, or
@@ -91,25 +144,28 @@ class DaemonOrIndex:
     code the daemon answers with). A daemon is looked for again at every call, and the lock is
     held only while a call runs, so a daemon started later is not kept out.
 
-    `config` None: no index to fall back to; `fix` says what to do then."""
+    `config` None: no index to fall back to; `fix` says what to do then. `holder`: what this
+    process is, in the lock file (a query, the MCP bridge)."""
 
     def __init__(
         self,
         locate: Callable[[], Client | None],
         config: Any,
         fix: str = "start it with `vaultd run`",
+        holder: Holder = Holder.QUERY,
     ) -> None:
         self._locate = locate
         self._config = config
         self._fix = fix
+        self._holder = holder
         self.client: Client | None = None
         # open_index takes the data directory's lock: two calls at once would refuse each other.
         self._one_at_a_time = threading.Lock()
 
     @classmethod
-    def of(cls, config: Any) -> DaemonOrIndex:
+    def of(cls, config: Any, holder: Holder = Holder.QUERY) -> DaemonOrIndex:
         """The configured vault's daemon, else its index."""
-        return cls(lambda: daemon(config), config)
+        return cls(lambda: daemon(config), config, holder=holder)
 
     def find(self) -> Client | None:
         """The daemon answering now, if one does (raises VaultdError for one that cannot)."""
@@ -129,15 +185,23 @@ class DaemonOrIndex:
                 yield local
 
     @contextmanager
-    def _local(self) -> Iterator[LocalService]:
+    def _local(self) -> Iterator[Any]:
+        """The index for one call; or the daemon, when one came up while its lock was
+        waited for."""
         if self._config is None:
             raise VaultdError(f"no vaultd daemon answers; {self._fix}")
-        # Only here: opening the index loads the model and the store, a daemon's answer not.
-        from vaultd.api.local import LocalService
-        from vaultd.index.open import open_index
+        from vaultd.api.client import Client, RemoteService
 
-        with self._one_at_a_time, open_index(self._config, create=False) as index:
-            yield LocalService(index)
+        with self._one_at_a_time, ExitStack() as stack:
+            found = index_or_daemon(stack, self._config, self._holder, self._locate)
+            if isinstance(found, Client):
+                self.client = found
+                yield RemoteService(found)
+            else:
+                # Only here: the index's service is of no use to a daemon's answer.
+                from vaultd.api.local import LocalService
+
+                yield LocalService(found)
 
     def call(self, operation: str, request: Any) -> Any:
         """`Service.<operation>(request)` of the daemon, or of the index once it is gone."""

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from vaultd.config import Config, load_config
 from vaultd.errors import ConfigError, DataDirError, LockedError, VaultdError
-from vaultd.storage.lock import holder_pid, read_only
+from vaultd.storage.lock import READERS, Holder, LockHolder, holder_pid, read_only
 from vaultd.storage.view import ManifestView, read_manifest
 
 if TYPE_CHECKING:
@@ -1245,6 +1245,16 @@ def _index_checks(
     return None
 
 
+#: Why a holder of the lock may not answer, by what its lock file says it is.
+_HELD: dict[Holder | None, str] = {
+    Holder.DAEMON: "it is still starting, or it listens on another [server] socket",
+    Holder.INDEX: "it lets go once the index is built",
+    Holder.FORGET: "it is removing the index",
+    **{kind: "it lets go within seconds" for kind in READERS},
+}
+_GUESS = "a `vaultd index` run, a daemon still starting, or one with another [server] socket"
+
+
 def _offline_checks(
     config: Config,
     env: Mapping[str, str],
@@ -1262,7 +1272,7 @@ def _offline_checks(
         found["manifest"], _ = check_manifest(data_dir, vault, model_id)
         found["chroma"] = check_chroma(config, env, data_dir, vault, model_id, None)
         return
-    lock = DataDirLock(data_dir)
+    lock = DataDirLock(data_dir, Holder.DOCTOR)
     try:
         # Fails at once when held: doctor never waits for the lock and never breaks it.
         lock.acquire()
@@ -1279,14 +1289,13 @@ def _offline_checks(
     except (LockedError, StoreError) as exc:
         found["manifest"], _ = check_manifest(data_dir, vault, model_id)
         if isinstance(exc, LockedError):
-            pid = holder_pid(data_dir)
-            who = f"pid {pid}" if pid is not None else "another process"
+            holder = LockHolder(exc.pid, Holder.named(exc.holder))
+            who = holder.describe()
             on = f" on {sock}" if sock else ""
             found["lock"] = Check(
                 "lock",
                 "warn",
-                f"held by {who}, but no daemon answers{on}: a `vaultd index` run, a daemon "
-                "still starting, or one with another [server] socket",
+                f"held by {who}, but no daemon answers{on}: {_HELD.get(holder.kind, _GUESS)}",
                 "wait for it to finish; `vaultd status` shows the index meanwhile",
             )
             found["chroma"] = _not_checked("chroma", f"{who} is using the store", "lock")

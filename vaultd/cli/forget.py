@@ -73,15 +73,19 @@ def data_dir_to_forget(
 
 def remove_data_dir(data_dir: Path) -> None:
     """Remove it under its lock: a daemon or `vaultd index` that holds it keeps it."""
-    from vaultd.storage.lock import DataDirLock
+    from vaultd.storage.lock import READERS, DataDirLock, Holder
 
-    lock = DataDirLock(data_dir)
+    lock = DataDirLock(data_dir, Holder.FORGET)
     try:
         lock.acquire()
     except LockedError as exc:
+        if exc.holder in READERS:
+            raise  # it says to try again in a moment
         raise LockedError(
             f"{exc}. Stop it first (`systemctl --user stop vaultd`, or Ctrl-C in its "
-            "terminal), then forget"
+            "terminal), then forget",
+            pid=exc.pid,
+            holder=exc.holder,
         ) from None
     try:
         shutil.rmtree(data_dir)

@@ -34,6 +34,7 @@ from vaultd.api.limits import MAX_BODY
 from vaultd.api.operations import BY_NAME, Operation, Request, checked, deprecated_aliases
 from vaultd.cli.common import DaemonOrIndex
 from vaultd.errors import ConfigError, QueryError, VaultdError
+from vaultd.storage.lock import Holder
 
 INSTRUCTIONS = (
     "Tools over the user's Obsidian vault, kept indexed by the vaultd daemon. Use `search` to "
@@ -295,7 +296,7 @@ def _answers(
     if config.vault.path is None and socket_file is None:
         return unconfigured(NO_VAULT), f"{INSTRUCTIONS} vaultd is not set up yet: {NO_VAULT}."
     if socket_file is None:
-        answers = DaemonOrIndex.of(config)
+        answers = DaemonOrIndex.of(config, Holder.MCP)
     else:
         # Named outright: that daemon, checked against the vault when one is configured.
         configured = config.vault.path is not None
@@ -306,6 +307,7 @@ def _answers(
             lambda: named if named.health() is not None else None,
             config if configured else None,
             f"start it (`vaultd run`) or {SET_UP}",
+            Holder.MCP,
         )
     try:
         found = answers.find()

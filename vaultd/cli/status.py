@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from vaultd.cli.common import daemon, json_option, load, vault_command
+from vaultd.api.client import Client
+from vaultd.cli.common import daemon, index_or_daemon, json_option, load, vault_command
+from vaultd.storage.lock import Holder
+
+if TYPE_CHECKING:
+    from vaultd.index.open import Index
 
 
 @click.command()
@@ -29,22 +35,23 @@ def status(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
     from vaultd.errors import NotIndexedError
 
     config = load(config_file, vault)
-    client = daemon(config)
-    if client is not None:
-        report = client.request("GET", "/v1/status")
-        report["daemon"] = True
-        report["socket"] = str(client.path)
-    else:
-        # Only here: opening the index loads the model and the store, a daemon's answer not.
-        from vaultd.index.open import open_index
-        from vaultd.index.status import index_status
+    with ExitStack() as stack:
+        found: Index | Client | None = daemon(config)
+        if found is None:
+            try:
+                found = index_or_daemon(stack, config, Holder.STATUS, lambda: daemon(config))
+            except NotIndexedError as exc:
+                _never_indexed(exc, as_json)
+                sys.exit(exc.exit_code)
+        if isinstance(found, Client):
+            report = found.request("GET", "/v1/status")
+            report["daemon"] = True
+            report["socket"] = str(found.path)
+        else:
+            # Only here: the index's counts, read from the store (a daemon's answer has them).
+            from vaultd.index.status import index_status
 
-        try:
-            with open_index(config, create=False) as idx:
-                report = {"daemon": False, "status": "stopped", **index_status(idx).as_json()}
-        except NotIndexedError as exc:
-            _never_indexed(exc, as_json)
-            sys.exit(exc.exit_code)
+            report = {"daemon": False, "status": "stopped", **index_status(found).as_json()}
     if as_json:
         click.echo(json.dumps(report, ensure_ascii=False, indent=2))
     else:

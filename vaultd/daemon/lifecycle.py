@@ -1,9 +1,10 @@
 """The daemon (`vaultd run`): the composition root for a long-running index.
 
 Start-up, in order: open the index (config already validated, data-directory lock, store,
-model), start watching the vault BEFORE the first reconcile so nothing written during start-up
-is lost, start the socket server, the single indexing worker and the scheduler, then tell the
-service manager we are ready. Shutdown runs the same list in reverse inside `finally`.
+model; a reader that holds the lock for a moment is waited for), start watching the vault
+BEFORE the first reconcile so nothing written during start-up is lost, start the socket
+server, the single indexing worker and the scheduler, then tell the service manager we are
+ready. Shutdown runs the same list in reverse inside `finally`.
 
 Signal handlers only set flags; the main thread acts on them. The first SIGTERM or SIGINT asks
 for a graceful stop (the batch in flight finishes, the rest is abandoned and picked up by the
@@ -36,11 +37,12 @@ from vaultd.daemon.worker import (
     Worker,
     check_share,
 )
-from vaultd.errors import ManifestLostError, VaultdError
+from vaultd.errors import LockedError, ManifestLostError, VaultdError
 from vaultd.index.open import Index, open_index
 from vaultd.index.status import IdentityCheck, index_status
 from vaultd.logs import iso, ms
 from vaultd.pipeline.watch import Watcher
+from vaultd.storage.lock import READERS, Holder, LockHolder
 from vaultd.storage.probe import last_moved_aside
 
 log = structlog.get_logger(__name__)
@@ -49,6 +51,17 @@ log = structlog.get_logger(__name__)
 STOP_TIMEOUT = 20.0
 #: How often the main loop wakes to check signals, the vault root and the watchdog.
 TICK = 0.25
+#: How long a start waits for a reader that holds the data directory's lock (a query answered
+#: from the index, `vaultd status`, `doctor`, the MCP bridge with no daemon). One holds it for a
+#: second or two: the model and the store load, one call runs. Sixty is room for a slow query
+#: on a busy machine (a login, when everything starts at once) and for a few of them in a row,
+#: while a reader that is wedged still ends the start within a minute, with exit 75.
+READER_PATIENCE = 60.0
+#: How often a start that waits for a reader tries the lock again: a script's queries leave
+#: gaps of about a second between them, and the daemon must get in through one.
+READER_POLL = 0.1
+#: systemd's DefaultTimeoutStartSec: what a start is allowed when nothing held it up.
+START_TIMEOUT = 90.0
 
 
 class Daemon:
@@ -102,15 +115,11 @@ class Daemon:
         check_socket_path(self.config, self.env)
         with self.signals.installed(), ExitStack() as stack:
             opened_at = time.time()
-            index = stack.enter_context(
-                open_index(
-                    self.config,
-                    self.env,
-                    batch_chunks=BULK_BATCH_CHUNKS,
-                    run_tokens=INTERACTIVE_RUN_TOKENS,
-                )
-            )
-            self.index = index
+            opened = self._open_index(stack)
+            if opened is None:
+                log.info("stopped while waiting for the data directory")
+                return 0
+            index = self.index = opened
             moved = last_moved_aside(index.data_dir)
             if moved is not None and float(moved.get("at", 0)) >= opened_at:
                 self.state.degrade(
@@ -157,6 +166,59 @@ class Daemon:
         if self._fatal is not None:
             raise self._fatal
         return 0
+
+    def _open_index(self, stack: ExitStack) -> Index | None:
+        """The index, opened into `stack` once its lock is free of readers; None when a stop
+        is asked for while waiting.
+
+        A daemon started while a reader holds the lock (a service started at login while a
+        script or an AI tool queries the index) waits for it rather than exit 75, which the
+        service manager does not restart on. Anything else that holds the lock (another
+        daemon, an index run, a process stopped with SIGSTOP) is refused at once.
+        """
+        deadline = time.monotonic() + READER_PATIENCE
+        waiting_for: int | None = None
+        while True:
+            try:
+                return stack.enter_context(
+                    open_index(
+                        self.config,
+                        self.env,
+                        holder=Holder.DAEMON,
+                        batch_chunks=BULK_BATCH_CHUNKS,
+                        run_tokens=INTERACTIVE_RUN_TOKENS,
+                    )
+                )
+            except LockedError as exc:
+                if exc.holder not in READERS:
+                    raise
+                holder = LockHolder(exc.pid, Holder.named(exc.holder))
+                if time.monotonic() >= deadline:
+                    raise LockedError(
+                        f"{holder.describe()} has held {self.config.require_store()} for "
+                        f"{READER_PATIENCE:.0f} s while this daemon waited to start: see what "
+                        "it is doing, or stop it, then start the daemon again",
+                        pid=exc.pid,
+                        holder=exc.holder,
+                    ) from None
+                if waiting_for is None:
+                    log.info(
+                        "waiting for a reader to let go of the data directory",
+                        pid=exc.pid,
+                        holder=exc.holder,
+                        limit_s=READER_PATIENCE,
+                    )
+                if exc.pid != waiting_for:
+                    waiting_for = exc.pid
+                    # The service manager's start timeout runs meanwhile: extended by what is
+                    # left of the wait, and a whole start's worth after it.
+                    left = max(0.0, deadline - time.monotonic())
+                    self.notifier.held_up(
+                        f"waiting for {holder.describe()} to let go of the index",
+                        left + START_TIMEOUT,
+                    )
+            if self.signals.sleep(READER_POLL):
+                return None
 
     def _start_server(self, stack: ExitStack) -> Any:
         from vaultd.api.server import start_server

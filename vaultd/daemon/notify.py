@@ -47,6 +47,11 @@ class Notifier:
     def ready(self, status: str = "") -> None:
         self.send("READY=1", *([f"STATUS={status}"] if status else []))
 
+    def held_up(self, status: str, seconds: float) -> None:
+        """The start waits for something: say what, and push the start timeout out to
+        `seconds` from now (EXTEND_TIMEOUT_USEC, systemd 236+; older ones ignore it)."""
+        self.send(f"STATUS={status}", f"EXTEND_TIMEOUT_USEC={int(seconds * 1_000_000)}")
+
     def reloading(self) -> None:
         # MONOTONIC_USEC lets systemd tell this reload from a later one (systemd 253+).
         self.send("RELOADING=1", f"MONOTONIC_USEC={time.monotonic_ns() // 1000}")

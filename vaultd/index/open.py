@@ -54,7 +54,7 @@ from vaultd.layout import CHROMA, MANIFEST, tighten
 from vaultd.pipeline.discover import Discovery, IgnoreRules
 from vaultd.pipeline.languages import Languages, latin_query, measure, reads_english
 from vaultd.storage.chroma import collection_name
-from vaultd.storage.lock import DataDirLock, unusable
+from vaultd.storage.lock import DataDirLock, Holder, unusable
 from vaultd.storage.manifest import Manifest
 from vaultd.storage.probe import check_store, mark_closed, mark_open
 from vaultd.storage.upkeep import CHROMA_DATABASE, enable_log_pruning
@@ -198,10 +198,10 @@ def _upkeep(manifest: Manifest, store: VectorStore, model_id: str) -> None:
         log.error("store upkeep failed; it is tried again after the next full pass", error=str(exc))
 
 
-def _take(stack: ExitStack, data_dir: Path) -> None:
-    """Lock the data directory for this process until `stack` closes, and check that this
-    process can write in it."""
-    lock = DataDirLock(data_dir)
+def _take(stack: ExitStack, data_dir: Path, holder: Holder) -> None:
+    """Lock the data directory for this process (as `holder`) until `stack` closes, and check
+    that this process can write in it."""
+    lock = DataDirLock(data_dir, holder)
     lock.acquire()
     stack.callback(lock.release)
     # Last before the lock goes, once the store has flushed: what Chroma wrote meanwhile
@@ -318,11 +318,15 @@ def open_index(
     config: Config,
     env: Mapping[str, str] | None = None,
     *,
+    holder: Holder = Holder.INDEX,
     create: bool = True,
     batch_chunks: int = BATCH_CHUNKS,
     run_tokens: int = 0,
 ) -> Iterator[Index]:
     """Lock the data directory and open the manifest, the store and the model.
+
+    `holder` is what this process is, written into the lock file for whoever finds it taken:
+    a daemon starting meanwhile waits for a reader (a query, status), not for an index run.
 
     With `create=False` (the commands that only read: search, status, export) a vault that
     was never indexed raises NotIndexedError before anything is created: an empty data
@@ -340,7 +344,7 @@ def open_index(
     embedded = not config.store.url
     chromadb_version = installed_chromadb()
     with ExitStack() as stack:
-        _take(stack, data_dir)
+        _take(stack, data_dir, holder)
         manifest = Manifest(data_dir)
         stack.callback(manifest.close)
         _check_owner(manifest, vault)

@@ -3,6 +3,11 @@
 The kernel drops the lock when the process dies, however it dies, so a crash never leaves a
 stale lock behind. A holder that is alive but stopped (SIGSTOP) keeps it: that is said as such.
 
+The lock file says who holds it, as JSON: its pid and what it is (`Holder`), so that one who
+finds the lock taken can tell a reader that lets go within seconds (a query answered without a
+daemon, `vaultd status`, `doctor`) from a daemon or an index run, which keep it. A file of the
+older form, a bare pid, is still read: its holder is of no known kind.
+
 Taking the lock is also where a data directory is claimed: one that another user owns or can
 write, or that holds their files, is refused before anything in it is opened (vaultd.trust).
 """
@@ -11,9 +16,12 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
 
@@ -69,12 +77,84 @@ def unusable(data_dir: Path, problem: str, code: int = errno.EACCES) -> DataDirE
     return DataDirError(f"{where} cannot be used ({problem}); {advice}", str(data_dir))
 
 
+class Holder(StrEnum):
+    """What holds a data directory's lock."""
+
+    DAEMON = "daemon"
+    #: `vaultd index` or `vaultd reindex` with no daemon running.
+    INDEX = "index"
+    #: A query command answered from the index (`vaultd search`, `related`, `note` ...).
+    QUERY = "query"
+    STATUS = "status"
+    DOCTOR = "doctor"
+    #: `vaultd mcp` answering from the index while no daemon runs.
+    MCP = "mcp"
+    FORGET = "forget"
+
+    @classmethod
+    def named(cls, value: object) -> Holder | None:
+        """The holder `value` names; None for anything else (a newer version's kind)."""
+        return next((kind for kind in cls if kind.value == value), None)
+
+
+#: Holders that keep the lock for one call only: they let go within seconds.
+READERS = frozenset({Holder.QUERY, Holder.STATUS, Holder.DOCTOR, Holder.MCP})
+
+_NAMES = {
+    Holder.DAEMON: "the daemon",
+    Holder.INDEX: "`vaultd index` or `reindex`",
+    Holder.QUERY: "a query answered from the index",
+    Holder.STATUS: "`vaultd status`",
+    Holder.DOCTOR: "`vaultd doctor`",
+    Holder.MCP: "`vaultd mcp` answering from the index",
+    Holder.FORGET: "`vaultd forget`",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LockHolder:
+    """Who holds (or last held) a lock, as its lock file says."""
+
+    pid: int | None
+    #: None: a lock file of the older form (a bare pid), or a kind this version does not know.
+    kind: Holder | None
+
+    @classmethod
+    def parse(cls, text: str) -> LockHolder:
+        text = text.strip()
+        if text.isdigit():
+            return cls(int(text), None)
+        try:
+            record = json.loads(text)
+        except ValueError:
+            return cls(None, None)
+        if not isinstance(record, dict):
+            return cls(None, None)
+        pid = record.get("pid")
+        return cls(
+            pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+            Holder.named(record.get("holder")),
+        )
+
+    def describe(self) -> str:
+        """What holds the lock, as much as the file says: "another vaultd process (what it
+        is, pid N)"."""
+        said = [_NAMES[self.kind]] if self.kind is not None else []
+        said += [f"pid {self.pid}"] if self.pid is not None else []
+        return "another vaultd process" + (f" ({', '.join(said)})" if said else "")
+
+
+def read_holder(data_dir: Path) -> LockHolder:
+    """Who the lock file says holds (or last held) the lock."""
+    try:
+        return LockHolder.parse((data_dir / LOCK).read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return LockHolder(None, None)
+
+
 def holder_pid(data_dir: Path) -> int | None:
     """The pid the lock's holder (or its last holder) wrote into the lock file."""
-    try:
-        return int((data_dir / LOCK).read_text(encoding="ascii").strip())
-    except (OSError, ValueError):
-        return None
+    return read_holder(data_dir).pid
 
 
 def process_state(pid: int) -> str | None:
@@ -139,9 +219,20 @@ def check_data_dir_files(data_dir: Path) -> None:
         check_data_dir(data_dir, tighten=True)
 
 
+_STOP = "stop it, or query it through its socket instead"
+#: What to do about each holder, in the message that says the lock is taken.
+_ADVICE: dict[Holder | None, str] = {
+    Holder.INDEX: "wait for it to finish, or stop it (Ctrl-C in its terminal)",
+    **{kind: "try again once it is done: it lets go within seconds" for kind in READERS},
+}
+
+
 class DataDirLock:
-    def __init__(self, data_dir: Path) -> None:
+    """The lock of `data_dir`, taken as `holder`."""
+
+    def __init__(self, data_dir: Path, holder: Holder) -> None:
         self.path = data_dir / LOCK
+        self.holder = holder
         self._fd: int | None = None
 
     def acquire(self) -> None:
@@ -160,18 +251,22 @@ class DataDirLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            holder = LockHolder.parse(os.pread(fd, 512, 0).decode(errors="replace"))
             os.close(fd)
-            halted = stopped(int(holder)) if holder.isdigit() else None
+            daemon = holder.kind is Holder.DAEMON
+            halted = None if holder.pid is None else stopped(holder.pid, daemon=daemon)
             if halted is not None:
                 raise halted from None
-            who = f" (pid {holder})" if holder else ""
+            advice = _ADVICE.get(holder.kind, _STOP)
             raise LockedError(
-                f"another vaultd process{who} is using {self.path.parent}; stop it, or query it "
-                "through its socket instead"
+                f"{holder.describe()} is using {self.path.parent}; {advice}",
+                pid=holder.pid,
+                holder=holder.kind,
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        record = json.dumps({"pid": os.getpid(), "holder": self.holder.value}) + "\n"
+        # Written over the old record, then cut to length: never an empty file to read.
+        written = os.pwrite(fd, record.encode(), 0)
+        os.ftruncate(fd, written)
         self._fd = fd
 
     def release(self) -> None:
