@@ -46,7 +46,9 @@ EXIT_STATUSES: tuple[ExitStatus, ...] = (
     ExitStatus(EXIT_SOFTWARE, "the embedding model is missing or damaged", retry=False),
     ExitStatus(
         EXIT_TEMPFAIL,
-        "another vaultd process owns the data directory (or is stopped with SIGSTOP)",
+        "another vaultd daemon or index run owns the data directory, or one is stopped with "
+        "SIGSTOP (a daemon starting while a query, `status`, `doctor` or `vaultd mcp` holds it "
+        "waits up to 60 s for it)",
         retry=False,
     ),
     ExitStatus(
