@@ -31,7 +31,7 @@ from harness.daemon import (
 )
 from harness.vaults import write_vault
 from vaultd.daemon.lifecycle import READER_PATIENCE
-from vaultd.errors import LockedError
+from vaultd.errors import LockedError, ReaderHeldError
 from vaultd.storage.lock import Holder, LockHolder, read_holder
 
 VAULTD = [sys.executable, "-m", "vaultd"]
@@ -209,6 +209,38 @@ def test_a_daemon_started_while_a_reader_holds_the_lock_waits_then_serves(
     finally:
         let_go(reader)
         manager.close()
+
+
+#: A fault for the daemon: a start waits one second for a reader, not a minute, so the test can
+#: see what happens when the wait runs out.
+IMPATIENT = """
+import vaultd.daemon.lifecycle as lifecycle
+
+lifecycle.READER_PATIENCE = 1.0
+"""
+
+
+def test_a_reader_that_holds_on_past_the_wait_ends_the_start_with_an_exit_that_is_retried(
+    indexed: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    config, _, _ = indexed
+    reader = hold(config, Holder.QUERY)
+    try:
+        done = subprocess.run(
+            [*VAULTD, "run", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=LIMIT,
+            check=False,
+            env={**os.environ, **fault_env(tmp_path, IMPATIENT)},
+        )
+        # Not 75, which the unit files list in RestartPreventExitStatus: the reader will let go.
+        assert done.returncode == ReaderHeldError.exit_code != LockedError.exit_code, done.stderr
+        assert WAITING in done.stderr
+        said = f"a query answered from the index, pid {reader.pid}) has held"
+        assert said in done.stderr, done.stderr
+    finally:
+        let_go(reader)
 
 
 def refused_at_once(config: Path) -> str:

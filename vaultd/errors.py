@@ -48,7 +48,7 @@ EXIT_STATUSES: tuple[ExitStatus, ...] = (
         EXIT_TEMPFAIL,
         "another vaultd daemon or index run owns the data directory, or one is stopped with "
         "SIGSTOP (a daemon starting while a query, `status`, `doctor` or `vaultd mcp` holds it "
-        "waits up to 60 s for it)",
+        "waits up to 60 s for it, then exits 1, which the service manager retries)",
         retry=False,
     ),
     ExitStatus(
@@ -106,6 +106,15 @@ class LockedError(VaultdError):
         super().__init__(message)
         self.pid = pid
         self.holder = holder
+
+
+class ReaderHeldError(LockedError):
+    """Raised when a reader (a query answered from the index, `status`, `doctor`) still holds
+    the data directory after a starting daemon has waited for it. A reader lets go when its call
+    ends, so a later start finds the directory free: the exit is one a service manager retries,
+    not 75, which it does not."""
+
+    exit_code = EXIT_FAILURE
 
 
 class DaemonStoppedError(LockedError):

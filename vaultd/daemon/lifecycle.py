@@ -37,7 +37,7 @@ from vaultd.daemon.worker import (
     Worker,
     check_share,
 )
-from vaultd.errors import LockedError, ManifestLostError, VaultdError
+from vaultd.errors import LockedError, ManifestLostError, ReaderHeldError, VaultdError
 from vaultd.index.open import Index, open_index
 from vaultd.index.status import IdentityCheck, index_status
 from vaultd.logs import iso, ms
@@ -55,7 +55,8 @@ TICK = 0.25
 #: from the index, `vaultd status`, `doctor`, the MCP bridge with no daemon). One holds it for a
 #: second or two: the model and the store load, one call runs. Sixty is room for a slow query
 #: on a busy machine (a login, when everything starts at once) and for a few of them in a row,
-#: while a reader that is wedged still ends the start within a minute, with exit 75.
+#: while a reader that is wedged ends the start within a minute, with an exit the service
+#: manager retries (ReaderHeldError).
 READER_PATIENCE = 60.0
 #: How often a start that waits for a reader tries the lock again: a script's queries leave
 #: gaps of about a second between them, and the daemon must get in through one.
@@ -194,10 +195,10 @@ class Daemon:
                     raise
                 holder = LockHolder(exc.pid, Holder.named(exc.holder))
                 if time.monotonic() >= deadline:
-                    raise LockedError(
+                    raise ReaderHeldError(
                         f"{holder.describe()} has held {self.config.require_store()} for "
                         f"{READER_PATIENCE:.0f} s while this daemon waited to start: see what "
-                        "it is doing, or stop it, then start the daemon again",
+                        "it is doing, or stop it; a service manager starts the daemon again",
                         pid=exc.pid,
                         holder=exc.holder,
                     ) from None
