@@ -312,12 +312,14 @@ def test_a_lock_held_by_another_process_is_reported_and_left_alone(
         [
             sys.executable,
             "-c",
-            "import sys, time\nfrom pathlib import Path\n"
+            "import sys\nfrom pathlib import Path\n"
             "from vaultd.storage.lock import DataDirLock, Holder\n"
             "DataDirLock(Path(sys.argv[1]), Holder.INDEX).acquire()\n"
-            "print('held', flush=True)\ntime.sleep(60)",
+            # Held until the test is done with it, however long a loaded machine takes.
+            "print('held', flush=True)\nsys.stdin.read()",
             str(data),
         ],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -336,6 +338,8 @@ def test_a_lock_held_by_another_process_is_reported_and_left_alone(
         holder.kill()
         holder.wait()
         holder.stdout.close()
+        assert holder.stdin is not None
+        holder.stdin.close()
     assert_same(export_of(config), golden.records)
 
 
