@@ -211,6 +211,18 @@ def test_a_daemon_started_while_a_reader_holds_the_lock_waits_then_serves(
         manager.close()
 
 
+def run_once(config: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`vaultd run` that is expected to end by itself: its exit and what it said."""
+    return subprocess.run(
+        [*VAULTD, "run", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=LIMIT,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
 #: A fault for the daemon: a start waits one second for a reader, not a minute, so the test can
 #: see what happens when the wait runs out.
 IMPATIENT = """
@@ -226,14 +238,7 @@ def test_a_reader_that_holds_on_past_the_wait_ends_the_start_with_an_exit_that_i
     config, _, _ = indexed
     reader = hold(config, Holder.QUERY)
     try:
-        done = subprocess.run(
-            [*VAULTD, "run", "--config", str(config)],
-            capture_output=True,
-            text=True,
-            timeout=LIMIT,
-            check=False,
-            env={**os.environ, **fault_env(tmp_path, IMPATIENT)},
-        )
+        done = run_once(config, fault_env(tmp_path, IMPATIENT))
         # Not 75, which the unit files list in RestartPreventExitStatus: the reader will let go.
         assert done.returncode == ReaderHeldError.exit_code != LockedError.exit_code, done.stderr
         assert WAITING in done.stderr
@@ -247,13 +252,7 @@ def refused_at_once(config: Path) -> str:
     """`vaultd run` exits 75 on its first try for the lock: a daemon that waits says so first,
     and here nothing comes before the refusal (however slowly a loaded machine runs it).
     Returns what it said."""
-    done = subprocess.run(
-        [*VAULTD, "run", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=LIMIT,
-        check=False,
-    )
+    done = run_once(config)
     assert done.returncode == LockedError.exit_code, done.stderr
     assert done.stderr.startswith("vaultd: another vaultd process ("), done.stderr
     assert WAITING not in done.stderr
