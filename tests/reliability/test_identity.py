@@ -33,8 +33,11 @@ from harness.convergence import assert_converged
 from harness.daemon import PATIENCE, RunningDaemon, running, short_socket_dir, start, write_config
 from vaultd.config import load_config
 from vaultd.daemon.lifecycle import Daemon
+from vaultd.daemon.state import State
+from vaultd.daemon.watching import Watching
 from vaultd.daemon.worker import Worker
 from vaultd.errors import ManifestLostError
+from vaultd.index.status import IdentityCheck
 from vaultd.pipeline.watch import Watcher
 
 pytestmark = pytest.mark.slow
@@ -114,6 +117,40 @@ def test_a_vault_root_replaced_by_a_symlink_degrades_and_recovers_when_put_back(
         (vault / "Capybara.md").write_text(note("Capybara", "Capybaras share their pond."))
         eventually(lambda: hits(daemon, "capybaras") == {"Capybara.md"}, "watching again")
         assert_converged(daemon, vault, tmp_path)
+
+
+class _Watcher:
+    def stop(self) -> None:
+        pass
+
+
+@dataclass
+class _Worker:
+    paused: bool = False
+
+
+def test_a_failed_root_check_is_published_only_after_the_health_it_implies(
+    tmp_path: Path,
+) -> None:
+    """A status read between the two once showed the "symlink" check beside "ok" (CI, stop
+    49): the check is now published after the daemon is degraded by it."""
+    real = tmp_path / "real"
+    real.mkdir()
+    root = tmp_path / "vault"
+    root.symlink_to(real, target_is_directory=True)
+    published_at_degrade: list[IdentityCheck | None] = []
+
+    class Recording(State):
+        def degrade(self, key: str, reason: str) -> None:
+            published_at_degrade.append(watching.last)
+            super().degrade(key, reason)
+
+    watching = Watching(Recording())
+    worker = _Worker()
+    watching.check_root(root, cast(Watcher, _Watcher()), cast(Worker, worker))
+    assert worker.paused
+    assert published_at_degrade == [None]
+    assert watching.last is not None and watching.last.state == "symlink"
 
 
 def test_a_vault_root_replaced_by_another_folder_is_re_armed_and_reconciled(

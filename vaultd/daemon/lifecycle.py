@@ -328,14 +328,16 @@ class Daemon:
         """
         assert self.index is not None
         check = check_manifest(self.index.manifest)
-        self._manifest_check = check
         if check.state == "ok":
+            self._manifest_check = check
             if "manifest" in self.state.reasons:
                 self.state.recover("manifest")
             return False
         reason = check.reason or check.state
         if self.state.reasons.get("manifest") != reason:
             self.state.degrade("manifest", reason)
+        # After the health it implies, as Watching.check_root publishes the root's.
+        self._manifest_check = check
         if check.state == "unreachable":
             return False
         path = str(self.index.manifest.path)
@@ -396,6 +398,16 @@ class Daemon:
         from vaultd import __version__
 
         assert self.index is not None and self.worker is not None and self.watcher is not None
+        # The identity checks before the health: each is published after the health it implies,
+        # so one answer never shows a failed check beside an "ok".
+        identity = {
+            name: check.as_json()
+            for name, check in (
+                ("vault_root", self.watching.last),
+                ("manifest", self._manifest_check),
+            )
+            if check is not None
+        }
         snapshot = self.state.snapshot()
         governor = self.worker.governor
         progress = self.worker.progress.snapshot()
@@ -430,14 +442,7 @@ class Daemon:
             ),
             model_loaded=self.index.embedder.loaded,
             rss_mb=_rss_mb(),
-            identity={
-                name: check.as_json()
-                for name, check in (
-                    ("vault_root", self.watching.last),
-                    ("manifest", self._manifest_check),
-                )
-                if check is not None
-            },
+            identity=identity,
             skipped=tuple(
                 Skipped(path, reason) for path, reason in self.index.indexer.discovery.skipped
             ),

@@ -72,7 +72,9 @@ class Watching:
 
     def check_identity(self, root: Path) -> IdentityCheck:
         """Check the root against the one taken on (the first that is fine is taken on)."""
-        check = check_root(root, self.root_id)
+        return self._publish(check_root(root, self.root_id))
+
+    def _publish(self, check: IdentityCheck) -> IdentityCheck:
         self.last = check
         if check.state == "ok" and self.root_id is None:
             self.root_id = check.found
@@ -81,7 +83,7 @@ class Watching:
     def check_root(self, root: Path, watcher: Watcher, worker: Worker) -> None:
         """Pause while there is no vault to read; re-arm and reconcile when there is one again,
         or when another folder took the root's place."""
-        check = self.check_identity(root)
+        check = check_root(root, self.root_id)
         if check.state not in ("ok", "replaced"):
             reason = check.reason or check.state
             if not worker.paused:
@@ -97,7 +99,11 @@ class Watching:
                 watcher.stop()
             if self.state.reasons.get("vault") != reason:
                 self.state.degrade("vault", reason)
+            # Published after the health it implies: a status that shows this check shows
+            # the daemon degraded by it too (status reads the check first).
+            self._publish(check)
             return
+        self._publish(check)
         if not worker.paused and check.state == "ok":
             return
         if worker.paused:
