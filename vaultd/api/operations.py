@@ -703,9 +703,8 @@ BY_NAME: dict[str, Operation] = {op.name: op for op in OPERATIONS}
 
 
 def build() -> None:
-    """Build every model now, as a server does before its first request: not on a request's
-    thread, where two threads building one model at once could race in a pydantic release
-    this project allows."""
+    """Build every model now, as a server does before its first request: no request pays for
+    building one."""
     models = [m for m in globals().values() if isinstance(m, type) and issubclass(m, BaseModel)]
     for model in models:
         if model.__module__ == __name__:
