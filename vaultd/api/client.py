@@ -138,8 +138,9 @@ class Client:
         """
         if not self.path.exists():
             return None
+        op = BY_NAME["health"]
         try:
-            found = self.request("GET", "/v1/health", timeout=timeout)
+            found = self.request(op.method, op.route, timeout=timeout)
         except (VaultMismatchError, TrustError):
             raise
         except VaultdError:

@@ -641,6 +641,7 @@ class Answer:
 
 def ask_daemon(path: Path) -> Answer:
     from vaultd.api.client import Client
+    from vaultd.api.operations import BY_NAME
 
     try:
         path.lstat()
@@ -648,8 +649,9 @@ def ask_daemon(path: Path) -> Answer:
         return Answer("absent")
     client = Client(path, timeout=DAEMON_TIMEOUT)
     try:
-        health = client.request("GET", "/v1/health")
-        status = client.request("GET", "/v1/status")
+        # As they came, unchecked by their models: what answers may be no vaultd at all.
+        health = client.request(BY_NAME["health"].method, BY_NAME["health"].route)
+        status = client.request(BY_NAME["status"].method, BY_NAME["status"].route)
     except VaultdError as exc:
         cause = exc.__cause__
         if isinstance(cause, ConnectionRefusedError | FileNotFoundError):

@@ -139,17 +139,22 @@ def on_daemon(client: Any, progress: Progress) -> Summary:
 
 
 def _follow(client: Any, progress: Progress) -> Summary:
-    before = _status(client)
+    from vaultd.api.client import RemoteService
+    from vaultd.api.operations import ReindexRequest
+
+    # Its refusals raised as the errors they stand for: a daemon still starting is NotReadyError.
+    daemon = RemoteService(client)
+    before = _status(daemon)
     while True:
         try:
-            client.request("POST", "/v1/reindex", {"paths": []})
+            daemon.reindex(ReindexRequest())
             break
         except NotReadyError:
             time.sleep(POLL_SECONDS)
     started = before.get("last_reconcile_at")
     told = set(before.get("reasons") or {})
     while True:
-        status = _status(client)
+        status = _status(daemon)
         for key, reason in (status.get("reasons") or {}).items():
             if key not in told:
                 # The daemon retries a failed pass by itself: say why it is taking longer.
@@ -171,10 +176,12 @@ def _follow(client: Any, progress: Progress) -> Summary:
         time.sleep(POLL_SECONDS)
 
 
-def _status(client: Any) -> dict[str, Any]:
+def _status(daemon: Any) -> dict[str, Any]:
+    from vaultd.api.operations import StatusRequest
+
     while True:
         try:
-            status: dict[str, Any] = client.request("GET", "/v1/status")
+            status: dict[str, Any] = daemon.status(StatusRequest()).model_dump(mode="json")
             return status
         except NotReadyError:
             time.sleep(POLL_SECONDS)
