@@ -78,16 +78,40 @@ def test_counts_with_a_model_say_what_awaits_its_vectors(manifest: Manifest) -> 
     assert (counts["awaiting"], counts["embedded"], counts["notes"]) == (1, 1, 2)
 
 
+def test_the_counts_are_read_in_one_snapshot(manifest: Manifest) -> None:
+    """A batch recorded between two of the counts' reads once counted its note as awaiting
+    and not yet as a note: status read "-1 of 0 notes embedded"."""
+    recorded: list[str] = []
+
+    def batch_between_reads(sql: str) -> None:
+        # Recorded as the first index's writer records a batch: on its own connection.
+        if sql.startswith("SELECT COUNT(*) FROM chunks") and not recorded:
+            recorded.append(sql)
+            manifest.apply([written("b.md", ["new"])])
+
+    manifest.trace(batch_between_reads)
+    try:
+        before = manifest.counts("m")
+    finally:
+        manifest.trace(None)
+    assert recorded, "the batch was recorded between the reads"
+    assert 0 <= before["embedded"] <= before["notes"]
+    assert before["chunks"] >= before["awaiting"]
+    assert (before["notes"], before["awaiting"]) in ((0, 0), (1, 1))
+    after = manifest.counts("m")
+    assert (after["notes"], after["embedded"], after["awaiting"]) == (1, 0, 1)
+
+
 def test_snapshots_are_read_again_after_a_write(manifest: Manifest) -> None:
     manifest.apply([written("dir/Alpha.md")])
     assert manifest.paths_named(["ALPHA"]) == ["dir/Alpha.md"]
-    assert manifest.awaiting_totals("m").chunks == 1
+    assert manifest.counts("m")["awaiting"] == 1
     writes = manifest.writes
 
     manifest.apply([written("other/alpha.md")])
     assert manifest.writes == writes + 1
     assert sorted(manifest.paths_named(["alpha"])) == ["dir/Alpha.md", "other/alpha.md"]
-    assert manifest.awaiting_totals("m").chunks == 2
+    assert manifest.counts("m")["awaiting"] == 2
 
 
 def test_vectors_of_other_models_and_unused_ones_are_forgotten(manifest: Manifest) -> None:

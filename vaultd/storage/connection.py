@@ -184,6 +184,24 @@ class Connection:
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: {exc}") from exc
 
+    @contextmanager
+    def _snapshot(self) -> Iterator[Query]:
+        """A read query whose every statement sees the same commit: one read transaction, so
+        a batch recorded between two of them is seen by all or by none."""
+        try:
+            with self._reader() as db:
+
+                def query(sql: str, params: Sequence[Any] = ()) -> list[Any]:
+                    return db.execute(sql, params).fetchall()
+
+                db.execute("BEGIN")
+                try:
+                    yield query
+                finally:
+                    db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from exc
+
     def read_with(self, reader: Callable[[Query], _T]) -> _T:
         """`reader` called with this manifest's read query (for `vocabulary`'s snapshots)."""
         return reader(self._query)

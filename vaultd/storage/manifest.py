@@ -54,8 +54,8 @@ class Manifest(Connection):
 
     def __init__(self, data_dir: Path) -> None:
         super().__init__(data_dir / MANIFEST)
-        #: The awaiting totals by model as of a count of writes.
-        self._totals: dict[str, tuple[int, Awaiting]] = {}
+        #: The counts by model (None: without one) as of a count of writes.
+        self._counts: dict[str | None, tuple[int, dict[str, int]]] = {}
         #: As of a count of writes: the words index's chunk counts of the terms looked up and
         #: its chunks in all, and the notes by file name.
         self._terms: tuple[int, dict[str, int], int] = (-1, {}, 0)
@@ -115,16 +115,27 @@ class Manifest(Connection):
 
     def counts(self, model: str | None = None) -> dict[str, int]:
         """Notes by status and chunks; with `model`, also what awaits its vectors: chunks
-        ("awaiting") and notes not fully indexed ("notes" less "embedded")."""
-        by_status, chunks = notes.counts(self._query)
+        ("awaiting") and notes not fully indexed ("notes" less "embedded").
+
+        Read in one snapshot: a batch recorded between two reads counted its notes as
+        awaiting and not yet as notes (status read "-100 of 0 notes embedded"). Kept until
+        the next write: status asks every second while a first index runs, and what awaits
+        is a scan of every chunk.
+        """
+        writes = self._writes  # before the read: a write meanwhile makes the next call read
+        cached = self._counts.get(model)
+        if cached is not None and cached[0] == writes:
+            return dict(cached[1])
+        with self._snapshot() as query:
+            by_status, chunks = notes.counts(query)
+            awaiting = None if model is None else embeddings.awaiting_totals(query, model)
         extra: dict[str, int] = {}
-        if model is not None:
-            awaiting = self.awaiting_totals(model)
+        if awaiting is not None:
             extra = {
                 "embedded": by_status.get("ok", 0) - awaiting.notes,
                 "awaiting": awaiting.chunks,
             }
-        return {
+        found = {
             **extra,
             "notes": by_status.get("ok", 0),
             "failed": by_status.get("failed", 0),
@@ -132,6 +143,8 @@ class Manifest(Connection):
             "left_out": by_status.get("left_out", 0),
             "chunks": chunks,
         }
+        self._counts[model] = (writes, found)
+        return dict(found)
 
     # -- links (`links`) -------------------------------------------------------------------------
 
@@ -182,19 +195,8 @@ class Manifest(Connection):
         )
 
     def awaiting_totals(self, model: str, paths: Iterable[str] | None = None) -> Awaiting:
-        """How much awaits vectors of `model`: chunks, their tokens and their notes.
-
-        The whole index's totals are kept until the next write: status asks for them every
-        second while a first index runs, and each is a scan of every chunk.
-        """
-        writes = self._writes  # before the read: a write meanwhile makes the next call read
-        cached = self._totals.get(model)
-        if paths is None and cached is not None and cached[0] == writes:
-            return cached[1]
-        totals = embeddings.awaiting_totals(self._query, model, paths)
-        if paths is None:
-            self._totals[model] = (writes, totals)
-        return totals
+        """How much awaits vectors of `model`: chunks, their tokens and their notes."""
+        return embeddings.awaiting_totals(self._query, model, paths)
 
     def awaiting_paths(
         self, model: str, paths: Iterable[str], *, any_status: bool = False
