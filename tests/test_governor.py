@@ -16,6 +16,7 @@ import pytest
 
 from harness.daemon import running, wait_until
 from tests.conftest import FakeClock, shared_path
+from vaultd.answers import GovernorStatus
 from vaultd.daemon.governor import MIN_WINDOW, YIELD_FIRST, YIELD_MAX, CpuMeter, Governor
 
 
@@ -50,6 +51,28 @@ def test_yielding_waits_longer_while_the_machine_stays_busy() -> None:
     assert governor.rest() == YIELD_FIRST
     governor = Governor(1.0, 0.5, meter=Meter([0.9] * 12), clock=clock)
     assert [governor.rest() for _ in range(12)][-1] == YIELD_MAX
+
+
+def test_status_tells_whether_bulk_work_waits_and_since_when_as_one_fact() -> None:
+    """`rest` writes the wait and its start in two steps on the worker's thread, and status
+    once read them apart: an answer between the two said it waited since no time, or did not
+    wait since a time. Each is read here as soon as either is written."""
+    seen: list[GovernorStatus] = []
+
+    class Recording(Governor):
+        def __setattr__(self, name: str, value: Any) -> None:
+            super().__setattr__(name, value)
+            if name in ("_backoff", "busy_since") and "busy_since" in vars(self):
+                seen.append(self.status())
+
+    governor = Recording(1.0, 0.5, meter=Meter([0.9, 0.9, 0.2, 0.9]), clock=FakeClock())
+    for _ in range(4):
+        governor.rest()
+    governor.finished()
+    assert {answer.yielding for answer in seen} == {True, False}
+    for answer in seen:
+        assert answer.yielding == answer.waiting_for_busy_machine
+        assert answer.yielding == (answer.busy_since is not None), seen
 
 
 class ProcStat:

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import structlog
 
+from vaultd.answers import GovernorStatus
+
 log = structlog.get_logger(__name__)
 
 YIELD_FIRST = 1.0
@@ -134,7 +136,20 @@ class Governor:
     @property
     def yielding(self) -> bool:
         """Whether bulk work is waiting for the machine to be quiet again."""
-        return self._backoff > 0
+        return self.busy_since is not None
+
+    def status(self) -> GovernorStatus:
+        """What status reports, from one read of `busy_since`: whether bulk work waits and
+        since when are one fact, and `rest` writes it in two steps on the worker's thread."""
+        since = self.busy_since
+        return GovernorStatus(
+            cpu_budget=self.cpu_budget,
+            yield_above=self.yield_above,
+            yielding=since is not None,
+            waiting_for_busy_machine=since is not None,
+            busy_since=since,
+            others_share=self.others,
+        )
 
     def finished(self) -> None:
         """The bulk work is done: nothing waits any more, and the next bulk pass looks afresh."""

@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from vaultd.answers import DaemonStatus, DaemonStore, GovernorStatus, Lag, Skipped
+from vaultd.answers import DaemonStatus, DaemonStore, Lag, Skipped
 from vaultd.config import Config, load_config
 from vaultd.daemon.identity import check_manifest
 from vaultd.daemon.notify import Notifier
@@ -409,7 +409,6 @@ class Daemon:
             if check is not None
         }
         snapshot = self.state.snapshot()
-        governor = self.worker.governor
         progress = self.worker.progress.snapshot()
         index = index_status(self.index)
         return DaemonStatus(
@@ -422,14 +421,7 @@ class Daemon:
             last_reconcile_at=snapshot["last_reconcile_at"],
             lag_seconds=Lag(**snapshot["lag_seconds"]),
             queue_depth=self.worker.queue_depth(),
-            governor=GovernorStatus(
-                cpu_budget=governor.cpu_budget,
-                yield_above=governor.yield_above,
-                yielding=governor.yielding,
-                waiting_for_busy_machine=governor.yielding,
-                busy_since=governor.busy_since,
-                others_share=governor.others,
-            ),
+            governor=self.worker.governor.status(),
             progress=None if progress is None else progress.as_json(),
             watch={"mode": self.watcher.mode, "fallback_reason": self.watcher.fallback_reason},
             embedded_total=self.index.embedder.embedded,
