@@ -65,6 +65,13 @@ COMMANDS = {
 #: For a person: the same lines both ways too.
 TEXT = {"backlinks-text": ["backlinks", "Canvas"], "search-text": ["search", "board", "-k", "2"]}
 
+#: A search asked to wait: a daemon waits; without one nothing indexes, so the same hits come at
+#: once, saying so.
+WAITING = {
+    "search-wait": ["search", "cards on a board", "--json", "-k", "3", "--wait-for", "Home.md"],
+    "search-wait-text": ["search", "board", "-k", "2", "--wait-for", "idle"],
+}
+
 #: And what they refuse: the same message and exit code both ways.
 REFUSED = {
     "related-nowhere": ["related", "Nowhere", "--json"],
@@ -79,7 +86,7 @@ REFUSED = {
 def _run_all(config: Path) -> dict[str, tuple[int, str, str]]:
     runner = CliRunner()
     out: dict[str, tuple[int, str, str]] = {}
-    for name, args in {**COMMANDS, **TEXT, **REFUSED}.items():
+    for name, args in {**COMMANDS, **TEXT, **WAITING, **REFUSED}.items():
         result = runner.invoke(main, [*args, "--config", str(config)], env=dict(os.environ))
         out[name] = (result.exit_code, result.stdout, result.stderr)
     return out
@@ -125,6 +132,23 @@ def test_the_same_refusal_with_and_without_a_daemon(
     (code, out, why), served = (answers[0][command], answers[1][command])
     assert code != 0 and not out and why.startswith("vaultd: "), why
     assert served == (code, out, why)
+
+
+def test_wait_for_is_waited_on_by_a_daemon_and_said_not_to_be_without_one(
+    answers: tuple[Answers, Answers],
+) -> None:
+    (code, alone, why), (served_code, served, served_why) = (
+        answers[0]["search-wait"],
+        answers[1]["search-wait"],
+    )
+    assert code == served_code == 0, (why, served_why)
+    without, with_daemon = json.loads(alone), json.loads(served)
+    assert with_daemon["hits"] and "not_waited" not in with_daemon, served
+    assert without == {**with_daemon, "not_waited": "no_daemon"}
+    (code, alone, why), served_text = answers[0]["search-wait-text"], answers[1]["search-wait-text"]
+    assert code == 0 and alone == served_text[1] == answers[0]["search-text"][1], why
+    assert "no daemon is running, so nothing was waited for" in why, why
+    assert served_text[2] == "", served_text
 
 
 def test_lines_asked_of_a_note_are_its_text(answers: tuple[Answers, Answers]) -> None:

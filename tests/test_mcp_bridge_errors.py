@@ -106,17 +106,26 @@ def test_a_daemon_stopped_mid_session_leaves_the_index_answering(tmp_path: Path)
     with running(vault, tmp_path) as daemon:
 
         async def steps(client: ClientSession, hello: Any) -> Any:
-            before = await client.call_tool("search", {"query": "otters hold hands", "k": 1})
+            asked = {"query": "otters hold hands", "k": 1}
+            waiting = {**asked, "wait_for": "Animals/Otter.md", "timeout": 30}
+            before = await client.call_tool("search", asked)
+            waited = await client.call_tool("search", waiting)
             assert daemon.stop(signal.SIGTERM) == 0
-            after = await client.call_tool("search", {"query": "otters hold hands", "k": 1})
+            after = await client.call_tool("search", asked)
+            unwaited = await client.call_tool("search", waiting)
             outline = await client.call_tool("outline", {"path": "Otter"})
-            return hello, before, after, outline
+            return hello, (before, waited, after, unwaited), outline
 
-        hello, before, after, outline = session(["mcp", "--config", str(daemon.config)], steps)
+        hello, searches, outline = session(["mcp", "--config", str(daemon.config)], steps)
     assert config.exists()
     assert "no vaultd daemon is running" not in hello.instructions.lower()
-    for result in (before, after):
+    for result in searches:
         assert not result.is_error, result.content
         assert result.structured_content["hits"][0]["path"] == "Animals/Otter.md"
+    # The daemon waited; the index alone cannot (nothing indexes without a daemon), and says so.
+    before, waited, after, unwaited = (r.structured_content for r in searches)
+    assert "not_waited" not in before and "not_waited" not in waited, waited
+    assert "not_waited" not in after, after
+    assert unwaited == {**after, "not_waited": "no_daemon"}
     assert not outline.is_error, outline.content
     assert outline.structured_content["path"] == "Animals/Otter.md"

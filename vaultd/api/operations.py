@@ -261,8 +261,10 @@ class SearchRequest(Filtered):
     explain: bool = Field(False, description="Add each hit's score parts.")
     wait_for: VaultPath | None = Field(
         None,
-        description='A vault path, or "idle": answer once it is indexed (400 for a path out '
-        "of the vault; 503 timeout when it is not indexed in time).",
+        description='A vault path, or "idle": answer once it is indexed (refused when out of '
+        "the vault; a timeout when it is not indexed in time). Only a running daemon waits: "
+        "with none, nothing indexes, so the index as last written answers at once and says so "
+        "(`not_waited`).",
     )
     timeout: float = Field(
         10.0,
@@ -533,6 +535,11 @@ class SearchResponse(Response):
     )
     showing: str | None = Field(
         None, description="The query as searched, when a correction decided the first hit."
+    )
+    not_waited: Literal["no_daemon"] | None = Field(
+        None,
+        description="Why `wait_for` was not waited on: `no_daemon`, no daemon is running (the "
+        "CLI or MCP answered from the index), so the hits are the index as last written.",
     )
 
 

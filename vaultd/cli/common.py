@@ -204,11 +204,12 @@ class DaemonOrIndex:
                 yield LocalService(found)
 
     def call(self, operation: str, request: Any) -> Any:
-        """`Service.<operation>(request)` of the daemon, or of the index once it is gone."""
+        """`Service.<operation>(request)` of the daemon, or of the index once it is gone (a
+        search's `wait_for` not waited on then, and its answer saying so)."""
+        from vaultd.api.client import RemoteService
+
         client = self.client or self._locate()
         if client is not None:
-            from vaultd.api.client import RemoteService
-
             try:
                 answer = getattr(RemoteService(client), operation)(request)
             except _ANSWERED:
@@ -228,7 +229,13 @@ class DaemonOrIndex:
                 self.client = client
                 return answer
         with self._local() as local:
-            return getattr(local, operation)(request)
+            answer = getattr(local, operation)(request)
+            if getattr(request, "wait_for", None) is not None and not isinstance(
+                local, RemoteService
+            ):
+                # Nothing indexes without a daemon: the wait could never end.
+                answer = answer.model_copy(update={"not_waited": "no_daemon"})
+            return answer
 
 
 def load(config_file: Path | None, vault: Path | None) -> Any:

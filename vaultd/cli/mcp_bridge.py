@@ -87,8 +87,8 @@ def _hits(answer: dict[str, Any]) -> dict[str, Any]:
         {k: v for k, v in hit.items() if v is not None and k not in HIT_INTERNALS}
         for hit in answer["hits"]
     ]
-    # What the search did to the query, so the assistant can say so.
-    said = {k: answer[k] for k in ("corrections", "showing") if answer.get(k)}
+    # What the search did to the query, and a wait it could not do, so the assistant can say so.
+    said = {k: answer[k] for k in ("corrections", "showing", "not_waited") if answer.get(k)}
     return {"hits": hits, **said}
 
 

@@ -210,6 +210,12 @@ def marked(text: str) -> str:
 
 
 def _show_search(answer: Answer) -> None:
+    if answer.get("not_waited"):
+        click.echo(
+            "vaultd: no daemon is running, so nothing was waited for: these hits are from the "
+            "index as last written (`vaultd run` keeps it fresh)",
+            err=True,
+        )
     if answer.get("showing"):
         click.echo(f"showing results for {answer['showing']}")
     if not answer["hits"]:
@@ -342,8 +348,8 @@ FACES: tuple[Face, ...] = (
         "a query or filter that cannot be searched (empty, too long, malformed), with or "
         "without a daemon.",
         argument="query",
-        # The conditions take the CLI's own form; waiting is a daemon's.
-        own=("where", "wait_for", "timeout"),
+        # The conditions take the CLI's own form.
+        own=("where",),
         options=(
             click.option(
                 "--where",
