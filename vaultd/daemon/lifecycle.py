@@ -408,8 +408,11 @@ class Daemon:
             )
             if check is not None
         }
-        snapshot = self.state.snapshot()
+        # The progress before the pass it belongs to: a pass is named before its progress
+        # and its progress is cleared before its name, so one answer never shows progress
+        # while idle.
         progress = self.worker.progress.snapshot()
+        snapshot = self.state.snapshot()
         index = index_status(self.index)
         return DaemonStatus(
             **{f.name: getattr(index, f.name) for f in fields(index) if f.name != "store"},

@@ -109,9 +109,12 @@ class Worker(threading.Thread):
         self._wake.set()
 
     def idle(self) -> bool:
+        # The queues before `busy`, the reverse of the order `_step` writes them in: work taken
+        # off a queue between two reads is then seen in hand, never lost between the two.
+        waiting = self.watcher.pending()
         with self._lock:
             queued = self._full or bool(self._paths) or bool(self._dirs)
-        return not queued and not self.busy and self.watcher.pending() == 0
+        return not waiting and not queued and not self.busy
 
     def queue_depth(self) -> int:
         with self._lock:
@@ -244,15 +247,18 @@ class Worker(threading.Thread):
         finally:
             self._bulk = False
             self.governor.finished()
-            self.state.indexing = ""
+            # The progress before the pass's name, the reverse of the order they are set in
+            # (status reads the progress first): an idle daemon never shows a pass's progress.
             self.progress.clear()
             self._phase = ""
-        self.state.events.publish("pass_done", full=True, summary=summary.as_dict())
+            self.state.indexing = ""
         self._succeeded()
         # A store moved aside at start-up is whole again after one full pass.
         self.state.recover("store")
         self.state.reconciled(summary.as_dict())
         self.state.started()
+        # Told after the state it implies: a status read on hearing it shows the pass done.
+        self.state.events.publish("pass_done", full=True, summary=summary.as_dict())
 
     def _incremental(self, settled: Settled, verify: Collection[str] = ()) -> Summary:
         if settled.undecodable:
@@ -265,6 +271,9 @@ class Worker(threading.Thread):
         )
         lag = time.monotonic() - settled.first_event if settled.first_event else None
         changed = summary.notes_changed + summary.notes_moved + summary.notes_deleted
+        self._succeeded()
+        self.state.committed(lag if changed or summary.notes_touched else None)
+        # Told after the state it implies, as a full pass is.
         if changed or summary.notes_touched or summary.notes_failed or summary.notes_left_out:
             self.state.events.publish(
                 "pass_done",
@@ -272,8 +281,6 @@ class Worker(threading.Thread):
                 summary=summary.as_dict(),
                 **({"lag_seconds": round(lag, 3)} if lag is not None else {}),
             )
-        self._succeeded()
-        self.state.committed(lag if changed or summary.notes_touched else None)
         return summary
 
     def _progressed(self, phase: str, done: int, total: int) -> None:
