@@ -37,6 +37,8 @@ from harness.daemon import (
 )
 from vaultd.config import load_config
 from vaultd.daemon.lifecycle import Daemon
+from vaultd.daemon.state import State
+from vaultd.daemon.watching import WATCHER_RETRY_FIRST, Watching
 from vaultd.daemon.worker import Worker
 from vaultd.pipeline.watch import Watcher
 
@@ -292,6 +294,31 @@ def test_a_watcher_that_keeps_dying_is_retried_after_1_2_4_up_to_60_seconds(
     tried, _ = tick_until(daemon, watcher, 700, 705)
     assert tried == [701]
     assert worker.full_requests == 3
+
+
+def test_a_restarted_watcher_queues_what_it_missed_before_the_daemon_is_healthy(
+    tmp_path: Path,
+) -> None:
+    """A daemon read as healthy between the two was idle with the dead watcher's events
+    still to reconcile: a client waiting for "ok" and then for idle searched an index that
+    had missed them."""
+    worker = StillWorker()
+    queued_at_recovery: list[int] = []
+
+    class Recording(State):
+        def recover(self, key: str) -> None:
+            if key == "watch":
+                queued_at_recovery.append(worker.full_requests)
+            super().recover(key)
+
+    watching = Watching(Recording())
+    watching.state.started()
+    watcher = FlakyWatcher(running=False)
+    watching.check_watcher(cast(Watcher, watcher), cast(Worker, worker), 0.0)
+    assert watching.state.snapshot()["status"] == "degraded"
+    watching.check_watcher(cast(Watcher, watcher), cast(Worker, worker), WATCHER_RETRY_FIRST)
+    assert watcher.running and watching.state.snapshot()["status"] == "ok"
+    assert queued_at_recovery == [1]
 
 
 def test_no_restart_while_the_vault_root_is_missing_and_one_when_it_returns(

@@ -166,5 +166,7 @@ class Watching:
             return
         retry.succeeded(now)
         log.info("the file watcher is running again", mode=watcher.mode)
-        self.state.recover("watch")
+        # Queued before the health it restores: a daemon healthy again is never idle with
+        # what the dead watcher missed still to reconcile.
         worker.request_full()
+        self.state.recover("watch")
