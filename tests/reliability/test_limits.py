@@ -158,7 +158,11 @@ def test_the_watch_limit_reached_by_a_folder_created_later_switches_to_polling(
         # Written before polling begins, into a folder native watching cannot see: only the
         # full reconcile that comes with the switch finds it.
         note(vault / "later" / "deep" / "zymurgy.md", "A new note about the zymurgy.")
-        wait_until(lambda: status(daemon)["watch"]["mode"] == "polling", "polling begins")
+        # Both: the switch says so in the log once polling runs, after status shows it.
+        wait_until(
+            lambda: status(daemon)["watch"]["mode"] == "polling" and bool(polling_warnings(daemon)),
+            "polling begins",
+        )
         watch = status(daemon)["watch"]
         assert "fs.inotify.max_user_watches" in watch["fallback_reason"]
         assert "inotify watch limit reached" in watch["fallback_reason"]
