@@ -71,3 +71,31 @@ def test_a_note_left_out_for_its_size_is_found_once_it_fits(index: Index) -> Non
     (vault / "Big.md").write_text(BIG)
     index.indexer.reconcile_paths(["Big.md"])
     assert counts(index) == (2, 2)
+
+
+def test_a_pass_that_forgets_notes_never_reads_as_more_indexed_than_found(
+    tmp_path: Path,
+) -> None:
+    """Notes deleted while no daemon ran: the next start's walk dropped them from the notes
+    found at once, and the manifest forgets them later in the pass, so a status read between
+    the two (the whole hashing of what changed) read more notes indexed than found."""
+    config = write_vault(
+        tmp_path, {"A.md": "# A\n\nAlpha.\n", "B.md": "# B\n\nBravo.\n", "C.md": "# C\n\nC.\n"}
+    )
+    vault = tmp_path / "vault"
+    with open_index(load_config(config, env={}), env={}) as index:
+        index.indexer.reconcile()
+    (vault / "B.md").unlink()
+    (vault / "C.md").write_text("# C\n\nCharlie, edited: hashed before B is forgotten.\n")
+    read: list[tuple[int, int | None]] = []
+    with open_index(load_config(config, env={}), env={}) as index:
+        index.indexer.reconcile(lambda phase, done, total: read.append(counts(index)))
+        assert counts(index) == (2, 2)
+        (vault / "A.md").unlink()
+        index.indexer.reconcile_paths(
+            ["A.md", "C.md"], progress=lambda *_: read.append(counts(index))
+        )
+        assert counts(index) == (1, 1)
+    assert read
+    for notes, found in read:
+        assert found is None or notes <= found, read

@@ -15,7 +15,9 @@ def detected(
     """Detection over the whole vault: the changes, their weights and the bytes read."""
     indexer = index.indexer
     known = index.manifest.known()
-    result = indexer.detection.scan(known, indexer.discovery.walk(), summary, full=True, verify=())
+    result, _ = indexer.detection.scan(
+        known, indexer.discovery.walk(), summary, full=True, verify=()
+    )
     return indexer.detection.hash(result, known, summary, quiet)
 
 

@@ -57,9 +57,10 @@ class Detection:
         *,
         full: bool,
         verify: Container[str],
-    ) -> Scan:
+    ) -> tuple[Scan, set[str]]:
         """Compare the walk with the manifest; record the notes the walk left out for their
-        size. The notes in `verify` are read whatever their stat says."""
+        size. The notes in `verify` are read whatever their stat says. Also returns the notes
+        that leave `found` once the pass has forgotten them (`forgotten`)."""
         self.discovery.left_out = {}
         walked: list[str] = []
 
@@ -71,12 +72,15 @@ class Detection:
         result = scan(known, recorded(), verify=verify)
         # A pass over some paths finds and misses notes too: a note created, moved or shrunk
         # under the size cap since the full walk counts, as the next full walk would count
-        # it (else more notes are indexed than found).
+        # it (else more notes are indexed than found). The notes found count from now, before
+        # they are indexed; those gone only once the pass has forgotten them: status reads
+        # the notes indexed first, and a pass under way never reads as more indexed than found.
+        went = set(result.gone)
         if full:
-            self.found = set(walked)
+            went |= (self.found or set()) - set(walked)
+            self.found = {*(self.found or ()), *walked, *result.gone}
             self.parts.manifest.set_meta(NOT_INDEXED_META, json.dumps(self.discovery.unindexed))
         elif self.found is not None:
-            self.found.difference_update(result.gone)
             self.found.update(walked)
         # Only now, after the walk, does the discovery know which folders it could not read,
         # and which notes it left out for their size (copied: a fresh edit served at a pause
@@ -90,7 +94,12 @@ class Detection:
         summary.notes_checked = result.distrusted
         summary.skipped = [{"path": p, "reason": r} for p, r in self.discovery.skipped]
         self._too_big(too_big, known, summary)
-        return result
+        return result, went
+
+    def forgotten(self, went: Iterable[str]) -> None:
+        """The pass has forgotten the notes it found gone (`scan`): they leave `found`."""
+        if self.found is not None:
+            self.found.difference_update(went)
 
     def _too_big(
         self,

@@ -314,10 +314,11 @@ class Indexer:
         embedded_before = self.embedder.embedded
         reads_before = self.reads
         report = progress or quiet
-        result = self.detection.scan(known, walk, summary, full=embed is None, verify=verify)
+        result, went = self.detection.scan(known, walk, summary, full=embed is None, verify=verify)
         with self._parser_pool(len(result.candidates)) as pool:
             changes, weights, kept = self.detection.hash(result, known, summary, report)
             written = self.keyword.apply(changes, summary, report, weights, pool=pool, read=kept)
+        self.detection.forgotten(went)
         summary.keyword_seconds = time.perf_counter() - started
         self.embedding.run(summary, report, None if embed is None else {*written, *embed})
 
