@@ -53,16 +53,17 @@ def test_yielding_waits_longer_while_the_machine_stays_busy() -> None:
     assert [governor.rest() for _ in range(12)][-1] == YIELD_MAX
 
 
-def test_status_tells_whether_bulk_work_waits_and_since_when_as_one_fact() -> None:
-    """`rest` writes the wait and its start in two steps on the worker's thread, and status
-    once read them apart: an answer between the two said it waited since no time, or did not
-    wait since a time. Each is read here as soon as either is written."""
+def test_status_tells_whether_bulk_work_waits_since_when_and_why_as_one_fact() -> None:
+    """`rest` writes the wait, its start and the share of the machine others use in steps
+    on the worker's thread, and status once read them apart: an answer between two said it
+    waited since no time, or did not wait since a time, or waited while others used less
+    than `yield_above`. Each is read here as soon as one is written."""
     seen: list[GovernorStatus] = []
 
     class Recording(Governor):
         def __setattr__(self, name: str, value: Any) -> None:
             super().__setattr__(name, value)
-            if name in ("_backoff", "busy_since") and "busy_since" in vars(self):
+            if name in ("_backoff", "busy_since", "others") and "busy_since" in vars(self):
                 seen.append(self.status())
 
     governor = Recording(1.0, 0.5, meter=Meter([0.9, 0.9, 0.2, 0.9]), clock=FakeClock())
@@ -73,6 +74,8 @@ def test_status_tells_whether_bulk_work_waits_and_since_when_as_one_fact() -> No
     for answer in seen:
         assert answer.yielding == answer.waiting_for_busy_machine
         assert answer.yielding == (answer.busy_since is not None), seen
+        if answer.yielding:
+            assert answer.others_share is not None and answer.others_share > 0.5, seen
 
 
 class ProcStat:

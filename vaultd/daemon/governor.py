@@ -165,8 +165,11 @@ class Governor:
             if others is None:
                 # Too soon to tell (under MIN_WINDOW since the last reading): carry on as before.
                 return max(delay, self._backoff)
-            self.others = others
+            # A busy share is stored before the wait it starts, and a wait is ended before
+            # the quiet share that ends it: status reads the wait first, so it never shows
+            # bulk work waiting beside a share under `yield_above`.
             if others > self.yield_above:
+                self.others = others
                 if not self._backoff:
                     log.info(
                         "the machine is busy; bulk indexing waits",
@@ -176,10 +179,12 @@ class Governor:
                     self.busy_since = time.time()
                 self._backoff = min(max(self._backoff * 2, YIELD_FIRST), YIELD_MAX)
                 delay = max(delay, self._backoff)
-            elif self._backoff:
-                log.info("the machine is quiet again; bulk indexing resumes")
-                self._backoff = 0.0
-                self.busy_since = None
+            else:
+                if self._backoff:
+                    log.info("the machine is quiet again; bulk indexing resumes")
+                    self._backoff = 0.0
+                    self.busy_since = None
+                self.others = others
         return delay
 
     def resumed(self) -> None:
