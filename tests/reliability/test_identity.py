@@ -207,6 +207,37 @@ class StillWorker:
         return True
 
 
+def test_a_root_back_is_published_only_with_the_health_it_restores(tmp_path: Path) -> None:
+    """While the watch was armed again (seconds on a big vault) status showed the root's "ok"
+    check beside the reason that it was missing: the check is now published with the
+    recovery, as a failed one is with the degrade."""
+    root, parked = tmp_path / "vault", tmp_path / "parked"
+    root.mkdir()
+    watching = Watching(State())
+    watching.state.started()
+    shown_while_arming: list[tuple[str | None, str | None]] = []
+
+    class Arming(StillWatcher):
+        def start(self) -> None:
+            last = watching.last
+            vault = watching.state.snapshot()["reasons"].get("vault")
+            shown_while_arming.append((None if last is None else last.state, vault))
+            super().start()
+
+    watcher, worker = Arming(), StillWorker()
+    watching.check_root(root, cast(Watcher, watcher), cast(Worker, worker))
+    root.rename(parked)
+    watching.check_root(root, cast(Watcher, watcher), cast(Worker, worker))
+    assert worker.paused
+    parked.rename(root)
+    watching.check_root(root, cast(Watcher, watcher), cast(Worker, worker))
+    assert not worker.paused and watcher.running and worker.full_requests == 1
+    [(state, reason)] = shown_while_arming
+    assert state == "missing" and reason is not None and "missing" in reason
+    assert watching.last is not None and watching.last.state == "ok"
+    assert watching.state.snapshot()["status"] == "ok"
+
+
 def test_an_unmounted_vault_showing_an_empty_folder_pauses_instead_of_purging(
     tmp_path: Path,
 ) -> None:

@@ -103,9 +103,11 @@ class Watching:
             # the daemon degraded by it too (status reads the check first).
             self._publish(check)
             return
-        self._publish(check)
-        if not worker.paused and check.state == "ok":
-            return
+        if not worker.paused:
+            # "ok" and "replaced" degrade nothing: published at once.
+            self._publish(check)
+            if check.state == "ok":
+                return
         if worker.paused:
             log.info("the vault root is back; re-arming", vault=str(root), problem=check.state)
         else:
@@ -114,7 +116,7 @@ class Watching:
             log.warning("the vault root was replaced by another folder; re-arming", vault=str(root))
             watcher.stop()
         self.root_id = check.found
-        self.last = check_root(root, self.root_id)
+        rearmed = check_root(root, self.root_id)
         retry = self.retry
         try:
             watcher.start()
@@ -123,11 +125,18 @@ class Watching:
             delay = retry.failed(time.monotonic())
             log.error("cannot watch the vault; retrying", error=str(exc), retry_in=delay)
             self.state.degrade("watch", f"cannot watch the vault: {exc}")
+            watching = False
         else:
             retry.succeeded(time.monotonic())
-            self.state.recover("watch")
+            watching = True
         worker.paused = False
         worker.request_full()
+        # Published just before the health it restores, as a failed check just after the
+        # health it implies: a status read while the watch is armed again (seconds on a big
+        # vault) shows the check that paused the daemon beside its reason, not "ok".
+        self.last = rearmed
+        if watching:
+            self.state.recover("watch")
         self.state.recover("vault")
 
     def check_watcher(self, watcher: Watcher, worker: Worker, now: float | None = None) -> None:
