@@ -39,6 +39,25 @@ def test_walk_is_depth_first_in_name_order_and_counts_other_kinds(vault: Path) -
     assert discovery.skipped == []
 
 
+def test_a_walk_under_way_reports_what_the_last_one_left_out_until_it_is_done(
+    vault: Path,
+) -> None:
+    """Status listed what the walk left out from the list a walk under way was filling again:
+    every scheduled rescan showed it emptied, then refilled as the walk went."""
+    (vault / "zz").mkdir()
+    (vault / "zz" / "a.md").write_text("# A note met before the name below\n")
+    (vault / "zz" / os.fsdecode(b"caf\xe9.md")).write_bytes(b"# Cafe\n")
+    discovery = Discovery(vault, IgnoreRules())
+    list(discovery.walk())
+    left_out = list(discovery.skipped)
+    assert left_out == [("zz/caf\\xe9.md", UNDECODABLE)]
+    for walk in (discovery.walk(), discovery.walk_under("zz")):
+        next(walk)
+        assert discovery.reported == left_out
+        list(walk)
+        assert discovery.reported == discovery.skipped == left_out
+
+
 def test_walk_under_finds_one_subtree(vault: Path) -> None:
     discovery = Discovery(vault, IgnoreRules())
     assert [s.path for s in discovery.walk_under("a/y")] == ["a/y/x.md"]

@@ -439,7 +439,7 @@ class Daemon:
             rss_mb=_rss_mb(),
             identity=identity,
             skipped=tuple(
-                Skipped(path, reason) for path, reason in self.index.indexer.discovery.skipped
+                Skipped(path, reason) for path, reason in self.index.indexer.discovery.reported
             ),
             events={"readers": self.state.events.readers, "dropped": self.state.events.dropped},
         )

@@ -49,6 +49,8 @@ class Discovery:
         #: it afresh; `walk_under` renews only its own subtree's entries and `state_of` only
         #: adds, so one pass over several folders and notes reports all it could not read.
         self.skipped: list[tuple[str, str]] = []
+        #: `skipped` as it was when the walk under way began (None while none runs).
+        self._before: list[tuple[str, str]] | None = None
         #: The entries of `skipped` that are there because they could not be read (no
         #: permission, an error listing a folder or reading an ignore file), as opposed to
         #: left out by a rule: see `unreadable`.
@@ -128,18 +130,22 @@ class Discovery:
         Raises VaultdError when the root itself cannot be listed: an unreadable vault must
         not look like an empty one, or every note would be taken for deleted.
         """
+        self._before = self.skipped
         self.skipped = []
         self.left_out = {}
         self.unindexed = {}
-        root = os.fspath(self.root)
         try:
-            st = os.stat(root)
-            with os.scandir(root) as listing:
-                entries = list(listing)
-        except OSError as exc:
-            raise VaultdError(f"cannot read the vault {root}: {exc.strerror or exc}") from exc
-        key = (st.st_dev, st.st_ino)
-        yield from self._walk_dir(root, [], entries, (), (key,), {key: "."})
+            root = os.fspath(self.root)
+            try:
+                st = os.stat(root)
+                with os.scandir(root) as listing:
+                    entries = list(listing)
+            except OSError as exc:
+                raise VaultdError(f"cannot read the vault {root}: {exc.strerror or exc}") from exc
+            key = (st.st_dev, st.st_ino)
+            yield from self._walk_dir(root, [], entries, (), (key,), {key: "."})
+        finally:
+            self._before = None
         # A problem gone by now is logged again if it comes back.
         self._logged &= set(self.skipped)
 
@@ -152,11 +158,18 @@ class Discovery:
         # Another folder's entries must survive: a folder walked earlier in the same pass may
         # be unreadable, and its notes are kept only while it is listed here.
         under = printable("/".join(parts))
+        self._before = self.skipped
         self.skipped = [
             (path, reason)
             for path, reason in self.skipped
             if path.rstrip("/") != under and not path.startswith(under + "/")
         ]
+        try:
+            yield from self._walk_under(rel_dir, parts)
+        finally:
+            self._before = None
+
+    def _walk_under(self, rel_dir: str, parts: list[str]) -> Iterator[FileState]:
         if self.is_ignored("/".join(parts), is_dir=True):
             return
         ignores: list[tuple[int, pathspec.GitIgnoreSpec]] = []
@@ -227,6 +240,17 @@ class Discovery:
         return self._reader.read_note(rel_path)
 
     # -- what the walk left out -----------------------------------------------------------
+
+    @property
+    def reported(self) -> list[tuple[str, str]]:
+        """`skipped` as status reports it: while a walk runs, with what the one before left
+        out and this one has not met yet, so a walk under way never reads as having left
+        out less. `skipped` is read first: a walk sets `_before` before it empties it."""
+        skipped = self.skipped
+        before = self._before
+        if before is None:
+            return list(skipped)
+        return [*skipped, *(entry for entry in before if entry not in skipped)]
 
     @property
     def unreadable(self) -> list[tuple[str, str]]:
