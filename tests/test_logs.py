@@ -85,6 +85,11 @@ def test_under_the_journal_each_line_starts_with_its_priority_and_reads_as_text(
         config.write_text(settings + "[nonsense]\n")
         daemon.process.send_signal(signal.SIGHUP)
         wait_until(lambda: "reload failed" in daemon.log_text(), "the failed reload is logged")
+        # Settings the index was opened with wait for a restart, and the log says which.
+        polling = settings.replace("[watch]\n", '[watch]\nbackend = "polling"\n')
+        config.write_text(polling + "[search]\nper_note = 1\n")
+        daemon.process.send_signal(signal.SIGHUP)
+        wait_until(lambda: "only on restart" in daemon.log_text(), "the restart-only change")
         wait_until(
             lambda: "lag_p50_ms=" in daemon.log_text().rsplit("path=Garden.md", 1)[1],
             "a health line after the edit",
@@ -105,6 +110,9 @@ def test_under_the_journal_each_line_starts_with_its_priority_and_reads_as_text(
     assert [p for line, p in _by_event(lines, "note left out")] == [4]
     assert {p for line, p in _by_event(lines, "reload failed")} == {3}
     assert {p for line, p in _by_event(lines, "started")} == {6}
+    assert [(line.split("sections=")[1], p) for line, p in _by_event(lines, "these sections")] == [
+        ("['search', 'watch backend']", 4)
+    ]
     edit = [line for line, _ in _by_event(lines, "reconciled") if "path=Garden.md" in line]
     assert edit and "notes_changed=1" in edit[-1] and " ms=" in edit[-1], lines
     health = [line for line, _ in _by_event(lines, "health")][-1]

@@ -543,11 +543,11 @@ def test_the_text_report_puts_each_remedy_under_its_finding() -> None:
         )
     )
     assert render_text(report).splitlines() == [
-        "ok    config    valid",
-        "WARN  store     nearly full",
-        "                fix: free some space",
-        "FAIL  chroma    damaged",
-        "                fix: move it aside",
+        "ok    config     valid",
+        "WARN  store      nearly full",
+        "                 fix: free some space",
+        "FAIL  chroma     damaged",
+        "                 fix: move it aside",
         "3 checks: 1 ok, 1 warning, 1 failed",
     ]
     assert report.as_json()["ok"] is False and report.exit_code == 1

@@ -206,9 +206,11 @@ def doctor(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
       config    the config file loads and validates (every problem listed)
       model     model files present, SHA-256 verified, the ONNX session embeds;
                 with precision = "int8", the derived model built and verified
+      languages what a sample of the vault is written in; whether the model fits
       vault     the vault is a readable folder; notes found, unreadable paths
       store     data directory outside the vault, writable; free disk space
                 (warn under 1 GiB or 5%, fail under 100 MiB)
+      privacy   the index and the log are yours and closed to other users
       lock      whether a vaultd process holds the data directory, and its pid
       socket    directory 0700 and yours, socket 0600, path length, stale socket
       manifest  vaultd.db intact and this vault's; failed and left-out notes

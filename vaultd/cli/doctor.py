@@ -1324,14 +1324,17 @@ def _offline_checks(
 def render_text(report: Report, style: Callable[[str, Status], str] | None = None) -> str:
     """One line per check (status, name, finding), the remedy indented under it."""
     paint = style or (lambda text, status: text)
+    width = max(len(name) for name in ORDER)
     lines = []
     said = ""
     for check in report.checks:
         label = {"ok": "ok", "warn": "WARN", "fail": "FAIL"}[check.status]
-        lines.append(f"{paint(f'{label:<4}', check.status)}  {check.name:<8}  {check.message}")
+        lines.append(
+            f"{paint(f'{label:<4}', check.status)}  {check.name:<{width}}  {check.message}"
+        )
         # Checks skipped for one cause share its remedy; once is enough.
         if check.remedy and check.status != "ok" and check.remedy != said:
-            lines.append(f"{'':<16}fix: {check.remedy}")
+            lines.append(f"{'':<{width + 8}}fix: {check.remedy}")
         said = check.remedy
     warned = sum(1 for c in report.checks if c.status == "warn")
     failed = sum(1 for c in report.checks if c.status == "fail")

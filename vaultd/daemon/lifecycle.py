@@ -376,8 +376,12 @@ class Daemon:
             log.error("reload failed; keeping the running configuration", error=str(exc))
             self.notifier.ready("reload failed; running the previous configuration")
             return
-        fixed = ("vault", "store", "embedding", "chunking", "server")
+        # The index was opened with these (search settings and attachment kinds included), and
+        # the watcher with its backend: a change waits for a restart, which the log says.
+        fixed = ("vault", "store", "embedding", "chunking", "server", "search", "attachments")
         needs_restart = [s for s in fixed if getattr(config, s) != getattr(self.config, s)]
+        if config.watch.backend != self.config.watch.backend:
+            needs_restart.append("watch backend")
         if needs_restart:
             log.warning("these sections change only on restart", sections=needs_restart)
         self.config = config
