@@ -81,7 +81,8 @@ def test_forget_refuses_while_a_process_holds_the_index(
         assert holder.stdout.readline().strip() == "held"  # the lock is taken: wait for it
         code, output = invoke(["forget", "--config", str(config), "--yes"], {})
         assert code == 75, output
-        assert f"pid {holder.pid}" in output and "Stop it first" in output
+        assert f"pid {holder.pid}" in output and "stop it first" in output
+        assert "query it" not in output  # querying instead is no way to forget
         assert (data / MANIFEST).is_file()
     finally:
         holder.kill()

@@ -25,10 +25,12 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from click.testing import CliRunner
 
 from harness.daemon import RunningDaemon, short_socket_dir, start, wait_until, write_config
 from harness.vaults import NOTES, write_vault
 from vaultd.api.limits import MAX_BODY, MAX_WAIT
+from vaultd.cli.commands import main
 from vaultd.query import MAX_K
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -291,6 +293,17 @@ def test_wait_for_timeout_is_503(setup: Setup) -> None:
     reply = post(setup.sock, "/v1/search", {"query": "x", "wait_for": rel, "timeout": 0})
     assert_error(reply, 503, "timeout")
     assert rel in reply.body["error"]["message"]
+    # The CLI says it as a person reads it: what was not indexed and what to do, no HTTP.
+    # In this process, so it asks before the debounce is over.
+    later = "Inbox/Later.md"
+    (setup.vault / later).write_text("# Later\n\nWritten a moment ago too.\n", "utf-8")
+    asked = ["search", "x", "--wait-for", later, "--timeout", "0", "--config", str(setup.config)]
+    said = CliRunner().invoke(main, asked, env={"VAULTD_CONFIG": ""})
+    assert said.exit_code == 1 and not said.stdout, said.output
+    assert said.stderr == (
+        f"vaultd: '{later}' was not indexed within 0 s; ask again to wait longer "
+        f"(a search waits at most {MAX_WAIT:g} s)\n"
+    )
 
 
 def test_note_with_spaces_and_non_ascii_in_its_path(setup: Setup) -> None:

@@ -290,7 +290,9 @@ class DaemonError(VaultdError):
     """Raised when the daemon answered with an error."""
 
     def __init__(self, status: int, code: str, message: str, kind: str | None = None) -> None:
-        super().__init__(f"{message} ({code}, HTTP {status})")
+        # The daemon's message says what happened and what to do; the status and code are for
+        # code that acts on them, not for the person reading the error.
+        super().__init__(message or f"the daemon answered {status} {code}")
         self.status = status
         self.code = code
         #: As the daemon worded it (vaultd.api.client.refused raises it again so).

@@ -90,10 +90,12 @@ class Api:
     def _wait(self, target: str, timeout: float) -> None:
         with self.waiting():
             if not self.service.wait(target, timeout):
+                late = "the vault" if target == "idle" else repr(target)
                 raise ApiError(
                     HTTPStatus.SERVICE_UNAVAILABLE,
                     "timeout",
-                    f"{target!r} was not indexed within {timeout:g} s",
+                    f"{late} was not indexed within {timeout:g} s; ask again to wait longer "
+                    f"(a search waits at most {MAX_WAIT:g} s)",
                 )
 
 

@@ -73,7 +73,7 @@ def data_dir_to_forget(
 
 def remove_data_dir(data_dir: Path) -> None:
     """Remove it under its lock: a daemon or `vaultd index` that holds it keeps it."""
-    from vaultd.storage.lock import READERS, DataDirLock, Holder
+    from vaultd.storage.lock import READERS, DataDirLock, Holder, LockHolder
 
     lock = DataDirLock(data_dir, Holder.FORGET)
     try:
@@ -81,9 +81,11 @@ def remove_data_dir(data_dir: Path) -> None:
     except LockedError as exc:
         if exc.holder in READERS:
             raise  # it says to try again in a moment
+        # Not the lock's own advice, which offers querying through the socket instead.
+        who = LockHolder(exc.pid, Holder.named(exc.holder)).describe()
         raise LockedError(
-            f"{exc}. Stop it first (`systemctl --user stop vaultd`, or Ctrl-C in its "
-            "terminal), then forget",
+            f"{who} is using {data_dir}; stop it first (`systemctl --user stop vaultd`, or "
+            "Ctrl-C in its terminal), then forget",
             pid=exc.pid,
             holder=exc.holder,
         ) from None
