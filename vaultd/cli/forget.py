@@ -135,8 +135,9 @@ def forget(yes: bool, models: bool, config_file: Path | None, vault: Path | None
 
     Asks first, unless --yes. Refused while a vaultd process uses the index (exit 75: stop
     it first), and for a folder that holds anything but vaultd's files. The service file and
-    the config stay (`vaultd service uninstall` removes the one); a Chroma server's collection
-    ([store] url) stays on the server. `vaultd index` or `vaultd run` builds the index again.
+    the config stay (`vaultd service uninstall` removes the service file); a Chroma server's
+    collection ([store] url) stays on the server. `vaultd index` or `vaultd run` builds the
+    index again.
 
     \b
     Typical use:

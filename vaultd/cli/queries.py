@@ -59,6 +59,8 @@ SPELLINGS: dict[str, tuple[str, str]] = {
     "since": ("--since", "WHEN"),
     "kinds": ("--kind", ""),
     "vectors": ("--with-vectors", ""),
+    "wait_for": ("--wait-for", "NOTE|idle"),
+    "timeout": ("--timeout", "SECONDS"),
 }
 
 NOTE_USAGE = (
