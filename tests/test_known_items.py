@@ -18,7 +18,7 @@ from tests.small_vault import indexed
 from vaultd.index import known, search
 from vaultd.index.open import Index
 from vaultd.query import MAX_QUERY_TERMS, check_query
-from vaultd.records import SearchResult
+from vaultd.records import Correction, SearchResult
 
 NOTES: dict[str, str] = {
     # Stop words inside the phrase: "you can use any valid" is nearly all stop words.
@@ -114,6 +114,17 @@ def test_each_kind_of_typo_is_corrected_and_explained(
     shown = result.corrections[0].shown
     assert shown in NOTES["Photo/Portraits.md"].lower()
     assert result.showing == typed.replace(word, shown)
+
+
+def test_a_correction_is_shown_as_the_page_spells_it_and_never_as_its_stem() -> None:
+    typo = Correction(word="photgraphy", term="photographi", edits=1)
+    (found,) = known.spelled([typo], ["Portrait photography needs patience."])
+    assert found.shown == "photography"
+    assert known.showing("portrait photgraphy", [found]) == "portrait photography"
+    # The page's passages (vector hits, say) hold no word of the term: nothing to show.
+    (missing,) = known.spelled([typo], ["Tripods and lighting for a portrait."])
+    assert missing.shown == ""
+    assert known.showing("portrait photgraphy", [missing]) is None
 
 
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])

@@ -49,7 +49,8 @@ def test_a_typo_is_corrected_to_a_word_the_vault_holds(vault: Manifest) -> None:
     assert [(c.word, c.edits) for c in evidence.corrections] == [("lighthose", 1)]
     assert evidence.chunks[known.CORRECTED] == {KEEPER}
     assert evidence.replaced == ("lighthose",)
-    assert known.showing("lighthose stairs", evidence.corrections).endswith(" stairs")
+    page = known.spelled(evidence.corrections, ["The lighthouse keeper climbs the stairs."])
+    assert known.showing("lighthose stairs", page) == "lighthouse stairs"
 
     assert gather(vault, "lighthose stairs", typos=False).corrections == ()
 

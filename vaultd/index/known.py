@@ -426,7 +426,8 @@ def _phrase(words: Sequence[str]) -> str:
 
 def spelled(corrections: Sequence[Correction], texts: Sequence[str]) -> tuple[Correction, ...]:
     """The corrections with the word each term stands for as the notes spell it (`shown`), the
-    commonest word of `texts` (the page's passages) that the index stems to the term."""
+    commonest word of `texts` (the page's passages) that the index stems to the term; empty
+    when none is, never the stem itself ("photographi" is no word to show anyone)."""
     if not corrections:
         return ()
     terms = {c.term for c in corrections}
@@ -441,14 +442,18 @@ def spelled(corrections: Sequence[Correction], texts: Sequence[str]) -> tuple[Co
         if term in terms:
             best.setdefault(term, word)
     return tuple(
-        Correction(word=c.word, term=c.term, edits=c.edits, shown=best.get(c.term, c.term))
+        Correction(word=c.word, term=c.term, edits=c.edits, shown=best.get(c.term, ""))
         for c in corrections
     )
 
 
-def showing(query: str, corrections: Sequence[Correction]) -> str:
-    """The query as searched: each corrected word replaced by its first correction's spelling."""
+def showing(query: str, corrections: Sequence[Correction]) -> str | None:
+    """The query as searched: each corrected word replaced by its first correction's spelling;
+    None when no passage on the page spells one (the correction did not make the page)."""
     first: dict[str, str] = {}
     for c in corrections:
-        first.setdefault(c.word, c.shown or c.term)
+        if c.shown:
+            first.setdefault(c.word, c.shown)
+    if not first:
+        return None
     return _WORD.sub(lambda m: first.get(m.group(0), m.group(0)), query)
