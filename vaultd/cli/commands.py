@@ -284,8 +284,10 @@ def service_install(kind: str, config_file: Path | None, vault: Path | None, dry
 
     The systemd unit goes to $XDG_CONFIG_HOME/systemd/user/vaultd.service (default
     ~/.config/systemd/user/), the launchd agent to ~/Library/LaunchAgents/com.vaultd.agent.plist.
-    Both run this vaultd by its absolute path, at low CPU and IO priority, restart it after a
-    failure but not after a bad config (exit 78), and are replaced by installing again.
+    Both run this vaultd by its absolute path, at low CPU and IO priority, and restart it
+    after a crash or a failure, not after a clean stop; systemd not after an exit a restart
+    cannot fix either (2, 70, 75, 77, 78: a bad config, say), which launchd retries at most
+    every 10 s. Installing again replaces the file.
     Nothing is written when the service could not start with what it would read (no vault,
     an invalid config): that is said instead, with exit 78.
     """
