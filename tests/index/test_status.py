@@ -47,6 +47,30 @@ def test_a_note_indexed_in_part_is_told_and_a_failure_troubles(tmp_path: Path) -
         ]
 
 
+def test_a_batch_recorded_while_status_reads_counts_each_note_once(tmp_path: Path) -> None:
+    """A note that failed between status's reads was counted among the notes and listed as
+    failed: every read of one status now sees the same commit."""
+    with indexed(tmp_path, {"a.md": NOTES["a.md"], "b.md": NOTES["b.md"]}) as index:
+        manifest = index.manifest
+        recorded: list[str] = []
+
+        def batch_between_reads(sql: str) -> None:
+            if "status = 'failed'" in sql and not recorded:
+                recorded.append(sql)
+                manifest.apply([failed("a.md")], quarantine_after=3)
+
+        manifest.trace(batch_between_reads)
+        try:
+            status = index_status(index)
+        finally:
+            manifest.trace(None)
+        assert recorded, "the batch was recorded between the reads"
+        listed = len(status.failed) + len(status.quarantined) + len(status.left_out)
+        assert status.notes + listed == 2, status
+        after = index_status(index)
+        assert after.notes == 1 and [f.path for f in after.failed] == ["a.md"]
+
+
 def test_the_not_indexed_counts_read_back_or_none() -> None:
     assert not_indexed('{"image": 2, "other": 1}') == {"image": 2, "other": 1}
     assert not_indexed(None) == not_indexed("not json") == not_indexed("[1]") == {}

@@ -25,24 +25,27 @@ def index_status(index: Index) -> IndexStatus:
     from vaultd.index.models import LANGUAGES_META, languages_of
 
     manifest = index.manifest
-    counts = manifest.counts(index.embedder.model_id)
-    return IndexStatus(
-        vault=str(index.vault),
-        notes=counts["notes"],
-        chunks=counts["chunks"],
-        embedded=counts["embedded"],
-        awaiting=counts["awaiting"],
-        found=index.indexer.found,
-        failed=tuple(Failure(p, r, a) for p, r, a in manifest.failed()),
-        quarantined=tuple(manifest.quarantined()),
-        left_out=tuple(manifest.left_out()),
-        in_part=tuple(Skipped(path, reason) for path, reason in manifest.in_part()),
-        model=index.embedder.model_id,
-        store=Store(str(index.data_dir), index.store.location),
-        languages=languages_of(manifest.get_meta(LANGUAGES_META)),
-        kinds=dict(sorted(manifest.kind_counts().items())),
-        not_indexed=dict(sorted(not_indexed(manifest.get_meta(NOT_INDEXED_META)).items())),
-    )
+    # One snapshot of the manifest: a batch recorded between two of these reads would count
+    # a note among the notes and among the failed or left out, or in neither.
+    with manifest.snapshot():
+        counts = manifest.counts(index.embedder.model_id)
+        return IndexStatus(
+            vault=str(index.vault),
+            notes=counts["notes"],
+            chunks=counts["chunks"],
+            embedded=counts["embedded"],
+            awaiting=counts["awaiting"],
+            found=index.indexer.found,
+            failed=tuple(Failure(p, r, a) for p, r, a in manifest.failed()),
+            quarantined=tuple(manifest.quarantined()),
+            left_out=tuple(manifest.left_out()),
+            in_part=tuple(Skipped(path, reason) for path, reason in manifest.in_part()),
+            model=index.embedder.model_id,
+            store=Store(str(index.data_dir), index.store.location),
+            languages=languages_of(manifest.get_meta(LANGUAGES_META)),
+            kinds=dict(sorted(manifest.kind_counts().items())),
+            not_indexed=dict(sorted(not_indexed(manifest.get_meta(NOT_INDEXED_META)).items())),
+        )
 
 
 def not_indexed(recorded: str | None) -> dict[str, int]:

@@ -81,6 +81,8 @@ class Connection:
         #: Write transactions so far.
         self._writes = 0
         self._trace: Callable[[str], None] | None = None
+        #: The read connection `snapshot` holds a transaction open on, per thread.
+        self._pinned = threading.local()
 
     def close(self) -> None:
         with self._lock:
@@ -179,25 +181,30 @@ class Connection:
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         try:
+            pinned: sqlite3.Connection | None = getattr(self._pinned, "db", None)
+            if pinned is not None:
+                return pinned.execute(sql, params).fetchall()
             with self._reader() as db:
                 return db.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: {exc}") from exc
 
     @contextmanager
-    def _snapshot(self) -> Iterator[Query]:
-        """A read query whose every statement sees the same commit: one read transaction, so
-        a batch recorded between two of them is seen by all or by none."""
+    def snapshot(self) -> Iterator[None]:
+        """Every read on this thread within sees the same commit: one read transaction, so a
+        batch recorded meanwhile is seen by all of them or by none, and an answer made of
+        several reads never counts a note twice or not at all."""
+        if getattr(self._pinned, "db", None) is not None:
+            yield  # within one already
+            return
         try:
             with self._reader() as db:
-
-                def query(sql: str, params: Sequence[Any] = ()) -> list[Any]:
-                    return db.execute(sql, params).fetchall()
-
                 db.execute("BEGIN")
+                self._pinned.db = db
                 try:
-                    yield query
+                    yield
                 finally:
+                    self._pinned.db = None
                     db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: {exc}") from exc

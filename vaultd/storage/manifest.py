@@ -126,9 +126,9 @@ class Manifest(Connection):
         cached = self._counts.get(model)
         if cached is not None and cached[0] == writes:
             return dict(cached[1])
-        with self._snapshot() as query:
-            by_status, chunks = notes.counts(query)
-            awaiting = None if model is None else embeddings.awaiting_totals(query, model)
+        with self.snapshot():
+            by_status, chunks = notes.counts(self._query)
+            awaiting = None if model is None else embeddings.awaiting_totals(self._query, model)
         extra: dict[str, int] = {}
         if awaiting is not None:
             extra = {
