@@ -8,6 +8,7 @@ With VAULTD_UI_SCREENSHOTS=DIR the views are saved there as PNG files (docs/ui/ 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -195,3 +196,24 @@ def test_5_a_pdf_read_in_part_is_named_with_what_was_not_read(
         "scanned.pdf: pages 2-201 not read by OCR: took longer than 5 s to read (extract_timeout)"
     )
     assert "scanned.pdf" not in page.text_content("#h-leftout")
+
+
+def test_6_a_typo_is_answered_in_words_a_person_can_read(page: Any, daemon: RunningDaemon) -> None:
+    """A correction is shown as the notes on the page spell it, or else as the word typed: never
+    as the words index's stem ("properti"), which reads as a second typo."""
+    page.goto(page.url.split("#")[0] + "#search")
+    query = "canvas tabels"
+    page.fill("#q", query)
+    page.wait_for_function(
+        "q => document.body.dataset.lastQuery === q"
+        " && document.querySelectorAll('#hits li').length",
+        arg=query,
+        timeout=PATIENCE * 1000,
+    )
+    note = page.locator("#correction")
+    assert note.is_visible()
+    said = note.text_content()
+    spelled = set(re.findall(r"\w+", page.text_content("#hits").lower())) | set(query.split())
+    frame = {"showing", "results", "for", "also", "searched", "words", "close", "to"}
+    unread = set(re.findall(r"\w+", said.lower())) - frame - spelled
+    assert not unread, said

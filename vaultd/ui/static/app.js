@@ -99,7 +99,9 @@ function drawHits(data, kind) {
   if (data.showing || corrections.length) {
     note.textContent = data.showing
       ? "Showing results for " + data.showing
-      : "Also searched: " + corrections.map((c) => c.word + " → " + c.term).join(", ");
+      // Without a passage on the page that spells a correction there is only the index's
+      // stem of it ("photographi"), which reads as another typo: name what was typed.
+      : "Also searched words close to " + corrections.map((c) => c.word).join(", ");
     note.hidden = false;
   } else {
     note.hidden = true;
