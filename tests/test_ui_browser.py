@@ -115,6 +115,16 @@ def events_seen(page: Any) -> int:
     return int(page.evaluate("Number(document.body.dataset.events || 0)"))
 
 
+def hits_drawn(page: Any, query: str) -> None:
+    """Wait until the page has drawn the hits of `query`."""
+    page.wait_for_function(
+        "q => document.body.dataset.lastQuery === q"
+        " && document.querySelectorAll('#hits li').length",
+        arg=query,
+        timeout=PATIENCE * 1000,
+    )
+
+
 def test_1_the_health_view_changes_while_the_first_index_runs(
     page: Any, daemon: RunningDaemon
 ) -> None:
@@ -139,12 +149,7 @@ def test_2_typing_shows_hits_within_300_ms_of_the_last_keystroke(
         page.fill("#q", "")
         page.click("#q")
         page.keyboard.type(query, delay=60)
-        page.wait_for_function(
-            "q => document.body.dataset.lastQuery === q"
-            " && document.querySelectorAll('#hits li').length",
-            arg=query,
-            timeout=PATIENCE * 1000,
-        )
+        hits_drawn(page, query)
         since_key = page.evaluate("window.vaultdDrawnAt - window.vaultdLastKey")
         tries.append((since_key, page.evaluate("window.vaultdTimings")))
         print(f"{query!r}: hits drawn {since_key:.0f} ms after the last keystroke")
@@ -204,12 +209,7 @@ def test_6_a_typo_is_answered_in_words_a_person_can_read(page: Any, daemon: Runn
     page.goto(page.url.split("#")[0] + "#search")
     query = "canvas tabels"
     page.fill("#q", query)
-    page.wait_for_function(
-        "q => document.body.dataset.lastQuery === q"
-        " && document.querySelectorAll('#hits li').length",
-        arg=query,
-        timeout=PATIENCE * 1000,
-    )
+    hits_drawn(page, query)
     note = page.locator("#correction")
     assert note.is_visible()
     said = note.text_content()
