@@ -7,7 +7,8 @@ import os
 import selectors
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,12 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from harness.daemon import PATIENCE, RunningDaemon, running
+from harness.daemon import PATIENCE, RunningDaemon, fault_env, running, short_socket_dir
+from tests.mcp_session import VAULTD
+from tests.small_vault import write_vault
 from vaultd.api.limits import MAX_BODY
+from vaultd.cli.mcp_stdio import DRAIN
+from vaultd.errors import EXIT_FAILURE
 from vaultd.query import MAX_QUERY_CHARS
 
 pytestmark = pytest.mark.slow
@@ -389,3 +394,114 @@ def test_an_oversized_query_is_refused_for_its_size_not_blamed_on_the_daemon(
     assert f"at most {MAX_BODY} bytes" in tagged.content[0].text, tagged.content[0].text
     assert payload(after)["hits"][0]["path"] == "Animals/Otter.md"
     assert daemon.process.poll() is None
+
+
+# -- stdin closed: what was asked is answered first ----------------------------------------------
+
+HELLO = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "script", "version": "0"},
+    },
+}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+#: The fault: a search for this never finishes, and the wait after stdin closes is short.
+NEVER_ANSWERED = """
+import threading
+import vaultd.cli.mcp_bridge as bridge
+import vaultd.cli.mcp_stdio as stdio
+
+stdio.DRAIN = 2.0
+_run = bridge.Bridge.run
+
+def run(self, tool, given):
+    if given.get("query") == "never answered":
+        threading.Event().wait()
+    return _run(self, tool, given)
+
+bridge.Bridge.run = run
+"""
+
+
+@pytest.fixture(scope="module")
+def no_daemon(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The config of an indexed vault no daemon serves: each call opens the index itself."""
+    root = tmp_path_factory.mktemp("drain")
+    config = write_vault(root, NOTES)
+    with config.open("a", encoding="utf-8") as f:
+        f.write(f'[server]\nsocket = "{short_socket_dir()}/none.sock"\n')
+    subprocess.run([VAULTD, "index", "-q", "--config", str(config)], check=True, timeout=PATIENCE)
+    return config
+
+
+def scripted(
+    config: Path, calls: list[dict[str, Any]], env: Mapping[str, str] = {}
+) -> tuple[subprocess.CompletedProcess[str], dict[Any, Any], float]:
+    """`printf '%s\\n' "$init" "$initialized" CALLS... | vaultd mcp`, as a script runs it with an
+    MCP client's environment: the process, its answers by id, and how long it took."""
+    lines = [HELLO, INITIALIZED, *({"jsonrpc": "2.0", **c} for c in calls)]
+    started = time.monotonic()
+    done = subprocess.run(
+        [VAULTD, "mcp", "--config", str(config)],
+        input="".join(json.dumps(line) + "\n" for line in lines) if calls else "",
+        capture_output=True,
+        text=True,
+        env={**{k: os.environ[k] for k in CLIENT_ENV if k in os.environ}, **env},
+        timeout=PATIENCE,
+    )
+    answers = {a["id"]: a for a in map(json.loads, done.stdout.splitlines())}
+    return done, answers, time.monotonic() - started
+
+
+def tool_call(id: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+
+
+def test_every_call_written_before_stdin_closes_is_answered_before_the_bridge_exits(
+    no_daemon: Path,
+) -> None:
+    done, answers, _ = scripted(
+        no_daemon,
+        [
+            tool_call(2, "search", {"query": "why do otters hold hands", "k": 1}),
+            tool_call(3, "read_note", {"path": "Otter"}),
+            tool_call(4, "tags", {}),
+        ],
+    )
+    assert done.returncode == 0, done.stderr
+    assert set(answers) == {1, 2, 3, 4}, done.stdout
+    results = {i: answers[i]["result"] for i in (2, 3, 4)}
+    assert not any(r["isError"] for r in results.values()), results
+    assert results[2]["structuredContent"]["hits"][0]["path"] == "Animals/Otter.md"
+    assert results[3]["structuredContent"]["text"].startswith("# Otter")
+    assert {"tag": "garden/veg", "notes": 1} in results[4]["structuredContent"]["tags"]
+
+
+def test_stdin_closed_with_nothing_asked_ends_the_bridge_at_once(no_daemon: Path) -> None:
+    done, answers, took = scripted(no_daemon, [])
+    assert done.returncode == 0, done.stderr
+    assert answers == {} and took < DRAIN / 2, (answers, took)
+
+
+def test_a_call_that_never_finishes_is_given_up_after_the_wait_and_said_so(
+    no_daemon: Path, tmp_path: Path
+) -> None:
+    done, answers, took = scripted(
+        no_daemon,
+        [tool_call(2, "search", {"query": "never answered"}), tool_call(3, "tags", {})],
+        fault_env(tmp_path, NEVER_ANSWERED),
+    )
+    assert done.returncode == EXIT_FAILURE, done.stderr
+    assert not answers[3]["result"]["isError"], answers[3]
+    # The one given up is answered with an error, and stderr says which and why.
+    assert "error" in answers[2], answers[2]
+    given_up = [line for line in done.stderr.splitlines() if "gave up" in line]
+    assert given_up == [
+        "vaultd mcp: gave up on request 2 (tools/call search): no answer 2 s after stdin closed"
+    ], done.stderr
+    assert took < PATIENCE

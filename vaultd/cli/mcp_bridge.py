@@ -20,8 +20,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ from vaultd.api.client import Client
 from vaultd.api.limits import MAX_BODY
 from vaultd.api.operations import BY_NAME, Operation, Request, checked, deprecated_aliases
 from vaultd.cli.common import DaemonOrIndex
-from vaultd.errors import ConfigError, QueryError, VaultdError
+from vaultd.errors import EXIT_FAILURE, ConfigError, QueryError, VaultdError
 from vaultd.storage.lock import Holder
 
 INSTRUCTIONS = (
@@ -238,8 +240,14 @@ def _tool(bridge: Bridge, spec: ToolSpec) -> Any:
         def model_dump_one_level(self) -> dict[str, Any]:
             return {"arguments": dict(self.model_extra or {})}
 
-    def run(arguments: dict[str, Any]) -> dict[str, Any]:
-        return bridge.run(spec, arguments)
+    async def run(arguments: dict[str, Any]) -> dict[str, Any]:
+        import anyio.to_thread
+
+        # Left to its thread when cancelled (by the client, or given up at exit): a socket read
+        # or a query cannot be interrupted, and waiting for it would hold the bridge open.
+        return await anyio.to_thread.run_sync(
+            partial(bridge.run, spec, arguments), abandon_on_cancel=True
+        )
 
     return Tool(
         fn=run,
@@ -248,7 +256,7 @@ def _tool(bridge: Bridge, spec: ToolSpec) -> Any:
         description=spec.text,
         parameters=spec.schema(),
         fn_metadata=FuncMetadata(arg_model=Arguments, output_model=dict[str, Any]),
-        is_async=False,
+        is_async=True,
         context_kwarg=None,
         annotations=ToolAnnotations(read_only_hint=spec.op.read_only),
     )
@@ -269,13 +277,17 @@ def build_server(answers: DaemonOrIndex, instructions: str = INSTRUCTIONS) -> An
 
 
 def serve(config_file: Path | None, vault: Path | None, socket_file: Path | None) -> None:
-    """Serve MCP on stdin/stdout until EOF, whatever state vaultd is in (see the module)."""
+    """Serve MCP on stdin/stdout until EOF and the answers to what was asked before it,
+    whatever state vaultd is in (see the module)."""
     import anyio
 
     answers, instructions = _answers(config_file, vault, socket_file)
     from vaultd.cli.mcp_stdio import serve_stdio
 
-    anyio.run(serve_stdio, build_server(answers, instructions))
+    if anyio.run(serve_stdio, build_server(answers, instructions)):
+        # A call given up still runs in its thread, which the interpreter would wait for.
+        sys.stderr.flush()
+        os._exit(EXIT_FAILURE)
 
 
 def _answers(
