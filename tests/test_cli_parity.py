@@ -7,11 +7,14 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from pydantic import BaseModel
 
 from harness.daemon import short_socket_dir, start, write_config
+from vaultd.cli import queries
 from vaultd.cli.commands import main
 
 Answers = dict[str, tuple[int, str, str]]
@@ -83,13 +86,46 @@ REFUSED = {
 }
 
 
+#: A value refused for a request field is refused naming the option (or argument) it was typed
+#: as, not the API's field (`path_prefix`, `since`, `path`, `start_line`): each with what
+#: stderr says.
+NAMED = {
+    "search-path-out": (["search", "canvas", "--path", "../a"], "vaultd: --path: not a path"),
+    "search-since": (["search", "canvas", "--since", "yesterday"], "vaultd: --since: 'yesterday'"),
+    "recent-since": (["recent", "--since", "-5"], "vaultd: --since: '-5' is out of range"),
+    "note-out": (["note", "../Canvas.md", "--json"], "vaultd: NOTE: not a path"),
+    "note-start-line": (["note", "Canvas", "--start-line", "0"], "value for '--start-line'"),
+}
+
+
 def _run_all(config: Path) -> dict[str, tuple[int, str, str]]:
+    named = {name: args for name, (args, _) in NAMED.items()}
+    return _run(config, {**COMMANDS, **TEXT, **WAITING, **REFUSED, **named})
+
+
+def _run(config: Path, commands: dict[str, list[str]]) -> dict[str, tuple[int, str, str]]:
     runner = CliRunner()
     out: dict[str, tuple[int, str, str]] = {}
-    for name, args in {**COMMANDS, **TEXT, **WAITING, **REFUSED}.items():
+    for name, args in commands.items():
         result = runner.invoke(main, [*args, "--config", str(config)], env=dict(os.environ))
         out[name] = (result.exit_code, result.stdout, result.stderr)
     return out
+
+
+def _taken(model: type[BaseModel], data: dict[str, Any]) -> BaseModel:
+    """A request built as given, unchecked (a repeated option's tuple as the list it is)."""
+    return model.model_construct(
+        **{k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+    )
+
+
+def _unchecked(config: Path) -> dict[str, tuple[int, str, str]]:
+    """NAMED asked of the daemon without the CLI's own check first (a fault: a client whose
+    check lags the daemon's), so the daemon refuses them: named by its error's `field`."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(queries, "checked", _taken)
+        named = _run(config, {name: args for name, (args, _) in NAMED.items()})
+    return {f"unchecked:{name}": answer for name, answer in named.items()}
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +143,7 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Answers,
     daemon = start(config, socket, root / "vaultd.log")
     try:
         daemon.wait_idle()
-        served = _run_all(config)
+        served = {**_run_all(config), **_unchecked(config)}
     finally:
         daemon.stop()
     yield alone, served
@@ -132,6 +168,17 @@ def test_the_same_refusal_with_and_without_a_daemon(
     (code, out, why), served = (answers[0][command], answers[1][command])
     assert code != 0 and not out and why.startswith("vaultd: "), why
     assert served == (code, out, why)
+
+
+@pytest.mark.parametrize("command", sorted(NAMED))
+def test_a_refused_value_is_named_as_the_option_typed_both_ways(
+    command: str, answers: tuple[Answers, Answers]
+) -> None:
+    said = NAMED[command][1]
+    alone, served = answers[0][command], answers[1][command]
+    assert alone[0] == 2 and said in alone[2], alone
+    assert served == alone
+    assert answers[1][f"unchecked:{command}"] == alone
 
 
 def test_wait_for_is_waited_on_by_a_daemon_and_said_not_to_be_without_one(

@@ -281,15 +281,34 @@ class NoteNotIndexedError(NoteUnavailableError):
 
 
 class QueryError(VaultdError):
-    """Raised when a search's query or filters cannot be taken; the message names the part."""
+    """Raised when a search's query or filters cannot be taken; the message names the part.
+
+    `field`: the request field the message is about, where it is about one; the message then
+    begins with the field's name, so a command can name it as the option it was typed as."""
 
     exit_code = EXIT_USAGE  # the same input fails the same way every time
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field if field and message.startswith(field) else None
+
+    def naming(self, typed: str) -> str:
+        """The message with its field named as `typed` (`--path` for `path_prefix`)."""
+        message = str(self)
+        return typed + message[len(self.field) :] if self.field else message
 
 
 class DaemonError(VaultdError):
     """Raised when the daemon answered with an error."""
 
-    def __init__(self, status: int, code: str, message: str, kind: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        kind: str | None = None,
+        field: str | None = None,
+    ) -> None:
         # The daemon's message says what happened and what to do; the status and code are for
         # code that acts on them, not for the person reading the error.
         super().__init__(message or f"the daemon answered {status} {code}")
@@ -299,6 +318,8 @@ class DaemonError(VaultdError):
         self.message = message
         #: The error body's `kind`, where the daemon sent one (`NoteUnavailableError.kind`).
         self.kind = kind
+        #: The error body's `field`: the request field refused (`QueryError.field`).
+        self.field = field
 
 
 class NoDaemonError(VaultdError):
@@ -317,6 +338,7 @@ class ApiError(VaultdError):
         *,
         allow: tuple[str, ...] = (),
         kind: str | None = None,
+        field: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -326,6 +348,8 @@ class ApiError(VaultdError):
         self.allow = allow
         #: What exactly is refused, where a client acts on it (a 404's "not_indexed").
         self.kind = kind
+        #: The request field a 400 refuses, where it refuses one (`QueryError.field`).
+        self.field = field
         if status == HTTPStatus.BAD_REQUEST:
             # What was asked badly exits as the client raises it from the daemon's answer
             # (vaultd.api.client.refused: a QueryError), so a command exits alike either way.

@@ -162,7 +162,7 @@ def _path_prefix(prefix: str) -> str:
     try:
         return vault_path(prefix)
     except VaultdError as exc:
-        raise QueryError(f"path_prefix: {exc}") from None
+        raise QueryError(f"path_prefix: {exc}", "path_prefix") from None
 
 
 def _kinds(kinds: Sequence[str]) -> tuple[str, ...]:
@@ -170,7 +170,9 @@ def _kinds(kinds: Sequence[str]) -> tuple[str, ...]:
     out = tuple(dict.fromkeys(k.strip().lower() for k in kinds if k.strip()))
     unknown = [k for k in out if k not in NOTE_KINDS]
     if unknown:
-        raise QueryError(f"kinds: {unknown[0]!r} is not a kind; one of {', '.join(NOTE_KINDS)}")
+        raise QueryError(
+            f"kinds: {unknown[0]!r} is not a kind; one of {', '.join(NOTE_KINDS)}", "kinds"
+        )
     return out
 
 
@@ -205,7 +207,8 @@ def _scalar(field_name: str, value: Any) -> Any:
     )
 
 
-def _bound(field_name: str, op: str, value: Any) -> float | str:
+def _bound(where: str, op: str, value: Any) -> float | str:
+    """A bound of `$gt` and the like; refused naming the condition as it was given (`where`)."""
     if isinstance(value, int | float) and not isinstance(value, bool) and _number_ok(value):
         return value
     if isinstance(value, str):
@@ -217,8 +220,7 @@ def _bound(field_name: str, op: str, value: Any) -> float | str:
         if parsed is not None and _ISO_DATE.match(text):
             return text[:10] if len(text) == 10 else parsed.isoformat()
     raise QueryError(
-        f"where.{field_name}: {op} needs a number or an ISO date (YYYY-MM-DD[THH:MM[:SS]]), "
-        f"got {value!r}"
+        f"{where}: {op} needs a number or an ISO date (YYYY-MM-DD[THH:MM[:SS]]), got {value!r}"
     )
 
 
@@ -252,7 +254,7 @@ def parse_where(where: Mapping[str, Any]) -> tuple[Condition, ...]:
                 elif op == "eq":
                     conditions.append(Condition(name, "eq", _scalar(name, value)))
                 else:
-                    conditions.append(Condition(name, op, _bound(name, op_name, value)))
+                    conditions.append(Condition(name, op, _bound(f"where.{name}", op_name, value)))
         elif isinstance(spec, list):
             raise QueryError(f'where.{name}: for one of several values use {{"$in": [...]}}')
         else:
@@ -299,13 +301,13 @@ def parse_where_flag(text: str) -> Condition:
             return Condition(name, "in", tuple(_flag_value(v) for v in values))
         return Condition(name, "eq", _flag_value(raw))
     value = _flag_value(raw)
-    return Condition(name, op, _bound(name, symbol, value))
+    return Condition(name, op, _bound(f"--where {name}", symbol, value))
 
 
 def parse_since(value: str | float) -> int:
     """Nanoseconds since the epoch from epoch seconds or an ISO date or time (local if naive)."""
     if isinstance(value, bool):
-        raise QueryError("since must be an ISO date or epoch seconds")
+        raise QueryError("since must be an ISO date or epoch seconds", "since")
     if isinstance(value, int | float):
         seconds = float(value) if _number_ok(value) else math.nan
     else:
@@ -319,10 +321,10 @@ def parse_since(value: str | float) -> int:
                 seconds = moment.timestamp()
             except (ValueError, OverflowError, OSError):
                 raise QueryError(
-                    f"since: {value!r} is neither an ISO date nor epoch seconds"
+                    f"since: {value!r} is neither an ISO date nor epoch seconds", "since"
                 ) from None
     if not (0 <= seconds < 1e11):
-        raise QueryError(f"since: {value!r} is out of range")
+        raise QueryError(f"since: {value!r} is out of range", "since")
     return int(seconds * 1e9)
 
 

@@ -229,12 +229,13 @@ class Client:
         error = decoded.get("error") if isinstance(decoded, dict) else None
         if not isinstance(error, dict):
             error = {}
-        kind = error.get("kind")
+        kind, field = error.get("kind"), error.get("field")
         raise DaemonError(
             status,
             str(error.get("code", "error")),
             str(error.get("message", "")),
             kind if isinstance(kind, str) else None,
+            field if isinstance(field, str) else None,
         )
 
     def _mismatch(self, served: str | None, quoted_path: str | None) -> str:
@@ -268,6 +269,8 @@ def refused(error: DaemonError) -> VaultdError:
     kind = _REFUSED.get((error.status, error.code))
     if kind is None:
         return error
+    if kind is QueryError:
+        return QueryError(error.message, error.field)
     if kind is NoteUnavailableError and error.kind == "not_indexed":
         kind = NoteNotIndexedError
     again = kind.__new__(kind)  # not its __init__: the message is whole already

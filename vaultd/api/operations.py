@@ -62,10 +62,12 @@ from vaultd.records import NOTE_KINDS, Correction, NoteKind
 from vaultd.vaultpath import vault_path
 
 
-def _refusal(message: object) -> PydanticCustomError:
+def _refusal(message: object, field: str | None = None) -> PydanticCustomError:
     # The message as the rule words it, never "Value error, ...": the API, the CLI and MCP
-    # refuse the same input with the same words.
-    return PydanticCustomError("vaultd", "{message}", {"message": str(message)})
+    # refuse the same input with the same words. `field`: the field it begins with, if any.
+    if field is None and isinstance(message, QueryError):
+        field = message.field
+    return PydanticCustomError("vaultd", "{message}", {"message": str(message), "field": field})
 
 
 def _rule(check: Callable[[Any], object]) -> AfterValidator:
@@ -90,7 +92,7 @@ def _in_vault(value: str, info: ValidationInfo) -> str:
     try:
         return vault_path(value)
     except VaultdError as exc:
-        raise _refusal(f"{info.field_name}: {exc}") from None
+        raise _refusal(f"{info.field_name}: {exc}", info.field_name) from None
 
 
 VaultPath = Annotated[str, Field(min_length=1), AfterValidator(_in_vault)]
@@ -495,6 +497,11 @@ class ErrorDetail(Response):
         description="What exactly is refused, where a client acts on it: a 404 for a note sends "
         "`not_indexed` when no indexed note answers to the name.",
     )
+    field: str | None = Field(
+        None,
+        description="The request field a 400 refuses, where it refuses one: the message begins "
+        "with its name (the CLI names the option it was typed as instead).",
+    )
 
 
 class ErrorResponse(Response):
@@ -752,33 +759,48 @@ def checked(model: type[R], data: Mapping[str, Any], *, strict: bool = False) ->
     try:
         return model.model_validate(data, strict=strict)
     except ValidationError as exc:
-        raise QueryError(refusal(model, exc)) from None
+        raise refused(model, exc) from None
+
+
+def refused(model: type[BaseModel], exc: ValidationError) -> QueryError:
+    """What was wrong with a request, as the API's 400 says it; with the field refused, where
+    only one is (its message begins with the field's name)."""
+    problems = _problems(model, exc)
+    field = problems[0][0] if len(problems) == 1 else None
+    return QueryError("; ".join(text for _, text in problems), field)
 
 
 def refusal(model: type[BaseModel], exc: ValidationError) -> str:
     """What was wrong with a request, naming the field, as the API's 400 says it."""
-    messages: list[str] = []
+    return str(refused(model, exc))
+
+
+def _problems(model: type[BaseModel], exc: ValidationError) -> list[tuple[str | None, str]]:
+    """Each thing wrong with a request: the field it is about (None for one the model does not
+    declare, or none), and what is wrong, beginning with that field's name."""
+    problems: list[tuple[str | None, str]] = []
     for error in exc.errors(include_url=False):
-        name = str(error["loc"][0]) if error["loc"] else "the body"
+        named = str(error["loc"][0]) if error["loc"] else None
+        name = named or "the body"
         kind = error["type"]
         field = model.model_fields.get(name)
         low, high = bounds(field.metadata) if field is not None else (None, None)
         if kind == "vaultd":
-            messages.append(error["msg"])
+            problems.append(((error.get("ctx") or {}).get("field"), error["msg"]))
         elif kind == "extra_forbidden" and name in deprecated_aliases(model):
             new = deprecated_aliases(model)[name]
-            messages.append(f"give {new} or its old name {name}, not both")
+            problems.append((None, f"give {new} or its old name {name}, not both"))
         elif kind == "extra_forbidden":
             near = difflib.get_close_matches(name, list(model.model_fields), n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
-            messages.append(f"unknown field {name!r}{hint}")
+            problems.append((None, f"unknown field {name!r}{hint}"))
         elif kind == "missing":
-            messages.append(f"{name} is required")
+            problems.append((named, f"{name} is required"))
         elif low is not None and high is not None and kind in _RANGE_ERRORS:
-            messages.append(f"{name} must be {low} to {high}")
+            problems.append((named, f"{name} must be {low} to {high}"))
         else:
-            messages.append(f"{name}: {error['msg']}")
-    return "; ".join(dict.fromkeys(messages))
+            problems.append((named, f"{name}: {error['msg']}"))
+    return list(dict.fromkeys(problems))
 
 
 _RANGE_ERRORS = frozenset(

@@ -69,7 +69,8 @@ class Api:
         try:
             return self._answer(op, _request(op, match, url.query, body))
         except (QueryError, VaultPathError) as exc:
-            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", str(exc)) from None
+            field = exc.field if isinstance(exc, QueryError) else None
+            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", str(exc), field=field) from None
         except NoteUnavailableError as exc:
             raise ApiError(HTTPStatus.NOT_FOUND, "not_found", str(exc), kind=exc.kind) from None
         except NoteError as exc:

@@ -245,7 +245,7 @@ class Handler(BaseHTTPRequestHandler):
             # A body that does not arrive in time raises TimeoutError: the connection is cut.
             body = self._read_body()
         except ApiError as exc:
-            self._send(exc.status, _error_body(exc.code, exc.message, exc.kind))
+            self._send(exc.status, _refused(exc))
             return
         if not self.server.serving(self.slot):
             self.close_connection = True  # cut to make room while its request arrived
@@ -255,7 +255,7 @@ class Handler(BaseHTTPRequestHandler):
             with self.server.busy(urlsplit(self.path).path):
                 status, payload = self.server.api.handle(method, self.path, body)
         except ApiError as exc:
-            status, payload = exc.status, _error_body(exc.code, exc.message, exc.kind)
+            status, payload = exc.status, _refused(exc)
             if exc.allow:
                 headers["Allow"] = ", ".join(exc.allow)
         except NotReadyError as exc:
@@ -403,9 +403,15 @@ def _sse(item: Mapping[str, Any]) -> bytes:
     return f"{head}event: {kind}\ndata: {data}\n\n".encode()
 
 
-def _error_body(code: str, message: str, kind: str | None = None) -> dict[str, Any]:
-    error = ErrorDetail(code=code, message=message, kind=kind)
+def _error_body(
+    code: str, message: str, kind: str | None = None, field: str | None = None
+) -> dict[str, Any]:
+    error = ErrorDetail(code=code, message=message, kind=kind, field=field)
     return ErrorResponse(error=error).model_dump(exclude_none=True)
+
+
+def _refused(exc: ApiError) -> dict[str, Any]:
+    return _error_body(exc.code, exc.message, exc.kind, exc.field)
 
 
 @dataclass(eq=False)

@@ -52,10 +52,26 @@ def handle_errors(func: F) -> F:
         except VaultdError as exc:
             from vaultd.logs import for_stderr
 
-            click.echo(for_stderr(f"vaultd: {exc}"), err=True)
+            said = str(exc)
+            if isinstance(exc, QueryError) and exc.field:
+                said = exc.naming(typed(exc.field))
+            click.echo(for_stderr(f"vaultd: {said}"), err=True)
             sys.exit(exc.exit_code)
 
     return wrapper  # type: ignore[return-value]
+
+
+def typed(field: str) -> str:
+    """How the running command takes a request field: the option or the argument's metavar
+    (`--path` for `path_prefix`, NOTE for `path`). Each of its parameters that fills a field is
+    named for it (vaultd.cli.queries), so a refusal naming the field names what was typed, with
+    a daemon (its error's `field`) or without one (the model's). A field it does not take
+    stays as the API names it."""
+    ctx = click.get_current_context(silent=True)
+    for param in ctx.command.params if ctx is not None else ():
+        if param.name == field:
+            return param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+    return field
 
 
 # Each use of a click.option decorator declares an option of its own.

@@ -5,9 +5,11 @@ own form (and the fields they fill), and how it prints an answer for a person. E
 follows from the operation (vaultd.api.operations): the help is its docstring, and each other
 field of its request model is an option with the field's description as help and its default,
 bounds (a range), choices and repetition. A field added to a model is an option here with no
-code. The command builds the request model (refused with the daemon's words, before anything is
+code. The command builds the request model (refused by the daemon's rules, before anything is
 opened), asks the vault's daemon (RemoteService) or, with none running, the index opened
 read-only (LocalService, the code the daemon answers with), and prints the response model.
+Each parameter is named for the field it fills, so a refusal naming a field names the option
+or argument typed instead (vaultd.cli.common.typed).
 """
 
 from __future__ import annotations
@@ -82,8 +84,8 @@ def command(face: Face) -> click.Command:
         if face.argument == "path":  # the vault tells a note's path
             config = common.load(config_file, vault)
             given["path"] = note_in_vault(given["path"], config.require_vault())
-        # Options not given take the model's defaults. Refused with the words the daemon would
-        # use, before anything is opened.
+        # Options not given take the model's defaults. Refused by the rules the daemon applies,
+        # before anything is opened.
         request = checked(op.request, {k: v for k, v in given.items() if v is not None})
         config = config if config is not None else common.load(config_file, vault)
         if op.stream:
