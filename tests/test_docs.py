@@ -1,5 +1,6 @@
 """The docs keep up with the code: every module and package is described in
-docs/architecture.md, every command in the README's table."""
+docs/architecture.md, every command in the README's table, and the constants the README
+states are the code's."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import click
 
 from vaultd.cli.commands import main
+from vaultd.cli.mcp_stdio import DRAIN
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "vaultd"
@@ -50,3 +52,8 @@ def test_every_command_is_in_the_readme() -> None:
         ):
             missing.append(command)
     assert not missing, f"add these to the README's command table: {missing}"
+
+
+def test_the_readme_states_the_mcp_drain_the_code_waits() -> None:
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"One still unanswered {DRAIN:g} s after stdin closed is given up" in readme
