@@ -71,6 +71,34 @@ def test_a_batch_recorded_while_status_reads_counts_each_note_once(tmp_path: Pat
         assert after.notes == 1 and [f.path for f in after.failed] == ["a.md"]
 
 
+def test_counts_kept_from_an_earlier_status_are_of_the_commit_the_rest_reads(
+    tmp_path: Path,
+) -> None:
+    """The counts are kept until the next write, and a status that found them kept read
+    nothing for them: its snapshot began at its next read, so a batch recorded in between was
+    in the failed notes and not in the counts (the note counted twice)."""
+    with indexed(tmp_path, {"a.md": NOTES["a.md"], "b.md": NOTES["b.md"]}) as index:
+        manifest = index.manifest
+        assert index_status(index).notes == 2  # the counts are kept from here
+        recorded: list[str] = []
+
+        def batch_between_reads(sql: str) -> None:
+            if "status = 'failed'" in sql and not recorded:
+                recorded.append(sql)
+                manifest.apply([failed("a.md")], quarantine_after=3)
+
+        manifest.trace(batch_between_reads)
+        try:
+            status = index_status(index)
+        finally:
+            manifest.trace(None)
+        assert recorded, "the batch was recorded between the reads"
+        listed = len(status.failed) + len(status.quarantined) + len(status.left_out)
+        assert status.notes + listed == 2, status
+        after = index_status(index)
+        assert after.notes == 1 and [f.path for f in after.failed] == ["a.md"]
+
+
 def test_the_not_indexed_counts_read_back_or_none() -> None:
     assert not_indexed('{"image": 2, "other": 1}') == {"image": 2, "other": 1}
     assert not_indexed(None) == not_indexed("not json") == not_indexed("[1]") == {}

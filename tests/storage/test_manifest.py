@@ -102,6 +102,24 @@ def test_the_counts_are_read_in_one_snapshot(manifest: Manifest) -> None:
     assert (after["notes"], after["embedded"], after["awaiting"]) == (1, 0, 1)
 
 
+def test_the_counts_are_kept_until_the_next_write(manifest: Manifest) -> None:
+    """Status asks every second while a first index runs; what awaits is a scan of every
+    chunk, read once per write."""
+    manifest.apply([written("a.md")])
+    first = manifest.counts("m")
+    read: list[str] = []
+    manifest.trace(lambda sql: read.append(sql) if "chunks" in sql else None)
+    try:
+        assert manifest.counts("m") == first
+        assert read == []
+        manifest.apply([written("b.md")])
+        read.clear()
+        assert manifest.counts("m")["notes"] == 2
+        assert read
+    finally:
+        manifest.trace(None)
+
+
 def test_snapshots_are_read_again_after_a_write(manifest: Manifest) -> None:
     manifest.apply([written("dir/Alpha.md")])
     assert manifest.paths_named(["ALPHA"]) == ["dir/Alpha.md"]

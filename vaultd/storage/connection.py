@@ -78,8 +78,9 @@ class Connection:
         self._lock = threading.RLock()
         self._readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self._closed = False
-        #: Write transactions so far.
+        #: Write transactions so far, counted once ended; `_begun` once begun.
         self._writes = 0
+        self._begun = 0
         self._trace: Callable[[str], None] | None = None
         #: The read connection `snapshot` holds a transaction open on, per thread.
         self._pinned = threading.local()
@@ -151,6 +152,7 @@ class Connection:
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            self._begun += 1
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
@@ -199,15 +201,32 @@ class Connection:
             return
         try:
             with self._reader() as db:
+                writes = self._writes
                 db.execute("BEGIN")
+                # SQLite begins a read transaction at its first read, not at BEGIN: begun now,
+                # so that a read within that answers from what it kept (`held`) and the reads
+                # after it are of one commit.
+                db.execute("SELECT COUNT(*) FROM sqlite_master").fetchall()
                 self._pinned.db = db
+                self._pinned.held = writes if self._begun == writes else None
                 try:
                     yield
                 finally:
                     self._pinned.db = None
-                    db.execute("COMMIT")
+                    # An error that rolled the transaction back is raised, not hidden by this.
+                    if db.in_transaction:
+                        db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: {exc}") from exc
+
+    def held(self) -> int | None:
+        """The write transactions the snapshot this thread is in sees (None: not known, a
+        write was under way as it began). What is kept as of a count of writes answers a
+        snapshot only when that count is this."""
+        if getattr(self._pinned, "db", None) is None:
+            return None
+        held: int | None = self._pinned.held
+        return held
 
     def read_with(self, reader: Callable[[Query], _T]) -> _T:
         """`reader` called with this manifest's read query (for `vocabulary`'s snapshots)."""

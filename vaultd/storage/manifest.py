@@ -117,16 +117,17 @@ class Manifest(Connection):
         """Notes by status and chunks; with `model`, also what awaits its vectors: chunks
         ("awaiting") and notes not fully indexed ("notes" less "embedded").
 
-        Read in one snapshot: a batch recorded between two reads counted its notes as
-        awaiting and not yet as notes (status read "-100 of 0 notes embedded"). Kept until
-        the next write: status asks every second while a first index runs, and what awaits
-        is a scan of every chunk.
+        Read in one snapshot (the caller's, if it is in one): a batch recorded between two
+        reads counted its notes as awaiting and not yet as notes (status read "-100 of 0 notes
+        embedded"). Kept until the next write: status asks every second while a first index
+        runs, and what awaits is a scan of every chunk. What is kept answers only a snapshot
+        of the commit it was read in, or status would count a note twice.
         """
-        writes = self._writes  # before the read: a write meanwhile makes the next call read
-        cached = self._counts.get(model)
-        if cached is not None and cached[0] == writes:
-            return dict(cached[1])
         with self.snapshot():
+            held = self.held()
+            cached = self._counts.get(model)
+            if held is not None and cached is not None and cached[0] == held:
+                return dict(cached[1])
             by_status, chunks = notes.counts(self._query)
             awaiting = None if model is None else embeddings.awaiting_totals(self._query, model)
         extra: dict[str, int] = {}
@@ -143,7 +144,8 @@ class Manifest(Connection):
             "left_out": by_status.get("left_out", 0),
             "chunks": chunks,
         }
-        self._counts[model] = (writes, found)
+        if held is not None:
+            self._counts[model] = (held, found)
         return dict(found)
 
     # -- links (`links`) -------------------------------------------------------------------------
