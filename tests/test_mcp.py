@@ -16,7 +16,14 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from harness.daemon import PATIENCE, RunningDaemon, fault_env, running, short_socket_dir
+from harness.daemon import (
+    PATIENCE,
+    RunningDaemon,
+    fault_env,
+    running,
+    short_socket_dir,
+    wait_until,
+)
 from tests.mcp_session import VAULTD
 from tests.small_vault import write_vault
 from vaultd.api.limits import MAX_BODY
@@ -505,3 +512,57 @@ def test_a_call_that_never_finishes_is_given_up_after_the_wait_and_said_so(
         "vaultd mcp: gave up on request 2 (tools/call search): no answer 2 s after stdin closed"
     ], done.stderr
     assert took < PATIENCE
+
+
+#: The fault: a search for this never finishes, and says on a file when it has begun.
+NEVER_ANSWERED_BEGUN = """
+import threading
+from pathlib import Path
+import vaultd.cli.mcp_bridge as bridge
+
+_run = bridge.Bridge.run
+
+def run(self, tool, given):
+    if given.get("query") == "never answered":
+        Path({begun!r}).touch()
+        threading.Event().wait()
+    return _run(self, tool, given)
+
+bridge.Bridge.run = run
+"""
+
+
+def test_a_call_the_client_cancelled_does_not_hold_the_bridge_open_once_stdin_closes(
+    no_daemon: Path, tmp_path: Path
+) -> None:
+    """A cancelled call is left to its thread, which cannot be interrupted; the interpreter
+    waited for that thread at exit, so the bridge never exited after stdin closed."""
+    begun = tmp_path / "begun"
+    env = fault_env(tmp_path, NEVER_ANSWERED_BEGUN.format(begun=str(begun)))
+    with subprocess.Popen(
+        [VAULTD, "mcp", "--config", str(no_daemon)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**{k: os.environ[k] for k in CLIENT_ENV if k in os.environ}, **env},
+    ) as process:
+        try:
+            assert process.stdin is not None
+            call = {"jsonrpc": "2.0", **tool_call(2, "search", {"query": "never answered"})}
+            for line in (HELLO, INITIALIZED, call):
+                process.stdin.write(json.dumps(line) + "\n")
+            process.stdin.flush()
+            wait_until(begun.exists, "the call runs in its thread")
+            cancel = {"requestId": 2, "reason": "the user gave up"}
+            cancelled = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
+            process.stdin.write(json.dumps(cancelled) + "\n")
+            process.stdin.close()
+            process.wait(timeout=PATIENCE)
+        finally:
+            process.kill()
+        assert process.stdout is not None and process.stderr is not None
+        out, err = process.stdout.read(), process.stderr.read()
+    # Nothing asked is left unanswered: the client cancelled the one call it did not want.
+    assert process.returncode == 0, err
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [1], out

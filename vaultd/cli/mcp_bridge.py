@@ -21,6 +21,7 @@ import json
 import os
 import re
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -195,6 +196,19 @@ class Bridge:
 
     def __init__(self, answers: DaemonOrIndex) -> None:
         self.answers = answers
+        #: Calls running in their threads, those left there when cancelled among them.
+        self.running = 0
+        self._counting = threading.Lock()
+
+    def run_counted(self, tool: ToolSpec, given: Mapping[str, Any]) -> dict[str, Any]:
+        """`run`, counted in `running` while it runs."""
+        with self._counting:
+            self.running += 1
+        try:
+            return self.run(tool, given)
+        finally:
+            with self._counting:
+                self.running -= 1
 
     def run(self, tool: ToolSpec, given: Mapping[str, Any]) -> dict[str, Any]:
         model = tool.op.request
@@ -246,7 +260,7 @@ def _tool(bridge: Bridge, spec: ToolSpec) -> Any:
         # Left to its thread when cancelled (by the client, or given up at exit): a socket read
         # or a query cannot be interrupted, and waiting for it would hold the bridge open.
         return await anyio.to_thread.run_sync(
-            partial(bridge.run, spec, arguments), abandon_on_cancel=True
+            partial(bridge.run_counted, spec, arguments), abandon_on_cancel=True
         )
 
     return Tool(
@@ -262,11 +276,10 @@ def _tool(bridge: Bridge, spec: ToolSpec) -> Any:
     )
 
 
-def build_server(answers: DaemonOrIndex, instructions: str = INSTRUCTIONS) -> Any:
-    """The MCP server with vaultd's tools (`TOOLS`), their calls answered by `answers`."""
+def build_server(bridge: Bridge, instructions: str = INSTRUCTIONS) -> Any:
+    """The MCP server with vaultd's tools (`TOOLS`), their calls answered by `bridge`."""
     from mcp.server.mcpserver import MCPServer
 
-    bridge = Bridge(answers)
     return MCPServer(
         name="vaultd",
         instructions=instructions,
@@ -284,10 +297,13 @@ def serve(config_file: Path | None, vault: Path | None, socket_file: Path | None
     answers, instructions = _answers(config_file, vault, socket_file)
     from vaultd.cli.mcp_stdio import serve_stdio
 
-    if anyio.run(serve_stdio, build_server(answers, instructions)):
-        # A call given up still runs in its thread, which the interpreter would wait for.
+    bridge = Bridge(answers)
+    given_up = anyio.run(serve_stdio, build_server(bridge, instructions))
+    if given_up or bridge.running:
+        # A call given up, or cancelled by the client, may still run in its thread, which the
+        # interpreter would wait for at exit: every answer is written by now.
         sys.stderr.flush()
-        os._exit(EXIT_FAILURE)
+        os._exit(EXIT_FAILURE if given_up else 0)
 
 
 def _answers(
