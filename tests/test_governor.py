@@ -59,14 +59,16 @@ def test_status_tells_whether_bulk_work_waits_since_when_and_why_as_one_fact() -
     waited since no time, or did not wait since a time, or waited while others used less
     than `yield_above`. Each is read here as soon as one is written."""
     seen: list[GovernorStatus] = []
+    built: list[bool] = []
 
     class Recording(Governor):
         def __setattr__(self, name: str, value: Any) -> None:
             super().__setattr__(name, value)
-            if name in ("_backoff", "busy_since", "others") and "busy_since" in vars(self):
+            if built:
                 seen.append(self.status())
 
     governor = Recording(1.0, 0.5, meter=Meter([0.9, 0.9, 0.2, 0.9]), clock=FakeClock())
+    built.append(True)
     for _ in range(4):
         governor.rest()
     governor.finished()
@@ -76,6 +78,29 @@ def test_status_tells_whether_bulk_work_waits_since_when_and_why_as_one_fact() -
         assert answer.yielding == (answer.busy_since is not None), seen
         if answer.yielding:
             assert answer.others_share is not None and answer.others_share > 0.5, seen
+
+
+def test_a_wait_that_ends_while_status_reads_it_is_read_whole() -> None:
+    """Status read the wait and the share others use one after the other, while `rest` ends
+    the wait on the worker's thread: a wait ended between the two reads was answered as bulk
+    work waiting while others used less than `yield_above`. Here it ends as status reads."""
+    ending: list[bool] = []
+
+    class Racing(Governor):
+        def __getattribute__(self, name: str) -> Any:
+            value = super().__getattribute__(name)
+            if ending and name in ("busy_since", "others", "_seen"):
+                ending.clear()
+                self.rest()  # the worker's turn, between status's reads
+            return value
+
+    governor = Racing(1.0, 0.5, meter=Meter([0.9, 0.2]), clock=FakeClock())
+    governor.rest()
+    ending.append(True)
+    answer = governor.status()
+    assert not ending and not governor.yielding, "the wait ended while status read it"
+    assert answer.yielding and answer.busy_since is not None, answer
+    assert answer.others_share == 0.9, answer
 
 
 class ProcStat:

@@ -128,10 +128,18 @@ class Governor:
         self._clock = clock
         self._resumed = clock()
         self._backoff = 0.0
-        #: Others' share of all cores at the last check; status reports it.
-        self.others: float | None = None
-        #: When bulk work began to wait for the busy machine (epoch seconds), while it does.
-        self.busy_since: float | None = None
+        #: When bulk work began to wait for the busy machine (epoch seconds, None while it does
+        #: not) and others' share of all cores at the last check: one fact, set in one
+        #: assignment on the worker's thread, since status reads it on another.
+        self._seen: tuple[float | None, float | None] = (None, None)
+
+    @property
+    def busy_since(self) -> float | None:
+        return self._seen[0]
+
+    @property
+    def others(self) -> float | None:
+        return self._seen[1]
 
     @property
     def yielding(self) -> bool:
@@ -139,22 +147,22 @@ class Governor:
         return self.busy_since is not None
 
     def status(self) -> GovernorStatus:
-        """What status reports, from one read of `busy_since`: whether bulk work waits and
-        since when are one fact, and `rest` writes it in two steps on the worker's thread."""
-        since = self.busy_since
+        """What status reports, from one read: whether bulk work waits, since when and the
+        share others use are one fact, and `rest` writes it on the worker's thread."""
+        since, others = self._seen
         return GovernorStatus(
             cpu_budget=self.cpu_budget,
             yield_above=self.yield_above,
             yielding=since is not None,
             waiting_for_busy_machine=since is not None,
             busy_since=since,
-            others_share=self.others,
+            others_share=others,
         )
 
     def finished(self) -> None:
         """The bulk work is done: nothing waits any more, and the next bulk pass looks afresh."""
         self._backoff = 0.0
-        self.busy_since = None
+        self._seen = (None, self.others)
 
     def rest(self) -> float:
         """Seconds to rest now, after the work done since `resumed`."""
@@ -165,26 +173,25 @@ class Governor:
             if others is None:
                 # Too soon to tell (under MIN_WINDOW since the last reading): carry on as before.
                 return max(delay, self._backoff)
-            # A busy share is stored before the wait it starts, and a wait is ended before
-            # the quiet share that ends it: status reads the wait first, so it never shows
-            # bulk work waiting beside a share under `yield_above`.
             if others > self.yield_above:
-                self.others = others
+                since = self.busy_since
                 if not self._backoff:
                     log.info(
                         "the machine is busy; bulk indexing waits",
                         others_share=round(others, 2),
                         yield_above=self.yield_above,
                     )
-                    self.busy_since = time.time()
+                    since = time.time()
+                # With the share, in one assignment: status never shows bulk work waiting
+                # beside a share under `yield_above`.
+                self._seen = (since, others)
                 self._backoff = min(max(self._backoff * 2, YIELD_FIRST), YIELD_MAX)
                 delay = max(delay, self._backoff)
             else:
                 if self._backoff:
                     log.info("the machine is quiet again; bulk indexing resumes")
                     self._backoff = 0.0
-                    self.busy_since = None
-                self.others = others
+                self._seen = (None, others)
         return delay
 
     def resumed(self) -> None:
