@@ -127,12 +127,15 @@ def parse(raw: bytes) -> Reply:
 
 def assert_error(reply: Reply, status: int, code: str | None = None) -> None:
     """Every error is JSON `{"error": {"code": str, "message": str}}` with a fitting status
-    (and a `kind` where a client acts on what exactly is refused)."""
+    (and a `kind` where a client acts on what exactly is refused, a `field` where one request
+    field is)."""
     assert reply.status == status, reply.raw[:500]
     assert reply.headers.get("content-type") == "application/json"
     assert isinstance(reply.body, dict) and set(reply.body) == {"error"}, reply.body
     error = reply.body["error"]
-    assert set(error) - {"kind"} == {"code", "message"}
+    assert set(error) - {"kind", "field"} == {"code", "message"}
+    if "field" in error:
+        assert isinstance(error["field"], str) and error["message"].startswith(error["field"])
     assert isinstance(error["code"], str) and error["code"]
     assert isinstance(error["message"], str) and error["message"]
     if code is not None:
@@ -636,10 +639,10 @@ def test_empty_components_and_nfd_are_normalised_not_refused(setup: Setup) -> No
 
 def test_cli_reindex_refuses_a_path_out_of_the_vault_with_a_usage_error(setup: Setup) -> None:
     for path in ("/etc/passwd", "../outside.md"):
-        # The daemon is running: the CLI refuses before asking it.
+        # The daemon is running: the CLI refuses before asking it, naming the argument typed.
         refused = vaultd("reindex", "Garden/Compost.md", path, config=setup.config)
         assert refused.returncode == 2, (refused.stdout, refused.stderr)
-        assert refused.stderr.startswith(f"vaultd: paths: not a path inside the vault: {path!r}")
+        assert refused.stderr.startswith(f"vaultd: PATHS: not a path inside the vault: {path!r}")
         assert "queued" not in refused.stdout
 
 
