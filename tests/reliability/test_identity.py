@@ -31,12 +31,14 @@ import pytest
 
 from harness.convergence import assert_converged
 from harness.daemon import PATIENCE, RunningDaemon, running, short_socket_dir, start, write_config
+from tests.small_vault import write_vault
 from vaultd.config import load_config
 from vaultd.daemon.lifecycle import Daemon
 from vaultd.daemon.state import State
 from vaultd.daemon.watching import Watching
 from vaultd.daemon.worker import Worker
 from vaultd.errors import ManifestLostError
+from vaultd.index.open import open_index
 from vaultd.index.status import IdentityCheck
 from vaultd.pipeline.watch import Watcher
 
@@ -236,6 +238,44 @@ def test_a_root_back_is_published_only_with_the_health_it_restores(tmp_path: Pat
     assert state == "missing" and reason is not None and "missing" in reason
     assert watching.last is not None and watching.last.state == "ok"
     assert watching.state.snapshot()["status"] == "ok"
+
+
+def test_status_never_shows_a_check_or_a_pass_beside_a_health_they_do_not_belong_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Status read the root's check and the pass's progress before the health: the root back
+    (its "ok" published, then the health restored) or the pass done (its progress cleared,
+    then its name) between those reads answered "ok" beside the "missing" check, or an idle
+    daemon with a pass's progress. Here both happen as status reads the health."""
+    config = write_vault(tmp_path, {"A.md": "# A\n\nOtters hold hands.\n"})
+    with open_index(load_config(config, env={}), env={}) as index:
+        daemon = Daemon(load_config(config, env={}), env={})
+        watcher = Watcher(index.vault, settle=0.0)
+        daemon.index, daemon.watcher = index, watcher
+        daemon.worker = worker = Worker(index, watcher, daemon.state)
+        daemon.state.started()
+        # The root gone, as Watching.check_root publishes it, during a full pass.
+        daemon.state.degrade("vault", "the vault root is missing")
+        daemon.watching.last = IdentityCheck("missing", "gone", (1, 2), None, time.time())
+        daemon.state.indexing = "full reconcile"
+        worker.progress("embed", 1, 4)
+        health = daemon.state.snapshot
+        meanwhile: list[bool] = [True]
+
+        def root_back_and_pass_done_meanwhile() -> dict[str, Any]:
+            if meanwhile:
+                meanwhile.clear()
+                daemon.watching.last = IdentityCheck("ok", None, (1, 2), (1, 2), time.time())
+                daemon.state.recover("vault")
+                worker.progress.clear()
+                daemon.state.indexing = ""
+            return health()
+
+        monkeypatch.setattr(daemon.state, "snapshot", root_back_and_pass_done_meanwhile)
+        answer = daemon.status()
+    assert not meanwhile, "the root came back while status read"
+    assert answer.status == "ok" and answer.identity["vault_root"]["state"] == "ok", answer
+    assert answer.indexing == "" and answer.progress is None, answer
 
 
 def test_an_unmounted_vault_showing_an_empty_folder_pauses_instead_of_purging(

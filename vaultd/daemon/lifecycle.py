@@ -42,6 +42,7 @@ from vaultd.index.open import Index, open_index
 from vaultd.index.status import IdentityCheck, index_status
 from vaultd.logs import iso, ms
 from vaultd.pipeline.watch import Watcher
+from vaultd.progress import Snapshot
 from vaultd.storage.lock import READERS, Holder, LockHolder
 from vaultd.storage.probe import last_moved_aside
 
@@ -398,25 +399,35 @@ class Daemon:
 
     # -- what the socket server and the scheduler call -----------------------------------------
 
+    def _health(self) -> tuple[dict[str, Any], Snapshot | None, dict[str, Any]]:
+        """The identity checks, the pass's progress and the health, as one answer shows them.
+
+        A failed check is published after the health it implies and one back to "ok" before
+        the health it restores; a pass is named before its progress, which is cleared before
+        its name. So the checks and the progress are read before the health and looked at
+        again after it: one that changed meanwhile (the root back, the pass done) is read
+        again with the health, never shown beside a health it does not belong with.
+        """
+        assert self.worker is not None
+        while True:
+            found = (self.watching.last, self._manifest_check, self.worker.progress.snapshot())
+            snapshot = self.state.snapshot()
+            again = (self.watching.last, self._manifest_check, self.worker.progress.snapshot())
+            if _kinds(again) == _kinds(found):
+                break
+        root, manifest, progress = found
+        identity = {
+            name: check.as_json()
+            for name, check in (("vault_root", root), ("manifest", manifest))
+            if check is not None
+        }
+        return identity, progress, snapshot
+
     def status(self) -> DaemonStatus:
         from vaultd import __version__
 
         assert self.index is not None and self.worker is not None and self.watcher is not None
-        # The identity checks before the health: each is published after the health it implies,
-        # so one answer never shows a failed check beside an "ok".
-        identity = {
-            name: check.as_json()
-            for name, check in (
-                ("vault_root", self.watching.last),
-                ("manifest", self._manifest_check),
-            )
-            if check is not None
-        }
-        # The progress before the pass it belongs to: a pass is named before its progress
-        # and its progress is cleared before its name, so one answer never shows progress
-        # while idle.
-        progress = self.worker.progress.snapshot()
-        snapshot = self.state.snapshot()
+        identity, progress, snapshot = self._health()
         index = index_status(self.index)
         return DaemonStatus(
             **{f.name: getattr(index, f.name) for f in fields(index) if f.name != "store"},
@@ -447,6 +458,19 @@ class Daemon:
             ),
             events={"readers": self.state.events.readers, "dropped": self.state.events.dropped},
         )
+
+
+def _kinds(
+    found: tuple[IdentityCheck | None, IdentityCheck | None, Snapshot | None],
+) -> tuple[str | None, str | None, bool]:
+    """What of the identity checks and the progress a health must agree with: each check's
+    state, and whether a pass shows progress."""
+    root, manifest, progress = found
+    return (
+        None if root is None else root.state,
+        None if manifest is None else manifest.state,
+        progress is None,
+    )
 
 
 def _rss_mb() -> float | None:
