@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import plistlib
+import re
 import shutil
 import subprocess
 import sys
@@ -471,3 +472,15 @@ def test_the_installed_vaultd_script_runs_the_command(home: dict[str, str], conf
     program = plist["ProgramArguments"]
     assert os.path.isabs(program[0])
     assert program[-3:] == ["run", "--config", str(config)]
+
+
+def test_the_readme_and_the_help_name_the_exits_systemd_does_not_restart_after() -> None:
+    """Both list the codes by hand: they say what RestartPreventExitStatus says."""
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    listed = re.search(r"never restarts it after exit ((?:\d+, )*\d+ or \d+)", readme)
+    assert listed is not None
+    assert {int(c) for c in re.findall(r"\d+", listed[1])} == no_retry_codes()
+    shown = CliRunner().invoke(main, ["service", "install", "--help"], terminal_width=200)
+    helped = re.search(r"cannot fix either \(((?:\d+, )*\d+):", " ".join(shown.output.split()))
+    assert helped is not None, shown.output
+    assert {int(c) for c in re.findall(r"\d+", helped[1])} == no_retry_codes()
