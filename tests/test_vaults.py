@@ -12,8 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from harness.daemon import RunningDaemon, short_socket_dir, start, write_config
+from vaultd.cli import every_vault
+from vaultd.cli.commands import main
 from vaultd.errors import no_retry_codes
 
 pytestmark = pytest.mark.slow
@@ -105,6 +108,32 @@ def test_search_all_merges_every_running_daemon(daemons: dict[str, RunningDaemon
     text = search_all(daemons["home"], "tomatoes deploys")
     assert text.returncode == 0, text.stderr
     assert "[home] Garden.md" in text.stdout and "[work] Deploys.md" in text.stdout
+
+
+def test_search_all_waits_as_long_as_it_asks_the_daemons_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--all --wait-for NOTE --timeout S` gave each daemon 30 s to answer whatever S was: a
+    wait longer than that read as a daemon that does not answer. Here the time to answer is
+    a second and the note is indexed after a debounce of three."""
+    sockets = short_socket_dir()
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "Garden.md").write_text("# Garden\n\nTomatoes want the south wall.\n")
+    sock = sockets / "v.sock"
+    config = write_config(tmp_path / "c.toml", vault, tmp_path / "data", sock, debounce="3s")
+    daemon = start(config, sock, tmp_path / "vaultd.log")
+    try:
+        daemon.wait_idle()
+        (vault / "Later.md").write_text("# Later\n\nThe zymurgy notes, written just now.\n")
+        monkeypatch.setattr(every_vault, "ANSWER_SECONDS", 1.0)
+        asked = ["search", "zymurgy", "--all", "--wait-for", "Later.md", "--timeout", "60"]
+        said = CliRunner().invoke(main, [*asked, "--json", "--config", str(config)])
+    finally:
+        daemon.stop()
+        shutil.rmtree(sockets, ignore_errors=True)
+    assert said.exit_code == 0, said.output
+    assert json.loads(said.stdout)["hits"][0]["path"] == "Later.md", said.output
 
 
 def test_search_all_says_so_when_no_daemon_runs(tmp_path: Path) -> None:

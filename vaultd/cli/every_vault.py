@@ -14,6 +14,8 @@ from vaultd.errors import VaultdError
 #: equally trusted, so the customary 60 (a flat curve) rather than search's tuned `rrf_k`,
 #: which weighs two retrievers of one vault.
 _RRF_K = 60
+#: How long a daemon has to answer, beyond the wait for a note the search asks for.
+ANSWER_SECONDS = 30.0
 
 
 def socket_dir(config: Any) -> Path:
@@ -36,7 +38,9 @@ def _ask_daemon(sock: Path, request: Any) -> tuple[str, list[dict[str, Any]]]:
     """(the daemon's vault, its hits); raises VaultdError when it does not answer."""
     from vaultd.api.client import Client, RemoteService
 
-    client = Client(sock, timeout=30)
+    # A search asked to wait (--wait-for) is answered once the wait is over, up to its timeout.
+    waits = request.timeout if request.wait_for is not None else 0.0
+    client = Client(sock, timeout=ANSWER_SECONDS + waits)
     health = client.health()
     if health is None:
         raise VaultdError("no daemon answers")
