@@ -115,7 +115,8 @@ def test_search_all_waits_as_long_as_it_asks_the_daemons_to(
 ) -> None:
     """`--all --wait-for NOTE --timeout S` gave each daemon 30 s to answer whatever S was: a
     wait longer than that read as a daemon that does not answer. Here the time to answer is
-    a second and the note is indexed after a debounce of three."""
+    a second and the note is indexed after a debounce of three. A wait that runs out was
+    said only as "no running vaultd daemon answers"."""
     sockets = short_socket_dir()
     vault = tmp_path / "vault"
     vault.mkdir()
@@ -126,12 +127,16 @@ def test_search_all_waits_as_long_as_it_asks_the_daemons_to(
     try:
         daemon.wait_idle()
         (vault / "Later.md").write_text("# Later\n\nThe zymurgy notes, written just now.\n")
+        asked = ["search", "zymurgy", "--all", "--wait-for", "Later.md", "--json"]
+        # A wait that runs out is the daemon's answer, said as it said it.
+        late = CliRunner().invoke(main, [*asked, "--timeout", "0", "--config", str(config)])
         monkeypatch.setattr(every_vault, "ANSWER_SECONDS", 1.0)
-        asked = ["search", "zymurgy", "--all", "--wait-for", "Later.md", "--timeout", "60"]
-        said = CliRunner().invoke(main, [*asked, "--json", "--config", str(config)])
+        said = CliRunner().invoke(main, [*asked, "--timeout", "60", "--config", str(config)])
     finally:
         daemon.stop()
         shutil.rmtree(sockets, ignore_errors=True)
+    assert late.exit_code == 1 and not late.stdout, late.output
+    assert f"skipped {sock}: 'Later.md' was not indexed within 0 s" in late.stderr, late.stderr
     assert said.exit_code == 0, said.output
     assert json.loads(said.stdout)["hits"][0]["path"] == "Later.md", said.output
 

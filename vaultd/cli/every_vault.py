@@ -74,9 +74,12 @@ def search_every_vault(config: Any, request: Any) -> dict[str, Any]:
         for rank, hit in enumerate(hits, 1):
             labelled = {**hit, "vault": vault, "vault_name": Path(vault).name, "rank": rank}
             fused.append((1.0 / (_RRF_K + rank), float(hit["score"]), vault, labelled))
-    if not fused and len(silent) == len(sockets):
-        raise VaultdError(f"no running vaultd daemon answers in {directory}")
+    # Before any error: a daemon that answered with a refusal (a wait that ran out) says why.
     for line in silent:
         click.echo(line, err=True)
+    if not sockets:
+        raise VaultdError(f"no running vaultd daemon answers in {directory}")
+    if not fused and len(silent) == len(sockets):
+        raise VaultdError(f"no daemon in {directory} answered the search (see above)")
     fused.sort(key=lambda item: (-item[0], -item[1], item[2]))
     return {"hits": [{**hit, "score": round(rrf, 6)} for rrf, _, _, hit in fused[: request.k]]}
