@@ -38,6 +38,21 @@ def test_a_transaction_commits_whole_or_not_at_all(tmp_path: Path) -> None:
         opened.close()
 
 
+def test_a_reader_left_in_a_transaction_is_not_used_again(tmp_path: Path) -> None:
+    """A read connection whose transaction did not end (a snapshot's end failed) went back to
+    the pool and answered every later read from that old commit."""
+    opened = Connection(tmp_path / "m.db")
+    try:
+        with opened._reader() as db:
+            db.execute("BEGIN")
+            db.execute("SELECT COUNT(*) FROM meta").fetchall()
+        with opened._transaction() as db:
+            db.execute("INSERT INTO meta VALUES ('a', '1')")
+        assert opened._query("SELECT key FROM meta WHERE key = 'a'") == [("a",)]
+    finally:
+        opened.close()
+
+
 def test_sqlite_errors_become_store_errors(tmp_path: Path) -> None:
     opened = Connection(tmp_path / "m.db")
     try:

@@ -117,7 +117,8 @@ class Connection:
         try:
             yield db
         finally:
-            if self._closed or self._readers.qsize() >= self.READERS:
+            # One still in a transaction (its end failed) would answer from it ever after.
+            if self._closed or db.in_transaction or self._readers.qsize() >= self.READERS:
                 db.close()
             else:
                 self._readers.put(db)
@@ -203,13 +204,13 @@ class Connection:
             with self._reader() as db:
                 writes = self._writes
                 db.execute("BEGIN")
-                # SQLite begins a read transaction at its first read, not at BEGIN: begun now,
-                # so that a read within that answers from what it kept (`held`) and the reads
-                # after it are of one commit.
-                db.execute("SELECT COUNT(*) FROM sqlite_master").fetchall()
-                self._pinned.db = db
-                self._pinned.held = writes if self._begun == writes else None
                 try:
+                    # SQLite begins a read transaction at its first read, not at BEGIN: begun
+                    # now, so that a read within that answers from what it kept (`held`) and
+                    # the reads after it are of one commit.
+                    db.execute("SELECT COUNT(*) FROM sqlite_master").fetchall()
+                    self._pinned.db = db
+                    self._pinned.held = writes if self._begun == writes else None
                     yield
                 finally:
                     self._pinned.db = None
