@@ -37,9 +37,11 @@ def socket_dir(config: Any) -> Path:
 def _ask_daemon(sock: Path, request: Any) -> tuple[str, list[dict[str, Any]]]:
     """(the daemon's vault, its hits); raises VaultdError when it does not answer."""
     from vaultd.api.client import Client, RemoteService
+    from vaultd.api.limits import MAX_WAIT
 
-    # A search asked to wait (--wait-for) is answered once the wait is over, up to its timeout.
-    waits = request.timeout if request.wait_for is not None else 0.0
+    # A search asked to wait (--wait-for) is answered once the wait is over: its timeout, of
+    # which a daemon waits at most MAX_WAIT.
+    waits = min(request.timeout, MAX_WAIT) if request.wait_for is not None else 0.0
     client = Client(sock, timeout=ANSWER_SECONDS + waits)
     health = client.health()
     if health is None:
