@@ -173,7 +173,8 @@ ACTING = ("api/local.py", "daemon/serving.py", "index/", "storage/")
 #: Acts on some fields: the faces, each field it takes in a form of its own (the CLI's
 #: `--where COND`, `--lines A-B`, a tool's fixed `text`) or shows of an answer (the parts of a
 #: hit the MCP search passes on, a quarantined note's `since` in `vaultd status`); the route
-#: table, which waits for `wait_for`, and the answers without a daemon, which cannot.
+#: table, which waits for `wait_for`, the answers without a daemon, which cannot, and `--all`,
+#: which gives each daemon the time its wait may take.
 FACES = {
     "cli/queries.py": None,
     "cli/mcp_bridge.py": {"text", "start_line", "end_line", "start_page", "end_page", "tags"}
@@ -181,6 +182,7 @@ FACES = {
     "cli/status.py": {"since"},
     "api/routes.py": {"wait_for", "timeout"},
     "cli/common.py": {"wait_for"},
+    "cli/every_vault.py": {"wait_for"},
 }
 #: Field names that are also ordinary words of the code (a socket's `path`, a client's `timeout`,
 #: a result's `text`): held by the typed tests above instead.
