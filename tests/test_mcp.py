@@ -344,20 +344,23 @@ class RawBridge:
                     stream.close()
 
 
+HELLO = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "script", "version": "0"},
+    },
+}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
 def test_a_line_that_is_no_json_rpc_message_gets_a_json_rpc_error(daemon: RunningDaemon) -> None:
     bridge = RawBridge(daemon.config)
     try:
-        hello = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "0"},
-            },
-        }
-        bridge.send(json.dumps(hello).encode())
+        bridge.send(json.dumps(HELLO).encode())
         assert bridge.receive()["id"] == 1
         bridge.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
         # Not JSON at all, cut short, and JSON that is no JSON-RPC message: each is answered,
@@ -405,17 +408,6 @@ def test_an_oversized_query_is_refused_for_its_size_not_blamed_on_the_daemon(
 
 # -- stdin closed: what was asked is answered first ----------------------------------------------
 
-HELLO = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "script", "version": "0"},
-    },
-}
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 #: The fault: a search for this never finishes, and the wait after stdin closes is shorter:
 #: still long enough for the other calls, which open the index, on a loaded machine (they

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tests.small_vault import indexed
 from tests.storage.outcomes import failed
+from vaultd.index.open import Index
 from vaultd.index.status import index_status, kinds_text, not_indexed
 
 NOTES = {
@@ -47,28 +48,34 @@ def test_a_note_indexed_in_part_is_told_and_a_failure_troubles(tmp_path: Path) -
         ]
 
 
+def assert_each_note_counted_once(index: Index) -> None:
+    """Record a.md as failed between status's first reads and the failed notes' read: the
+    status still counts each of the two notes once."""
+    manifest = index.manifest
+    recorded: list[str] = []
+
+    def batch_between_reads(sql: str) -> None:
+        if "status = 'failed'" in sql and not recorded:
+            recorded.append(sql)
+            manifest.apply([failed("a.md")], quarantine_after=3)
+
+    manifest.trace(batch_between_reads)
+    try:
+        status = index_status(index)
+    finally:
+        manifest.trace(None)
+    assert recorded, "the batch was recorded between the reads"
+    listed = len(status.failed) + len(status.quarantined) + len(status.left_out)
+    assert status.notes + listed == 2, status
+    after = index_status(index)
+    assert after.notes == 1 and [f.path for f in after.failed] == ["a.md"]
+
+
 def test_a_batch_recorded_while_status_reads_counts_each_note_once(tmp_path: Path) -> None:
     """A note that failed between status's reads was counted among the notes and listed as
     failed: every read of one status now sees the same commit."""
     with indexed(tmp_path, {"a.md": NOTES["a.md"], "b.md": NOTES["b.md"]}) as index:
-        manifest = index.manifest
-        recorded: list[str] = []
-
-        def batch_between_reads(sql: str) -> None:
-            if "status = 'failed'" in sql and not recorded:
-                recorded.append(sql)
-                manifest.apply([failed("a.md")], quarantine_after=3)
-
-        manifest.trace(batch_between_reads)
-        try:
-            status = index_status(index)
-        finally:
-            manifest.trace(None)
-        assert recorded, "the batch was recorded between the reads"
-        listed = len(status.failed) + len(status.quarantined) + len(status.left_out)
-        assert status.notes + listed == 2, status
-        after = index_status(index)
-        assert after.notes == 1 and [f.path for f in after.failed] == ["a.md"]
+        assert_each_note_counted_once(index)
 
 
 def test_counts_kept_from_an_earlier_status_are_of_the_commit_the_rest_reads(
@@ -78,25 +85,8 @@ def test_counts_kept_from_an_earlier_status_are_of_the_commit_the_rest_reads(
     nothing for them: its snapshot began at its next read, so a batch recorded in between was
     in the failed notes and not in the counts (the note counted twice)."""
     with indexed(tmp_path, {"a.md": NOTES["a.md"], "b.md": NOTES["b.md"]}) as index:
-        manifest = index.manifest
         assert index_status(index).notes == 2  # the counts are kept from here
-        recorded: list[str] = []
-
-        def batch_between_reads(sql: str) -> None:
-            if "status = 'failed'" in sql and not recorded:
-                recorded.append(sql)
-                manifest.apply([failed("a.md")], quarantine_after=3)
-
-        manifest.trace(batch_between_reads)
-        try:
-            status = index_status(index)
-        finally:
-            manifest.trace(None)
-        assert recorded, "the batch was recorded between the reads"
-        listed = len(status.failed) + len(status.quarantined) + len(status.left_out)
-        assert status.notes + listed == 2, status
-        after = index_status(index)
-        assert after.notes == 1 and [f.path for f in after.failed] == ["a.md"]
+        assert_each_note_counted_once(index)
 
 
 def test_the_not_indexed_counts_read_back_or_none() -> None:
