@@ -20,6 +20,8 @@ import json
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,6 +76,14 @@ def eventually(check: Callable[[], bool], what: str, timeout: float = PATIENCE) 
     return time.monotonic() - started
 
 
+def cli_status(daemon: RunningDaemon) -> subprocess.CompletedProcess[str]:
+    """`vaultd status --json`, the real command, as a user would run it beside the daemon."""
+    command = [sys.executable, "-m", "vaultd", "status", "--json", "--config", str(daemon.config)]
+    return subprocess.run(
+        command, capture_output=True, text=True, env=daemon.env, timeout=PATIENCE, check=False
+    )
+
+
 def log_events(daemon: RunningDaemon) -> list[dict[str, Any]]:
     events = []
     for line in daemon.log_text().splitlines():
@@ -104,6 +114,11 @@ def test_a_vault_root_replaced_by_a_symlink_degrades_and_recovers_when_put_back(
         assert now["status"] == "degraded"
         assert "symlink" in now["reasons"]["vault"] and str(real) in now["reasons"]["vault"]
         assert now["identity"]["vault_root"]["expected"] != now["identity"]["vault_root"]["found"]
+        # `vaultd status` names the daemon's state, not a daemon "of another vault": the
+        # configured path now resolves to the link's target, whose id the daemon does not carry.
+        shown = cli_status(daemon)
+        assert shown.returncode == 1, shown.stderr
+        assert json.loads(shown.stdout)["status"] == "degraded"
         # Written through the link meanwhile: not indexed now, and not lost.
         (real / "Heron.md").write_text(note("Heron", "Herons stand in shallow water."))
         # Paused, never purged: the index answers from what it had.

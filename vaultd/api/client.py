@@ -34,6 +34,7 @@ from vaultd.errors import (
     VaultdError,
     VaultMismatchError,
 )
+from vaultd.layout import vault_id
 from vaultd.trust import check_path, user_name
 
 #: Every answer names the vault its daemon serves (its id, see vaultd.layout.vault_id).
@@ -114,12 +115,26 @@ class _UnixConnection(http.client.HTTPConnection):
 
 class Client:
     """Requests to one daemon. With `vault_id`, every answer must come from that vault's
-    daemon: one from another raises VaultMismatchError, whatever the request."""
+    daemon: one from another raises VaultMismatchError, whatever the request.
 
-    def __init__(self, path: Path, timeout: float = 70.0, vault_id: str | None = None) -> None:
+    With `vault` too (the vault's resolved path, whose id `vault_id` is), a daemon that serves
+    another path is still this vault's when that path now leads here: a vault root swapped for
+    a symlink while its daemon runs. The daemon says so itself (degraded, the root a symlink);
+    refusing its answer would hide that behind a mismatch.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        timeout: float = 70.0,
+        vault_id: str | None = None,
+        *,
+        vault: Path | None = None,
+    ) -> None:
         self.path = path
         self.timeout = timeout
         self.vault_id = vault_id
+        self.vault = vault
 
     def reachable(self) -> bool:
         """Whether a daemon answers on the socket (a stale socket file does not count)."""
@@ -161,9 +176,7 @@ class Client:
             raise VaultdError(f"cannot talk to the daemon at {self.path}: {exc}") from exc
         finally:
             connection.close()
-        served = response.getheader(VAULT_HEADER)
-        if self.vault_id is not None and served != self.vault_id:
-            raise VaultMismatchError(self._mismatch(served, response.getheader(VAULT_PATH_HEADER)))
+        self._check_vault(response)
         try:
             decoded = json.loads(data) if data else {}
         except ValueError as exc:
@@ -188,10 +201,11 @@ class Client:
         except (OSError, http.client.HTTPException) as exc:
             connection.close()
             raise VaultdError(f"cannot talk to the daemon at {self.path}: {exc}") from exc
-        served = response.getheader(VAULT_HEADER)
-        if self.vault_id is not None and served != self.vault_id:
+        try:
+            self._check_vault(response)
+        except VaultMismatchError:
             connection.close()
-            raise VaultMismatchError(self._mismatch(served, response.getheader(VAULT_PATH_HEADER)))
+            raise
         return response
 
     def lines(self, target: str, *, timeout: float | None = None) -> Iterator[Any]:
@@ -203,11 +217,7 @@ class Client:
                 response = connection.getresponse()
             except (OSError, http.client.HTTPException) as exc:
                 raise VaultdError(f"cannot talk to the daemon at {self.path}: {exc}") from exc
-            served = response.getheader(VAULT_HEADER)
-            if self.vault_id is not None and served != self.vault_id:
-                raise VaultMismatchError(
-                    self._mismatch(served, response.getheader(VAULT_PATH_HEADER))
-                )
+            self._check_vault(response)
             if response.status >= 400:
                 self._raise_for(response.status, response.read())
             while True:
@@ -238,6 +248,19 @@ class Client:
             field if isinstance(field, str) else None,
         )
 
+    def _check_vault(self, response: http.client.HTTPResponse) -> None:
+        """Raise VaultMismatchError unless the answer comes from this vault's daemon."""
+        served = response.getheader(VAULT_HEADER)
+        if self.vault_id is None or served == self.vault_id:
+            return
+        quoted_path = response.getheader(VAULT_PATH_HEADER)
+        if served is not None and quoted_path and self.vault is not None:
+            named = Path(unquote(quoted_path))
+            # The id is of the path the daemon serves; a forged path would not hash to it.
+            if vault_id(named) == served and _leads_to(named, self.vault):
+                return
+        raise VaultMismatchError(self._mismatch(served, quoted_path))
+
     def _mismatch(self, served: str | None, quoted_path: str | None) -> str:
         if served is None:
             return (
@@ -249,6 +272,14 @@ class Client:
             f"the daemon on {self.path} serves {vault}, not this vault; give each vault its own "
             "[server] socket (or leave it unset: the default socket is per vault)"
         )
+
+
+def _leads_to(path: Path, vault: Path) -> bool:
+    """Whether `path`, resolved now, is `vault`."""
+    try:
+        return path.resolve(strict=True) == vault
+    except (OSError, RuntimeError):
+        return False
 
 
 #: What a daemon's refusal was when it was raised there (vaultd.api.service): raised here again

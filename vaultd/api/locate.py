@@ -195,7 +195,7 @@ def find_daemon(
     if halted is not None:
         raise halted
     for candidate in candidates(setting, vault, data_dir, env):
-        client = Client(candidate.path, timeout=timeout, vault_id=vault_id(vault))
+        client = Client(candidate.path, timeout=timeout, vault_id=vault_id(vault), vault=vault)
         try:
             health = client.health()
         except VaultMismatchError:

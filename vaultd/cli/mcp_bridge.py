@@ -328,8 +328,9 @@ def _answers(
     else:
         # Named outright: that daemon, checked against the vault when one is configured.
         configured = config.vault.path is not None
+        vault = config.require_vault() if configured else None
         named = Client(
-            socket_file, vault_id=vault_id(config.require_vault()) if configured else None
+            socket_file, vault_id=vault_id(vault) if vault is not None else None, vault=vault
         )
         answers = DaemonOrIndex(
             lambda: named if named.health() is not None else None,
