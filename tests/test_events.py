@@ -215,6 +215,26 @@ def test_a_stalled_or_vanished_reader_never_holds_the_daemon_up(
         stalled.close()
 
 
+def test_a_closed_stream_gives_back_its_place_at_once(daemon: RunningDaemon) -> None:
+    """A stream's place was held until its next event or heartbeat (up to 15 s) failed to
+    write: 20 readers that closed, then connect-and-close cycles, and every new stream was
+    refused `busy` (issue 51, finding 10). A hang-up now ends the stream when it happens."""
+    readers = lambda: daemon.request("GET", "/v1/status")["events"]["readers"]  # noqa: E731
+    wait_until(lambda: readers() == 0, "no reader from an earlier case")
+    for _ in range(20):
+        closed = EventReader(daemon.socket)
+        assert next(closed.events())["kind"] == "hello"
+        closed.close()
+    for cycle in range(500):
+        try:
+            reader = EventReader(daemon.socket)
+        except AssertionError as refused:
+            pytest.fail(f"cycle {cycle}: a new stream was refused: {refused}")
+        assert next(reader.events())["kind"] == "hello"
+        reader.close()
+    wait_until(lambda: readers() == 0, "every closed stream unsubscribed", timeout=5.0)
+
+
 def test_events_are_declared_like_every_other_operation(daemon: RunningDaemon) -> None:
     document = daemon.request("GET", "/openapi.json")
     answer = document["paths"]["/v1/events"]["get"]["responses"]["200"]["content"]

@@ -38,6 +38,9 @@ class Lines:
 
     items: Generator[Any, None, None]
     sse: bool = False
+    #: Ends the answer from another thread (the service's `end`, where it has one): the
+    #: transport calls it when the client hangs up while the answer waits for its next item.
+    end: Callable[[], None] | None = None
 
 
 class Api:
@@ -85,7 +88,8 @@ class Api:
             self._wait(request.wait_for, min(request.timeout, MAX_WAIT))
         answer = getattr(self.service, op.name)(request)
         if op.sse or op.stream:
-            return HTTPStatus(op.status), Lines(_dumped_all(answer), op.sse)
+            end = getattr(answer, "end", None)
+            return HTTPStatus(op.status), Lines(_dumped_all(answer), op.sse, end)
         return HTTPStatus(op.status), _dumped(answer)
 
     def _wait(self, target: str, timeout: float) -> None:

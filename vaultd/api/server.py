@@ -20,12 +20,13 @@ import io
 import json
 import os
 import re
+import selectors
 import socket
 import socketserver
 import stat
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
@@ -360,8 +361,9 @@ class Handler(BaseHTTPRequestHandler):
     def _events(self, status: HTTPStatus, payload: Lines) -> None:
         """Server-sent events until the client goes away or the server stops. The connection
         leaves the caps of requests (it is closed after the stream) for MAX_STREAMS; a client
-        that stops reading is cut once a write has waited IDLE_TIMEOUT, and one that vanished
-        at the next event or heartbeat. Either way only this thread ever waits on it."""
+        that stops reading is cut once a write has waited IDLE_TIMEOUT, one that hangs up is
+        ended at once (`Hangups`), and one that vanished silently at the next event or
+        heartbeat. Either way only this thread ever writes to it."""
         try:
             if not self.server.streams.acquire(blocking=False):
                 self.close_connection = True
@@ -370,6 +372,7 @@ class Handler(BaseHTTPRequestHandler):
                     _error_body("busy", f"{MAX_STREAMS} event streams are open already"),
                 )
                 return
+            watched = False
             try:
                 self.server.leave(self.slot)
                 self.close_connection = True
@@ -377,12 +380,17 @@ class Handler(BaseHTTPRequestHandler):
                     status, "text/event-stream; charset=utf-8", {"Cache-Control": "no-store"}
                 )
                 self.wfile.flush()
+                if payload.end is not None:
+                    self.server.hangups.watch(self.connection, payload.end)
+                    watched = True
                 for item in payload.items:
                     self.wfile.write(_sse(item))
                     self.wfile.flush()
             except OSError:
                 pass  # gone, or not reading: its subscription ends below
             finally:
+                if watched:
+                    self.server.hangups.forget(self.connection)
                 self.server.streams.release()
         finally:
             payload.items.close()
@@ -441,6 +449,76 @@ def _busy_reply(message: str) -> bytes:
     )
 
 
+class Hangups:
+    """Ends an event stream as soon as its client hangs up.
+
+    A stream's thread waits for the next event, not on its socket, so on its own it would
+    learn of a hang-up only when its next write failed (an event, or the heartbeat 15 s on)
+    and would hold its place under MAX_STREAMS until then. One thread watches every open
+    stream's socket instead: at end of file it ends that stream's answer, which wakes the
+    stream's thread at once. A client that sends anything after its request is left to the
+    heartbeat (it is not hanging up, and a socket that stays readable would spin the watch).
+    """
+
+    def __init__(self) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._wake_read, self._wake_write = socket.socketpair()
+        self._wake_read.setblocking(False)
+        self._selector.register(self._wake_read, selectors.EVENT_READ)
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def watch(self, sock: socket.socket, end: Callable[[], None]) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._selector.register(sock, selectors.EVENT_READ, end)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="hangups", daemon=True)
+                self._thread.start()
+
+    def forget(self, sock: socket.socket) -> None:
+        """Stop watching `sock`; before it is closed, whose number may be reused at once."""
+        with self._lock, contextlib.suppress(KeyError, ValueError, OSError):
+            self._selector.unregister(sock)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        with contextlib.suppress(OSError):
+            self._wake_write.send(b"!")
+        if thread is not None:
+            thread.join(5)
+        self._selector.close()
+        self._wake_read.close()
+        self._wake_write.close()
+
+    def _run(self) -> None:
+        while True:
+            ready = self._selector.select()
+            with self._lock:
+                if self._closed:
+                    return
+                for key, _ in ready:
+                    if key.data is not None:
+                        self._look(key.fileobj, key.data)  # type: ignore[arg-type]
+
+    def _look(self, sock: socket.socket, end: Callable[[], None]) -> None:
+        # Under the lock: `forget` cannot pass between the look and the unregister.
+        try:
+            hung_up = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return
+        except OSError:
+            hung_up = True
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            self._selector.unregister(sock)
+        if hung_up:
+            end()
+
+
 class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     allow_reuse_address = False
@@ -462,6 +540,7 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self._waiting = threading.BoundedSemaphore(MAX_WAITING)
         #: Event streams open (see Handler._events).
         self.streams = threading.BoundedSemaphore(MAX_STREAMS)
+        self.hangups = Hangups()
         #: The connection this thread serves (a thread per connection) and the slots it holds.
         self.current = threading.local()
         self._uid = os.getuid()
@@ -582,6 +661,7 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             remove_record(self.record_dir)
         self.shutdown()
         self.server_close()
+        self.hangups.close()
         with contextlib.suppress(OSError):
             self.path.unlink()
 

@@ -4,8 +4,9 @@ The worker publishes (a note indexed, failed or deleted, a phase of a pass begun
 pass done); each reader of the stream holds a subscription with a bounded buffer of its own.
 Publishing never waits for a reader: when a reader's buffer is full its oldest event is
 dropped and counted, both for the reader (each event it does get says how many it lost) and
-for the hub (status and the page report the total). A reader that vanished is unsubscribed by
-the server the first time a write to it fails, at the latest at the next heartbeat.
+for the hub (status and the page report the total). A reader that hangs up is unsubscribed by
+the server as soon as its socket says so (`EventStream.end`), one that vanished silently at the
+first write to it that fails, at the latest at the next heartbeat.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Generator
 from typing import Any
 
 #: Events a reader may fall behind by before its oldest are dropped.
@@ -114,18 +114,40 @@ class EventHub:
                 reader.closed = True
                 reader._ready.notify()
 
-    def stream(self, heartbeat: float | None = None) -> Generator[dict[str, Any], None, None]:
-        """A reader's events as they come, a `ping` after each quiet `heartbeat`; the reader
-        is unsubscribed when the iterator is closed (the server closes it when a write fails)."""
-        reader = self.subscribe()
-        try:
-            yield {"kind": "hello", "seq": 0, "time": time.time(), "dropped": 0}
-            while not reader.closed:
-                event = reader.get(HEARTBEAT if heartbeat is None else heartbeat)
-                if event is None:
-                    if reader.closed:
-                        return
-                    event = {"kind": "ping", "seq": 0, "time": time.time(), "dropped": 0}
-                yield event
-        finally:
-            reader.close()
+    def stream(self, heartbeat: float | None = None) -> EventStream:
+        """A reader's events as they come, a `ping` after each quiet `heartbeat`."""
+        return EventStream(self.subscribe(), HEARTBEAT if heartbeat is None else heartbeat)
+
+
+class EventStream:
+    """One reader's events, as an iterator: `hello` first, then what is published, a `ping`
+    after each quiet heartbeat. `end()` ends it from any thread, at once: the server calls it
+    when the reader hangs up, so that a closed stream gives back its place without waiting for
+    the next event or heartbeat to fail on the socket."""
+
+    def __init__(self, reader: Subscription, heartbeat: float) -> None:
+        self._reader = reader
+        self._heartbeat = heartbeat
+        self._greeted = False
+
+    def __iter__(self) -> EventStream:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        if not self._greeted:
+            self._greeted = True
+            return {"kind": "hello", "seq": 0, "time": time.time(), "dropped": 0}
+        if self._reader.closed:
+            raise StopIteration
+        event = self._reader.get(self._heartbeat)
+        if event is None:
+            if self._reader.closed:
+                raise StopIteration
+            event = {"kind": "ping", "seq": 0, "time": time.time(), "dropped": 0}
+        return event
+
+    def end(self) -> None:
+        """Unsubscribe; a reader waiting in `__next__` stops at once."""
+        self._reader.close()
+
+    close = end

@@ -5,8 +5,8 @@ them to be indexed. Whichever indexing worker runs now is asked (a dead one is r
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from vaultd import __version__
 from vaultd.api import operations as o
@@ -16,9 +16,12 @@ from vaultd.layout import vault_id
 
 if TYPE_CHECKING:
     from vaultd.answers import DaemonStatus
+    from vaultd.daemon.events import EventStream
     from vaultd.daemon.state import State
     from vaultd.daemon.worker import Worker
     from vaultd.index.open import Index
+
+T = TypeVar("T")
 
 
 class DaemonService(LocalService):
@@ -63,13 +66,8 @@ class DaemonService(LocalService):
             worker.request_full(check=1.0)
         return o.ReindexResponse(accepted=True, paths=request.paths or "all")
 
-    def events(self, request: o.EventsRequest) -> Iterator[o.Event]:
-        stream = self._state.events.stream()
-        try:
-            for event in stream:
-                yield o.Event.model_validate(event)
-        finally:
-            stream.close()
+    def events(self, request: o.EventsRequest) -> Ended[o.Event]:
+        return Ended(self._state.events.stream(), o.Event.model_validate)
 
     def wait(self, target: str, timeout: float) -> bool:
         worker = self._running_worker()
@@ -83,3 +81,22 @@ class DaemonService(LocalService):
         if worker is None:
             raise NotReadyError("the daemon is starting")
         return worker
+
+
+class Ended(Generic[T]):
+    """An event stream as the API's models, which the server may end from another thread
+    (`end`, when the client hangs up) as well as close from its own."""
+
+    def __init__(self, stream: EventStream, shape: Callable[[dict[str, Any]], T]) -> None:
+        self._stream, self._shape = stream, shape
+
+    def __iter__(self) -> Ended[T]:
+        return self
+
+    def __next__(self) -> T:
+        return self._shape(next(self._stream))
+
+    def end(self) -> None:
+        self._stream.end()
+
+    close = end
