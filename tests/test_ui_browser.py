@@ -29,6 +29,7 @@ from tests.pipeline.test_ocr import scanned_pdf
 from tests.ui import ui_server
 from vaultd.api.client import Client
 from vaultd.layout import vault_id
+from vaultd.ui.link import LinkFile
 from vaultd.ui.server import UiServer
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -88,7 +89,7 @@ def daemon(
 
 
 @pytest.fixture(scope="module")
-def page(ui: UiServer) -> Iterator[Any]:
+def page(ui: UiServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"]
@@ -96,8 +97,10 @@ def page(ui: UiServer) -> Iterator[Any]:
         try:
             context = browser.new_context(viewport={"width": 1200, "height": 800})
             page = context.new_page()
-            page.goto(ui.url)  # the one-time link: its cookie, then the page
-            assert page.url.endswith("/")
+            # As `vaultd ui` opens it: the private file, its one-time link, the cookie, the page.
+            with LinkFile(ui.url, tmp_path_factory.mktemp("run")) as link:
+                page.goto(link.uri)
+                page.wait_for_url(f"http://127.0.0.1:{ui.port}/", timeout=PATIENCE * 1000)
             page.goto(page.url + "#health")
             yield page
         finally:

@@ -1,8 +1,10 @@
 """`vaultd ui`: the page in the browser, over the vault's running daemon (vaultd.ui.server).
 
-A light client, like `vaultd status`: it opens no index and needs the daemon running. It
-prints the one-time URL (holding the secret) on the terminal, opens the browser at it unless
-told not to, and serves until its terminal goes, Ctrl-C, or `--idle` without use.
+A light client, like `vaultd status`: it opens no index and needs the daemon running. The
+page's one-time link goes into a file only the user can read (vaultd.ui.link); the browser is
+started with that file's path, and the terminal is told the path, never the secret: a command
+line is every local user's to read. It serves until its terminal goes, Ctrl-C, or `--idle`
+without use.
 """
 
 from __future__ import annotations
@@ -18,12 +20,16 @@ import click
 from vaultd.api.locate import find_daemon
 from vaultd.cli.common import vault_command
 from vaultd.config import load_config
-from vaultd.errors import SetupError
+from vaultd.errors import SetupError, StartupError
+from vaultd.ui.link import LinkFile, write_link
+from vaultd.ui.owner import can_tell
 from vaultd.ui.server import IDLE, serve
 
 
 @click.command()
-@click.option("--no-browser", is_flag=True, help="Print the URL only; do not open a browser.")
+@click.option(
+    "--no-browser", is_flag=True, help="Do not open a browser; say which file to open instead."
+)
 @click.option(
     "--idle",
     type=click.FloatRange(min=0),
@@ -41,27 +47,45 @@ def ui(
     """Open a page in the browser: search as you type, notes with their connections, health.
 
     Served on 127.0.0.1 by this process for the vault's running daemon (start it with `vaultd
-    run`); the URL printed holds a one-time secret. Stops with its terminal, on Ctrl-C, or after
-    --idle seconds without use."""
+    run`), to your own processes only. The browser opens a file only you can read, which holds
+    a link that works once. Stops with its terminal, on Ctrl-C, or after --idle seconds without
+    use."""
     config = load_config(config_file, vault=vault, env=os.environ)
     root = config.require_vault()
+    if not can_tell():
+        # Without the kernel's socket tables any local user could use the port: refuse to
+        # serve rather than serve everyone.
+        raise StartupError(
+            "vaultd ui needs to know which user each connection comes from, and this system "
+            "does not say (/proc/net/tcp cannot be read); the page is not served"
+        )
     client = find_daemon(config.server.socket, root, config.require_store(), os.environ)
     if client is None:
         raise SetupError(
             f"no daemon is running for {root}; start it with `vaultd run --vault {root}` "
             "(or `vaultd service install`), then run `vaultd ui` again"
         )
-    server = serve(client, root, idle=idle, port=port)
+    link: LinkFile | None = None
+
+    def spent() -> None:
+        if link is not None:
+            link.remove()
 
     def stop(signum: int, frame: FrameType | None) -> None:
         server.stop()
 
-    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, stop)
-    click.echo(f"vaultd ui for {root} (daemon on {client.path})")
-    click.echo(f"open: {server.url}", err=False)
-    click.echo("the link works once; Ctrl-C stops the page")
-    if not no_browser:
-        webbrowser.open(server.url)
-    server.stopped.wait()
-    server.server_close()
+    server = serve(client, root, idle=idle, port=port, on_exchange=spent)
+    try:
+        with write_link(server.url, os.environ) as link:
+            for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, stop)
+            click.echo(f"vaultd ui for {root} (daemon on {client.path})")
+            click.echo(f"open: {link.uri}")
+            click.echo("(a file only you can read; its link works once) Ctrl-C stops the page")
+            if not no_browser and not webbrowser.open(link.uri):
+                click.echo(f"no browser could be started: open {link.path} in yours")
+            server.stopped.wait()
+    finally:
+        server.stop()
+        server.stopped.wait()
+        server.server_close()

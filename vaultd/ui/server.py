@@ -3,15 +3,20 @@ operations (and reindex) passed through to its socket, nothing else.
 
 Safe by construction, against a web page in the same browser and against another local user:
 
-- The URL printed holds a one-time secret; asked once, it is exchanged for a random cookie
-  (HttpOnly, SameSite=Strict, Path=/) and works no more. Every other request needs the cookie.
+- Every connection's owner is asked of the kernel (vaultd.ui.owner) before a byte is read, and
+  only the user's own processes are served, whatever address they come from (127.0.0.2,
+  ::ffff:127.0.0.1 are anyone's); when the owner cannot be known the connection is refused.
+  So another user can neither read a page nor spend the link's secret.
+- The link holds a one-time secret, handed to the browser in a file only the user can read
+  (vaultd.ui.link), never on a command line. Asked once, it is exchanged for a random cookie
+  (HttpOnly, SameSite=Strict, Path=/) and works no more; a wrong secret changes nothing.
+  Every other request needs the cookie.
 - Every request's Host must be this server's own address (127.0.0.1:PORT or localhost:PORT):
   a DNS-rebinding page's requests carry its own name. An Origin, when sent, must be this
-  server's too, and a POST must carry one; `Sec-Fetch-Site: cross-site` is refused.
+  server's too, and a POST must carry one; `Sec-Fetch-Site: cross-site` is refused, but for
+  the exchange itself, which the link file (a `file://` page) starts and no other site can.
 - No CORS header is ever sent; every answer has a strict Content-Security-Policy (scripts and
   styles only from here, no inline script), `nosniff`, no referrer, no framing, no caching.
-- On Linux a connection is refused unless the kernel says its socket belongs to this user
-  (/proc/net/tcp): another user's process is turned away before a byte is read.
 - Only the routes of read operations (export aside) and reindex reach the daemon.
 - The secret and the cookie are never logged (requests are not logged at all).
 - It stops with its terminal (SIGHUP, SIGINT, SIGTERM) or after `idle` seconds without a
@@ -28,6 +33,7 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -38,6 +44,7 @@ from urllib.parse import parse_qs, urlsplit
 from vaultd.api.client import Client
 from vaultd.api.operations import OPERATIONS
 from vaultd.errors import VaultdError
+from vaultd.ui.owner import socket_owner
 
 COOKIE = "vaultd_ui"
 #: Every answer's policy: nothing inline, nothing from elsewhere, no framing, no forms.
@@ -53,6 +60,12 @@ ASSETS = {
     "style.css": "text/css; charset=utf-8",
     "index.html": "text/html; charset=utf-8",
 }
+#: The exchange's answer: on to the page, with the cookie just set.
+EXCHANGED = (
+    b'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+    b'<meta http-equiv="refresh" content="0;url=/"><title>vaultd</title></head>'
+    b'<body><a href="/">Open the page</a></body></html>'
+)
 #: Seconds without a request or an open stream after which the server stops (0: never).
 IDLE = 3600.0
 
@@ -74,26 +87,6 @@ def allowed(method: str, path: str) -> bool:
     return any(m == method and p.fullmatch(path) for m, p in ALLOWED)
 
 
-def socket_uid(client: tuple[str, int], server_port: int) -> int | None:
-    """The uid owning the local TCP socket at `client` connected to `server_port`, as
-    /proc/net/tcp says (Linux); None where it cannot tell."""
-    host, port = client[0], client[1]
-    if host != "127.0.0.1":
-        return None
-    want_local = f"0100007F:{port:04X}"
-    want_remote = f"0100007F:{server_port:04X}"
-    try:
-        with open("/proc/net/tcp", encoding="ascii") as handle:
-            next(handle, None)
-            for line in handle:
-                fields = line.split()
-                if len(fields) > 7 and fields[1] == want_local and fields[2] == want_remote:
-                    return int(fields[7])
-    except OSError:
-        return None
-    return None
-
-
 class UiServer(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -104,13 +97,14 @@ class UiServer(ThreadingHTTPServer):
         *,
         idle: float = IDLE,
         port: int = 0,
-        check_uid: bool = True,
+        on_exchange: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(("127.0.0.1", port), Handler)
         self.daemon = daemon
         self.vault = vault
         self.idle = idle
-        self.check_uid = check_uid
+        #: Called once the secret is spent (the file that handed it over can go).
+        self.on_exchange = on_exchange
         #: The URL's secret: exchanged once for the cookie, then void.
         self._secret: str | None = secrets.token_urlsafe(32)
         self._cookie = secrets.token_urlsafe(32)
@@ -131,22 +125,29 @@ class UiServer(ThreadingHTTPServer):
 
     @property
     def url(self) -> str:
-        """The one-time URL to open (holds the secret: print it, never log it)."""
+        """The one-time link (holds the secret: hand it over in a private file, never on a
+        command line, never in a log)."""
         return f"http://127.0.0.1:{self.port}/?key={self._secret}"
 
     def verify_request(self, request: Any, client_address: Any) -> bool:
-        if not self.check_uid:
-            return True
-        uid = socket_uid(client_address, self.port)
-        return uid is None or uid == os.getuid()
+        """Serve a connection only if the kernel says the user's own process made it: every
+        source address is checked, and an owner that cannot be known is refused."""
+        try:
+            local = request.getsockname()
+        except OSError:
+            return False
+        return socket_owner(client_address, local) == os.getuid()
 
     def exchange(self, key: str) -> str | None:
-        """The cookie for the URL's secret, once; None for any other key or a second time."""
+        """The cookie for the link's secret, once; None for any other key (which changes
+        nothing) or a second time."""
         with self._lock:
-            if self._secret is None or not hmac.compare_digest(key, self._secret):
+            if self._secret is None or not hmac.compare_digest(key.encode(), self._secret.encode()):
                 return None
             self._secret = None
-            return self._cookie
+        if self.on_exchange is not None:
+            self.on_exchange()
+        return self._cookie
 
     def has_cookie(self, header: str | None) -> bool:
         for part in (header or "").split(";"):
@@ -197,17 +198,18 @@ class Handler(BaseHTTPRequestHandler):
 
     def _handle(self, method: str) -> None:
         self.server.touch()
-        refusal = self._refusal(method)
+        url = urlsplit(self.path)
+        key = parse_qs(url.query).get("key") if method == "GET" and url.path == "/" else None
+        refusal = self._refusal(method, exchange=key is not None)
         if refusal is not None:
             self._refuse(*refusal)
             return
-        url = urlsplit(self.path)
-        if url.path == "/" and "key" in parse_qs(url.query):
-            self._exchange(parse_qs(url.query)["key"][-1])
+        if key is not None:
+            self._exchange(key[-1])
             return
         if not self.server.has_cookie(self.headers.get("Cookie")):
             self._refuse(
-                HTTPStatus.FORBIDDEN, "open the page with the URL `vaultd ui` printed (once)"
+                HTTPStatus.FORBIDDEN, "open the page with the link `vaultd ui` gave (it works once)"
             )
             return
         if method == "GET" and url.path in ("/", "/index.html"):
@@ -219,7 +221,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._refuse(HTTPStatus.NOT_FOUND, "not here")
 
-    def _refusal(self, method: str) -> tuple[HTTPStatus, str] | None:
+    def _refusal(self, method: str, *, exchange: bool) -> tuple[HTTPStatus, str] | None:
         if self.headers.get("Host") not in self.server.hosts:
             return HTTPStatus.MISDIRECTED_REQUEST, "wrong Host"
         origin = self.headers.get("Origin")
@@ -227,7 +229,9 @@ class Handler(BaseHTTPRequestHandler):
             return HTTPStatus.FORBIDDEN, "cross-site request"
         if method == "POST" and origin is None:
             return HTTPStatus.FORBIDDEN, "a POST must say where it comes from (Origin)"
-        if self.headers.get("Sec-Fetch-Site") == "cross-site":
+        # The link file is a file:// page, so the browser calls its navigation cross-site. The
+        # exchange needs the secret, not the cookie: no other site can make one that works.
+        if self.headers.get("Sec-Fetch-Site") == "cross-site" and not exchange:
             return HTTPStatus.FORBIDDEN, "cross-site request"
         return None
 
@@ -259,11 +263,13 @@ class Handler(BaseHTTPRequestHandler):
         if cookie is None:
             self._refuse(HTTPStatus.FORBIDDEN, "this link was used already or is wrong")
             return
+        # A page that moves on by itself, not a redirect: after the link file's cross-site
+        # start, a redirect's next request is cross-site too and the browser would withhold
+        # the SameSite=Strict cookie; a navigation this page starts is same-origin.
         self._send(
-            HTTPStatus.SEE_OTHER,
-            b"",
-            "text/plain",
-            Location="/",
+            HTTPStatus.OK,
+            EXCHANGED,
+            "text/html; charset=utf-8",
             Set_Cookie=f"{COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/",
         )
 
@@ -332,9 +338,16 @@ def _html(text: str) -> str:
     )
 
 
-def serve(daemon: Client, vault: Path, *, idle: float = IDLE, port: int = 0) -> UiServer:
+def serve(
+    daemon: Client,
+    vault: Path,
+    *,
+    idle: float = IDLE,
+    port: int = 0,
+    on_exchange: Callable[[], None] | None = None,
+) -> UiServer:
     """A started server (serving on a thread of its own, its idle watch on another)."""
-    server = UiServer(daemon, vault, idle=idle, port=port)
+    server = UiServer(daemon, vault, idle=idle, port=port, on_exchange=on_exchange)
     threading.Thread(target=server.serve_forever, name="vaultd-ui", daemon=True).start()
     threading.Thread(target=server.watch_idle, name="vaultd-ui-idle", daemon=True).start()
     return server
