@@ -7,11 +7,12 @@ So the page asks the kernel who holds the client's socket: `/proc/net/tcp` and
 the client's is the one whose local end is the connection's peer and whose remote end is
 this server. An IPv4 peer is looked for in both tables, as itself and IPv4-mapped.
 
-An answer is given only when it is certain: exactly one socket matches and a process still
-holds it. A socket its process has closed (inode 0) is listed with uid 0, whoever made it, so
-it counts as unknown, as does a table that cannot be read (another system than Linux, a
-sandbox without /proc). The caller refuses what is unknown. Only a kernel built without IPv6
-(no /proc/sys/net/ipv6) may lack tcp6: it then has no IPv6 socket to list.
+An answer is given only when it is certain: exactly one socket that a process still holds
+matches. A socket its process has closed (inode 0) tells nothing: kernels that take the owner
+from the socket's file list it as root's, whoever made it. A table that cannot be read
+(another system than Linux, a sandbox without /proc) leaves the owner unknown too. The caller
+refuses what is unknown. Only a kernel built without IPv6 (no /proc/sys/net/ipv6) may lack
+tcp6: it then has no IPv6 socket to list.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def socket_owner(peer: tuple[str, int], local: tuple[str, int]) -> int | None:
                 if fields[LOCAL] != want_local or fields[REMOTE] != want_remote:
                     continue
                 if fields[INODE] == "0":
-                    return None  # closed by its process: the uid shown is not its maker's
+                    continue  # closed by its process: the uid shown is not its maker's
                 owners.add(int(fields[UID]))
         except (OSError, ValueError):
             return None  # a table missing or unreadable: the answer could be in it
