@@ -79,6 +79,7 @@ def main() -> None:
             )
             page = browser.new_page()
             page.goto(server.url)
+            page.wait_for_url(f"http://127.0.0.1:{server.port}/")  # the exchange moves on
             for query in titles(args.vault, args.queries, args.seed):
                 page.evaluate("() => { window.vaultdTimings = []; }")
                 page.fill("#q", "")
