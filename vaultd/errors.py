@@ -176,6 +176,16 @@ class LeftOutError(NoteError):
         self.kind: LeftOutKind = kind
 
 
+class PassStoppedError(VaultdError):
+    """Raised inside a pass when the process's own stop ended the file readers or parser
+    workers it waited on. The files in hand are neither indexed nor failed: the next pass
+    reads them again."""
+
+    def __init__(self, path: str = "") -> None:
+        super().__init__(f"stopped while reading {path}" if path else "stopped")
+        self.path = path
+
+
 class NotAFileError(NoteError):
     """Raised when a file named to be read as a note is no regular file (a FIFO, a device, a
     socket): reading one could block forever or never end."""

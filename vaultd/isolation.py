@@ -10,6 +10,14 @@ or an answer of "out of memory". It is kept between files: a Python start costs 
 reading a small PDF (bench/quality/pdf_extract.py). Whatever happens to the worker, the parent gets
 an answer or a `LeftOutError` with a reason: the daemon is never harmed by the file.
 
+A worker runs in a session of its own, so the terminal's Ctrl-C (sent to the whole foreground
+process group) reaches the daemon, never the reader: the daemon decides how to stop. A worker
+that dies on a file all the same (a signal from elsewhere, `kill -9`, the kernel's OOM killer)
+is given the file once more in a fresh worker: only a file that kills the reader twice is left
+out, and "out of memory" is said only when the kernel counted an OOM kill meanwhile. A worker
+ended by the process's own stop (`stop_children`) costs nothing: the thread waiting on it gets
+`PassStoppedError`, and the file is read again by the next pass.
+
 The answer is JSON, never pickle: a child that a file subverted must not be able to run code
 in the daemon. A stage module serves as such a child with `child_main(work)` under
 `if __name__ == "__main__"`; `run_child` is the parent's side.
@@ -31,7 +39,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from vaultd.errors import LeftOutError, LeftOutKind
+from vaultd.errors import LeftOutError, LeftOutKind, PassStoppedError
 
 _MB = 1024 * 1024
 #: Characters of a reader's own message kept in a reason.
@@ -61,16 +69,38 @@ class _Child:
                 stdout=subprocess.PIPE,
                 # Not a pipe: a chatty reader would fill it and stall. Its exit code says enough.
                 stderr=subprocess.DEVNULL,
+                # Out of the terminal's process group: its Ctrl-C is the daemon's to act on.
+                start_new_session=True,
             )
         return self._process
 
     def ask(self, path: str, data: bytes) -> dict[str, Any]:
-        process = self._started()
-        try:
-            return self._ask(process, path, data)
-        finally:
-            _cpu_of(process.pid)  # what this file cost, kept after the worker is gone
-            self.used = time.monotonic()
+        """The worker's answer for `data`, the file at vault path `path`.
+
+        A worker that dies on the file is given it once more, a fresh one: a kill from
+        elsewhere costs a second read, not the file. Twice is the file's doing.
+        """
+        first: _Died | None = None
+        while True:
+            if _stopping.is_set():
+                raise PassStoppedError(path)
+            process = self._started()
+            if _stopping.is_set():  # asked while it started: `stop_children` may have missed it
+                self.close()
+                raise PassStoppedError(path)
+            kills = oom_kills()
+            try:
+                return self._ask(process, path, data)
+            except _Died as died:
+                if _stopping.is_set():
+                    raise PassStoppedError(path) from None
+                died.oom = oom_kills() > kills
+                if first is not None:
+                    raise _died_twice(path, first, died) from None
+                first = died
+            finally:
+                _cpu_of(process.pid)  # what this file cost, kept after the worker is gone
+                self.used = time.monotonic()
 
     def _ask(self, process: subprocess.Popen[bytes], path: str, data: bytes) -> dict[str, Any]:
         assert process.stdin is not None and process.stdout is not None
@@ -92,7 +122,7 @@ class _Child:
         except (OSError, EOFError, ValueError):
             answer = None
         if answer is None:
-            raise self._crashed(path)
+            raise _Died(self._ended())
         if answer.get("exiting"):
             # It exits after this answer: asked again before it is gone, it would look
             # crashed on the next file.
@@ -112,19 +142,72 @@ class _Child:
         _close_pipes(process)
         return code
 
-    def _crashed(self, path: str) -> LeftOutError:
-        code = self._ended()
-        if code == -signal.SIGKILL:
-            reason = "the reader was killed reading it (out of memory?); skipped"
-            return LeftOutError(path, reason, "too_costly")
-        return LeftOutError(path, f"the reader crashed on it (exit {code}); skipped", "damaged")
-
     def close(self) -> None:
         process, self._process = self._process, None
         if process is not None:
             process.kill()
             process.wait()
             _close_pipes(process)
+
+
+class _Died(Exception):
+    """A worker ended without answering: its exit code (negative: the signal that ended it),
+    and whether the kernel killed a process for want of memory while it read."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+        self.oom = False
+
+
+def _died_twice(path: str, first: _Died, second: _Died) -> LeftOutError:
+    if first.oom or second.oom:
+        reason = "the system ran out of memory reading it (the kernel ended the reader); skipped"
+        return LeftOutError(path, reason, "too_costly")
+    how = (
+        _how(first.code)
+        if first.code == second.code
+        else f"{_how(first.code)}, then {_how(second.code)}"
+    )
+    return LeftOutError(path, f"the reader crashed on it twice ({how}); skipped", "damaged")
+
+
+def _how(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit {code}"
+
+
+def oom_kills() -> int:
+    """How many processes the kernel has killed for want of memory: in this process's cgroup
+    (cgroup v2's memory.events, where a unit's MemoryMax is enforced) and on the whole system
+    (/proc/vmstat); 0 where neither can be read. A reader's SIGKILL is "out of memory" only
+    when this count grew while it read."""
+    total = 0
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("0::"):
+                    total += _counted(f"/sys/fs/cgroup{line[3:].strip()}/memory.events")
+    except OSError:
+        pass
+    return total + _counted("/proc/vmstat")
+
+
+def _counted(path: str) -> int:
+    """The `oom_kill N` line of a kernel counter file, or 0."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                name, _, value = line.partition(" ")
+                if name == "oom_kill":
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def _close_pipes(process: subprocess.Popen[bytes]) -> None:
@@ -154,6 +237,9 @@ def _read(fd: int, size: int, deadline: float | None = None) -> bytes:
 #: One worker per module and limits, per process (a parser worker process has its own).
 _children: dict[tuple[str, float, int, tuple[str, ...]], _Child] = {}
 _children_lock = threading.Lock()
+#: Set by `stop_children` until `close_children`: this process is stopping, and no worker is
+#: started or waited for.
+_stopping = threading.Event()
 
 
 def run_child(
@@ -169,7 +255,8 @@ def run_child(
     `args` are the worker's own settings, on its command line after the memory limit.
 
     Raises LeftOutError: with the worker's own reason when it refused the file, "too_costly"
-    past the time or memory limit, "damaged" when the reader crashed on it.
+    past the time or memory limit, "damaged" when the reader crashed on it twice.
+    PassStoppedError when `stop_children` ended the worker (this process is stopping).
     """
     key = (module, timeout, memory_mb, args)
     with _children_lock:
@@ -214,6 +301,22 @@ def close_children() -> None:
         for child in _children.values():
             child.close()
         _children.clear()
+        _stopping.clear()
+
+
+def stop_children() -> None:
+    """End this process's extraction workers now, from any thread, without waiting for the
+    file one reads (the daemon's stop, a parser worker told to end). The thread waiting on
+    one gets PassStoppedError, and none starts again until `close_children`.
+
+    Takes no lock (the reading thread holds `_children_lock` while it waits), so a signal
+    handler may call it too."""
+    _stopping.set()
+    for child in list(_children.values()):
+        process = child._process
+        if process is not None:
+            with contextlib.suppress(OSError):
+                process.kill()
 
 
 def release_children(unused_s: float) -> int:

@@ -142,12 +142,18 @@ def run(config_file: Path | None, vault: Path | None) -> None:
     """Run the daemon in the foreground: watch the vault and keep the index fresh.
 
     This is what a service manager starts (see `vaultd service install`). SIGTERM or Ctrl-C
-    stops it gracefully, a second Ctrl-C at once; SIGHUP reloads the configuration.
+    stops it gracefully (exit 0), a second Ctrl-C at once (exit 1); SIGHUP reloads the
+    configuration.
     """
-    from vaultd.daemon.lifecycle import Daemon
+    try:
+        from vaultd.daemon.lifecycle import Daemon
 
-    config = load(config_file, vault)
-    code = Daemon(config, config_file=config_file, vault_override=vault).run()
+        config = load(config_file, vault)
+        code = Daemon(config, config_file=config_file, vault_override=vault).run()
+    except KeyboardInterrupt:
+        # Ctrl-C before the daemon's own handlers are in place (loading the code and the
+        # config): nothing was opened yet, so it is a stop like any other.
+        sys.exit(0)
     sys.exit(code)
 
 

@@ -39,7 +39,9 @@ from vaultd.daemon.worker import (
 )
 from vaultd.errors import LockedError, ManifestLostError, ReaderHeldError, VaultdError
 from vaultd.index.open import Index, open_index
+from vaultd.index.parsers import stop_pools
 from vaultd.index.status import IdentityCheck, index_status
+from vaultd.isolation import stop_children
 from vaultd.logs import iso, ms
 from vaultd.pipeline.watch import Watcher
 from vaultd.progress import Snapshot
@@ -269,6 +271,11 @@ class Daemon:
         if worker is None:
             return
         worker.stop()
+        # The pass may be waiting on a parser worker or a file reader (an image's OCR: seconds,
+        # up to extract_timeout), where no stop is looked at: they are ended now, the pass
+        # stops at once, and what they had in hand is read again by the next start.
+        stop_pools()
+        stop_children()
         worker.join(STOP_TIMEOUT)
         if worker.is_alive():
             log.warning("the batch in flight did not finish in time; abandoning it")

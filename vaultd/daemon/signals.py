@@ -1,7 +1,10 @@
 """Signals for the daemon's main thread, and the wait that wakes on them.
 
-The first SIGTERM or SIGINT asks for a graceful stop, a second SIGINT forces an immediate exit,
-SIGHUP asks for a reload. A handler runs on the main thread between two bytecodes, possibly
+The first SIGTERM or SIGINT asks for a graceful stop, a second SIGINT forces an immediate exit
+(1), SIGHUP asks for a reload. Once a signal asked for the stop, that second SIGINT exits at once
+until the process is gone: after the handlers' block the interpreter's exit still joins
+threads, and Python's own handler would raise KeyboardInterrupt there, print a traceback and go
+on waiting. A handler runs on the main thread between two bytecodes, possibly
 while that thread holds a lock (an Event's condition, inside `wait`), and would wait for itself
 for ever if it took one: so it only sets flags and writes a byte to a socket pair (open while
 the handlers are installed), which wakes the main loop.
@@ -37,8 +40,7 @@ class Signals:
             if signum == signal.SIGINT:
                 self._interrupts += 1
                 if self._interrupts > 1:
-                    os.write(2, b"vaultd: second interrupt, exiting now\n")
-                    os._exit(1)
+                    _exit_now()
             self._stop_asked = True
         self._wake()
 
@@ -75,7 +77,10 @@ class Signals:
             yield
         finally:
             for s, handler in previous.items():
-                signal.signal(s, handler)
+                if s == signal.SIGINT and self._stop_asked:
+                    signal.signal(s, _on_late_interrupt)
+                else:
+                    signal.signal(s, handler)
             wake_read, wake_write = self._wake_read, self._wake_write
             self._wake_read = self._wake_write = None
             wake_read.close()
@@ -94,3 +99,13 @@ class Signals:
         """Whether a reload was asked for since the last call."""
         asked, self._reload_asked = self._reload_asked, False
         return asked
+
+
+def _exit_now() -> None:
+    os.write(2, b"vaultd: second interrupt, exiting now\n")
+    os._exit(1)
+
+
+def _on_late_interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGINT after a signal's stop, while the process ends: the second interrupt."""
+    _exit_now()

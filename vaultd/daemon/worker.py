@@ -15,7 +15,7 @@ import structlog
 from vaultd.daemon.governor import CpuMeter, Governor, process_cpu
 from vaultd.daemon.memory import trim_heap
 from vaultd.daemon.state import State
-from vaultd.errors import VaultdError
+from vaultd.errors import PassStoppedError, VaultdError
 from vaultd.index.indexer import Summary
 from vaultd.index.open import Index
 from vaultd.isolation import children_cpu, release_children
@@ -146,6 +146,10 @@ class Worker(threading.Thread):
                     self._wake.wait(0.2 if due is None else min(max(due, 0.01), 0.2))
                     self._wake.clear()
             except _Stopping:
+                break
+            except PassStoppedError:
+                # Only the daemon's stop raises it (see Daemon._stop_worker): the readers the
+                # pass waited on were ended, and nothing of their files is recorded.
                 break
             except VaultdError as exc:
                 if is_disk_full(exc):

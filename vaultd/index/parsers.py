@@ -8,11 +8,15 @@ itself: the workers only turn bytes into a note and its chunks. A pass with few 
 watched edit) parses in process: a worker takes about a second to start.
 
 The workers are spawned, never forked: the daemon has threads (the watcher's, the model's,
-Chroma's), and a fork would copy the locks they hold. They ignore SIGINT (Ctrl-C on `vaultd
-index` stops the parent, which abandons the pass) and exit when the parent does, however it
-ends: a parent killed with SIGKILL never closes the pool, and the queue the workers wait on
-stays open (each worker holds both of its ends), so each watches its parent's sentinel, the
-pipe that only the parent's death closes.
+Chroma's), and a fork would copy the locks they hold. Each runs in a session of its own and
+ignores SIGINT: the terminal's Ctrl-C is the parent's to act on. The parent ends them itself
+(`close`, and `stop_pools` from another thread on a daemon's stop): SIGTERM, on which a worker
+ends its file readers and exits, then SIGKILL for one that has not within a second. Left to
+the executor, a closing pool would first finish every note already handed to its workers (for
+images, seconds of OCR each), and the interpreter's exit waits for that. A worker also exits
+when the parent does, however it ends: a parent killed with SIGKILL never closes the pool, and
+the queue the workers wait on stays open (each worker holds both of its ends), so each watches
+its parent's sentinel, the pipe that only the parent's death closes.
 
 A worker that dies on a note (a crash in native code) breaks the pool, and every note in
 its hands comes back unparsed. Those notes are then parsed one at a time in a fresh pool:
@@ -24,6 +28,7 @@ process for the rest of its life, with a warning: slower, never wrong.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -31,6 +36,7 @@ import signal
 import threading
 import time
 import traceback
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -42,10 +48,10 @@ import structlog
 
 from vaultd.embedding.spec import ModelSpec
 from vaultd.embedding.tokens import TokenCounter
-from vaultd.errors import LeftOutError, NoteError
+from vaultd.errors import LeftOutError, NoteError, PassStoppedError
 from vaultd.index.extract import Extraction, extract_note
-from vaultd.isolation import children_cpu
-from vaultd.pipeline.chunk import Counter, chunk_note
+from vaultd.isolation import children_cpu, stop_children
+from vaultd.pipeline.chunk import Counter, capped
 from vaultd.records import Chunk, Note
 
 log = structlog.get_logger(__name__)
@@ -59,6 +65,8 @@ POOL_ABOVE = 200
 AHEAD_PER_WORKER = 48
 #: The reason a note is failed with when it kills its worker alone.
 CRASHED = "the parser crashed on this note (its worker process died); skipped"
+#: How long a worker told to end (SIGTERM) has before it is killed.
+END_GRACE = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,11 +103,14 @@ def parse_and_chunk(
             counter=counter,
             max_tokens=max_tokens,
         )
-        chunks = chunk_note(note, counter, max_tokens)
+        max_chunks = (extraction or Extraction()).max_chunks
+        note, chunks = capped(note, counter, max_tokens, max_chunks)
     except LeftOutError as exc:
         return Parsed(reason=exc.reason, kind=exc.kind)
     except NoteError as exc:
         return Parsed(reason=str(exc))
+    except PassStoppedError:
+        raise  # the process is stopping: not the note's doing
     except Exception as exc:
         # A parser or chunker bug met on one odd note must not stop the pass: the note fails
         # alone, and is quarantined if it keeps failing.
@@ -119,11 +130,22 @@ _worker: tuple[TokenCounter, int, int] | None = None
 
 def _start_worker(spec: ModelSpec, max_bytes: int, max_tokens: int) -> None:
     global _worker
+    # Out of the terminal's process group, and deaf to its Ctrl-C if it is sent anyway.
+    with contextlib.suppress(OSError):
+        os.setsid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _on_term)
     _exit_with_parent()
     # The workers are the parallelism: the tokenizer's own threads would only contend.
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     _worker = (TokenCounter.for_spec(spec), max_bytes, max_tokens)
+
+
+def _on_term(signum: int, frame: object) -> None:
+    """The parent ends this worker: its file readers first (they are in sessions of their own,
+    and would read on as orphans where the kernel does not end them with it), then itself."""
+    stop_children()
+    os._exit(0)
 
 
 def _exit_with_parent() -> None:
@@ -196,7 +218,10 @@ class ParserPool:
         self.in_process = False
         #: The CPU seconds each worker had used at its last note, by pid.
         self._cpu: dict[int, float] = {}
+        #: Set by `stop`: every result not taken yet is lost to the stop, not to a crash.
+        self._stopped = False
         self._executor, self._ready = self._start()
+        _pools.add(self)
 
     def _start(self) -> tuple[ProcessPoolExecutor, Future[None]]:
         self.starts += 1
@@ -246,9 +271,29 @@ class ParserPool:
         return sum(self._cpu.values())
 
     def close(self) -> None:
-        # Not waiting: an abandoned pass leaves the queued notes to be cancelled, and a worker
-        # busy with one exits when it is done.
+        """Cancel what is queued and end the workers (see the module's docstring)."""
+        _pools.discard(self)
+        workers = self._workers()
         self._executor.shutdown(wait=False, cancel_futures=True)
+        _end(workers)
+        # The executor's own thread then sees its workers gone and ends: nothing is left for
+        # the interpreter's exit to wait on.
+        self._executor.shutdown(wait=True)
+
+    def stop(self) -> None:
+        """End the workers now, from another thread than the one taking results (a daemon's
+        stop): that thread gets PassStoppedError for every note not taken yet."""
+        self._stopped = True
+        _end(self._workers())
+
+    def _workers(self) -> list[multiprocessing.process.BaseProcess]:
+        # The executor's own table (no public one in 3.11), which its thread may change.
+        processes = getattr(self._executor, "_processes", None) or {}
+        while True:
+            try:
+                return list(processes.values())
+            except RuntimeError:  # changed while copied
+                continue
 
     def __enter__(self) -> ParserPool:
         return self
@@ -274,9 +319,16 @@ class ParserPool:
             yield self._take(window)
 
     def _submit(self, job: tuple[str, bytes]) -> Future[_Done] | Parsed:
+        if self._stopped:
+            raise PassStoppedError(job[0])
         if self.in_process:
             return self._here(job)
-        return self._executor.submit(_parse_in_worker, *job, self.extraction)
+        try:
+            return self._executor.submit(_parse_in_worker, *job, self.extraction)
+        except (BrokenProcessPool, RuntimeError):
+            if self._stopped:  # broken, or shut down, by the stop meanwhile
+                raise PassStoppedError(job[0]) from None
+            raise
 
     def _take(self, window: deque[_Entry[T]]) -> tuple[T, Parsed | None]:
         entry = window[0]
@@ -284,6 +336,8 @@ class ParserPool:
             try:
                 entry.slot = self._done(entry.slot.result())
             except BrokenProcessPool:
+                if self._stopped:
+                    raise PassStoppedError(entry.job[0] if entry.job else "") from None
                 self._after_crash(window)
         window.popleft()
         assert not isinstance(entry.slot, Future)
@@ -326,6 +380,33 @@ class ParserPool:
             log.error("a note crashed the parser", path=job[0])
             self._restart()
             return Parsed(reason=CRASHED)
+
+
+#: The pools open in this process, for `stop_pools`.
+_pools: weakref.WeakSet[ParserPool] = weakref.WeakSet()
+
+
+def stop_pools() -> None:
+    """End the workers of every pool open in this process (a daemon's stop, from its main
+    thread): the pass waiting on them raises PassStoppedError at once, where it would wait
+    for notes in their hands (seconds of OCR each)."""
+    for pool in list(_pools):
+        pool.stop()
+
+
+def _end(workers: list[multiprocessing.process.BaseProcess]) -> None:
+    """SIGTERM each worker still running, SIGKILL any left after END_GRACE, and reap them."""
+    running = [w for w in workers if w.is_alive()]
+    for worker in running:
+        with contextlib.suppress(OSError, AttributeError):
+            worker.terminate()
+    deadline = time.monotonic() + END_GRACE
+    for worker in running:
+        worker.join(max(0.0, deadline - time.monotonic()))
+        if worker.is_alive():
+            with contextlib.suppress(OSError, AttributeError):
+                worker.kill()
+            worker.join(END_GRACE)
 
 
 def _broken(future: Future[_Done]) -> bool:
