@@ -242,6 +242,9 @@ class ChunkingSection:
     """`[chunking]`: how notes are cut before embedding."""
 
     max_tokens: int = field(default=256, metadata={"parse": _integer(32, 8192)})
+    #: Chunks kept of one file: a file past it is indexed in part, its first chunks, and
+    #: `status` names it (docs/parsing.md, "Caps per file").
+    max_chunks: int = field(default=10_000, metadata={"parse": _integer(1, 1_000_000)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +359,11 @@ class AttachmentsSection:
     #: its address-space limit. A file that hits either is left out, the daemon unharmed.
     extract_timeout: str = field(default="60s", metadata={"parse": _duration})
     extract_memory_mb: int = field(default=1024, metadata={"parse": _integer(64, 65536)})
+    #: Pages read of one PDF, and nodes (cards and groups) and edges of one canvas: past
+    #: them the file is indexed in part and `status` names it. Finding a canvas's groups
+    #: costs cards times groups, hence the lower ceiling.
+    max_pages: int = field(default=5_000, metadata={"parse": _integer(1, 1_000_000)})
+    max_cards: int = field(default=5_000, metadata={"parse": _integer(1, 50_000)})
 
     def kinds(self) -> frozenset[str]:
         """The kinds of file indexed (`records.NoteKind`)."""

@@ -16,6 +16,7 @@ def test_read_gives_each_pages_text_and_the_outline() -> None:
     assert found == {
         "pages": ["First page line one\nline two", "Second page text here"],
         "outline": [],
+        "total_pages": 2,
     }
 
 

@@ -10,23 +10,36 @@ only the text comes back, and the note is made here. With `ocr = true`, a PDF's 
 a text layer are read by the OCR worker too. Images without the `ocr` extra are left out with
 that reason, never silently dropped. Stages never import one another:
 what one needs of another (the link syntax of a canvas card's Markdown) is passed in here.
+
+Every note leaves here with valid text (`valid_text`): a lone UTF-16 surrogate, which JSON
+(`"\\ud800"` in a canvas card or a drawing) and YAML escapes can spell and PDF text layers
+can hold, becomes U+FFFD, as Obsidian shows it. Left in, the tokenizer and SQLite refuse the
+whole note.
+
+Each kind has a cap besides its size (`[attachments] max_pages`, `max_cards`): past it the
+extractor reads no further and names what it left in the note's errors, so the file is indexed
+in part and `status` says why. A small file can name one PDF page 200,000 times.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pathspec
 
-from vaultd.config import AttachmentsSection, parse_duration
+from vaultd.config import AttachmentsSection, ChunkingSection, parse_duration
 from vaultd.errors import LeftOutError
 from vaultd.isolation import run_child
 from vaultd.pipeline import canvas, code, excalidraw, ocr, pdf
-from vaultd.pipeline.chunk import DEFAULT_MAX_TOKENS, Counter
+from vaultd.pipeline.chunk import DEFAULT_MAX_CHUNKS, DEFAULT_MAX_TOKENS, Counter
 from vaultd.pipeline.parse import DEFAULT_MAX_BYTES, check_size, links_in, parse_note
 from vaultd.records import Note, NoteKind, kind_of
+
+T = TypeVar("T")
 
 #: The module run as the child that reads a PDF.
 PDF_CHILD = "vaultd.pipeline.pdf"
@@ -46,9 +59,17 @@ class Extraction:
     ocr_on: bool = False
     max_image_bytes: int = ocr.DEFAULT_MAX_BYTES
     max_image_pixels: int = ocr.DEFAULT_MAX_PIXELS
+    #: Caps per file past which it is indexed in part (see the module's docstring): a PDF's
+    #: pages, a canvas's nodes and edges, any file's chunks.
+    max_pages: int = pdf.DEFAULT_MAX_PAGES
+    max_cards: int = canvas.DEFAULT_MAX_CARDS
+    max_chunks: int = DEFAULT_MAX_CHUNKS
 
     @classmethod
-    def from_config(cls, attachments: AttachmentsSection) -> Extraction:
+    def from_config(
+        cls, attachments: AttachmentsSection, chunking: ChunkingSection | None = None
+    ) -> Extraction:
+        chunking = chunking or ChunkingSection()
         return cls(
             code=attachments.code,
             timeout=parse_duration(attachments.extract_timeout) or 60.0,
@@ -56,6 +77,9 @@ class Extraction:
             ocr_on=attachments.ocr,
             max_image_bytes=int(attachments.max_image_mb * 1048576),
             max_image_pixels=int(attachments.max_image_megapixels * 1e6),
+            max_pages=attachments.max_pages,
+            max_cards=attachments.max_cards,
+            max_chunks=chunking.max_chunks,
         )
 
     @property
@@ -90,18 +114,40 @@ def extract_note(
     (LeftOutError for a file that is no indexable input). `isolated=False` reads a PDF in this
     process (for `vaultd inspect` of one file the user names, and for benchmarks)."""
     extraction = extraction or Extraction()
+    note = _extracted(
+        path,
+        data,
+        max_bytes=max_bytes,
+        extraction=extraction,
+        isolated=isolated,
+        counter=counter,
+        max_tokens=max_tokens,
+    )
+    return valid_text(note)
+
+
+def _extracted(
+    path: str,
+    data: bytes,
+    *,
+    max_bytes: int,
+    extraction: Extraction,
+    isolated: bool,
+    counter: Counter | None,
+    max_tokens: int,
+) -> Note:
     kind = extraction.kind(path)
     if kind == "note":
         return parse_note(path, data, max_bytes=max_bytes)
     if kind == "canvas":
         check_size(path, data, max_bytes)  # a JSON file is read whole
-        return canvas.extract(path, data, links_in=links_in)
+        return canvas.extract(path, data, links_in=links_in, max_cards=extraction.max_cards)
     if kind == "excalidraw":
         check_size(path, data, max_bytes)  # a JSON file is read whole
         return excalidraw.extract(path, data, links_in=links_in)
     if kind == "pdf":
         if not isolated:
-            return pdf.extract(path, data)
+            return pdf.extract(path, data, max_pages=extraction.max_pages)
         return pdf.note_of(path, read_pdf(path, data, extraction))
     if kind == "code":
         return code.extract(path, data, counter=counter, max_tokens=max_tokens, max_bytes=max_bytes)
@@ -120,6 +166,43 @@ def extract_note(
     raise LeftOutError(path, f"no extractor for {kind} files in this build; skipped", "no_text")
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(note: Note) -> Note:
+    """The note with every lone surrogate in its text (and its title, front matter, links...)
+    made U+FFFD; a pair of surrogates becomes the character it spells. A note without one
+    is returned as it is."""
+    return _valid(note)
+
+
+def _valid(value: T) -> T:
+    if isinstance(value, str):
+        if _SURROGATE.search(value) is None:
+            return value
+        fixed = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        return fixed  # type: ignore[return-value]
+    if isinstance(value, tuple | list):
+        items = [_valid(v) for v in value]
+        if all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return type(value)(items)
+    if isinstance(value, dict):
+        pairs = [(_valid(k), _valid(v)) for k, v in value.items()]
+        if all(a is k and b is v for (a, b), (k, v) in zip(pairs, value.items(), strict=True)):
+            return value
+        return dict(pairs)  # type: ignore[return-value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {}
+        for f in dataclasses.fields(value):
+            old = getattr(value, f.name)
+            new = _valid(old)
+            if new is not old:
+                changes[f.name] = new
+        return dataclasses.replace(value, **changes) if changes else value
+    return value
+
+
 def turned_off(kind: str) -> str:
     """Why a file of this kind is not indexed with the config as it is."""
     if kind == "image":
@@ -135,7 +218,12 @@ def read_pdf(path: str, data: bytes, extraction: Extraction) -> dict[str, Any]:
     LeftOutError as `pdf.read` does."""
     try:
         found = run_child(
-            PDF_CHILD, path, data, timeout=extraction.timeout, memory_mb=extraction.memory_mb
+            PDF_CHILD,
+            path,
+            data,
+            timeout=extraction.timeout,
+            memory_mb=extraction.memory_mb,
+            args=(str(extraction.max_pages),),
         )
     except LeftOutError as exc:
         if exc.kind != "no_text" or not (extraction.ocr_on and ocr.available()):
@@ -166,7 +254,7 @@ def _with_ocr(
             raise
         reason = exc.reason.removesuffix("; skipped")
         return {**found, "errors": [f"{_named(wanted)} not read by OCR: {reason}"]}
-    seen = answer["pages"]
+    seen = answer["pages"][: extraction.max_pages]  # OCR reads past the cap's pages
     merged = [
         own if text is None else text
         for own, text in itertools.zip_longest(pages, seen, fillvalue="")

@@ -290,7 +290,7 @@ def _indexer(
     counter = TokenCounter.for_spec(spec)
     max_tokens = chunk_budget(config.chunking.max_tokens, spec, counter)
     max_bytes = int(config.vault.max_file_mb * 1024 * 1024)
-    extraction = Extraction.from_config(config.attachments)
+    extraction = Extraction.from_config(config.attachments, config.chunking)
     return Indexer(
         root=vault,
         discovery=discovery,

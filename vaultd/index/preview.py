@@ -19,7 +19,7 @@ from vaultd.errors import LeftOutError, NotAFileError, NoteError
 from vaultd.index.extract import Extraction, extract_note, turned_off
 from vaultd.index.models import resolve
 from vaultd.isolation import close_children
-from vaultd.pipeline.chunk import chunk_note
+from vaultd.pipeline.chunk import capped
 from vaultd.records import chunk_json
 
 
@@ -96,7 +96,7 @@ def _preview(file: Path, config: Config) -> dict[str, Any]:
     spec = converted(load_spec(resolve(config)), cache_dir(os.environ))
     counter = TokenCounter.for_spec(spec)
     max_bytes = int(config.vault.max_file_mb * 1024 * 1024)
-    extraction = Extraction.from_config(config.attachments)
+    extraction = Extraction.from_config(config.attachments, config.chunking)
     kind = extraction.kind(path)
     # A PDF's or an image's own cap, as the discovery applies it; the note's for the rest.
     caps = {"pdf": config.attachments.max_pdf_mb, "image": config.attachments.max_image_mb}
@@ -124,7 +124,7 @@ def _preview(file: Path, config: Config) -> dict[str, Any]:
     except NoteError as exc:
         errors = [*off, str(exc)]
         return {"path": path, "kind": kind, "skipped": True, "errors": errors, "chunks": []}
-    chunks = chunk_note(note, counter, budget)
+    note, chunks = capped(note, counter, budget, extraction.max_chunks)
     return {
         "path": note.path,
         "kind": note.kind,

@@ -25,12 +25,15 @@ import hashlib
 import itertools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from vaultd.records import NOWHERE, Block, Chunk, Location, Note
 
 DEFAULT_MAX_TOKENS = 256
+#: Chunks kept of one file by default (`[chunking] max_chunks`): a file past it is indexed in
+#: part (its first chunks), with the reason in its errors.
+DEFAULT_MAX_CHUNKS = 10_000
 #: The prefix never takes more than this share of the budget; a longer one is cut.
 MAX_PREFIX_SHARE = 0.5
 #: An oversize block with an identity is cut into line windows of this share of the budget:
@@ -78,8 +81,15 @@ def context_line(title: str, headings: Sequence[str]) -> str:
     return " > ".join(p for p in parts if p)
 
 
-def chunk_note(note: Note, counter: Counter, max_tokens: int = DEFAULT_MAX_TOKENS) -> list[Chunk]:
-    """Split a note into chunks whose embedded text fits `max_tokens`."""
+def chunk_note(
+    note: Note,
+    counter: Counter,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    *,
+    limit: int | None = None,
+) -> list[Chunk]:
+    """Split a note into chunks whose embedded text fits `max_tokens`: its first `limit`
+    chunks when given (a caller keeping N asks for N + 1 to know whether there were more)."""
     sections = _sections(note.blocks)
 
     # One tokenizer call for every block and one for every context line of the note: the
@@ -135,7 +145,21 @@ def chunk_note(note: Note, counter: Counter, max_tokens: int = DEFAULT_MAX_TOKEN
                         symbol=part.location.symbol,
                     )
                 )
+                if limit is not None and len(chunks) >= limit:
+                    return chunks
     return chunks
+
+
+def capped(
+    note: Note, counter: Counter, max_tokens: int, max_chunks: int
+) -> tuple[Note, list[Chunk]]:
+    """The note's first `max_chunks` chunks, and the note with the reason in its errors when
+    it had more (indexed in part, as `status` shows)."""
+    chunks = chunk_note(note, counter, max_tokens, limit=max_chunks + 1)
+    if len(chunks) <= max_chunks:
+        return note, chunks
+    reason = f"only its first {max_chunks} chunks are indexed (max_chunks)"
+    return replace(note, errors=(*note.errors, reason)), chunks[:max_chunks]
 
 
 def _sections(blocks: Sequence[Block]) -> list[tuple[tuple[str, ...], list[Block]]]:

@@ -5,6 +5,9 @@
 - Where the PDF has an outline (bookmarks), a page's heading path is the outline entries in
   force on it: the last entry starting at or before the page, under its parents.
 - The title is the file name without `.pdf` (what `![[file.pdf#page=3]]` names).
+- Only the first `max_pages` pages are read (`[attachments] max_pages`): a 1.2 MB file whose
+  page tree names one page 200,000 times would otherwise be 200,000 passages. The rest are
+  named in `Note.errors`, so the PDF is indexed in part and `status` says so.
 
 `read` runs in a child process (`python -m vaultd.pipeline.pdf`, see vaultd.isolation): PDFium
 is native code reading a hostile format. A file that cannot be read is left out with its
@@ -27,11 +30,14 @@ MIN_TEXT_CHARS = 16
 #: Outline entries read at most, and how deep: a hostile outline can be a loop or enormous.
 MAX_OUTLINE = 10_000
 MAX_OUTLINE_DEPTH = 8
+#: Pages read of one PDF by default (`[attachments] max_pages`).
+DEFAULT_MAX_PAGES = 5_000
 
 
-def read(data: bytes, path: str = "") -> dict[str, Any]:
-    """The text of each page and the outline: {"pages": [...], "outline": [[level, title,
-    page index], ...]}. Raises LeftOutError for a file that is not a readable PDF with text."""
+def read(data: bytes, path: str = "", max_pages: int = DEFAULT_MAX_PAGES) -> dict[str, Any]:
+    """The text of each of the first `max_pages` pages and the outline: {"pages": [...],
+    "outline": [[level, title, page index], ...], "total_pages": the PDF's page count}.
+    Raises LeftOutError for a file that is not a readable PDF with text."""
     import pypdfium2 as pdfium  # in the child only: the daemon never loads PDFium
     import pypdfium2.raw as pdfium_c
 
@@ -48,7 +54,8 @@ def read(data: bytes, path: str = "") -> dict[str, Any]:
         raise LeftOutError(path, f"damaged or truncated PDF ({exc})", "damaged") from exc
     try:
         pages: list[str] = []
-        for index in range(len(document)):
+        total = len(document)
+        for index in range(min(total, max_pages)):
             page = document[index]
             try:
                 textpage = page.get_textpage()
@@ -70,7 +77,7 @@ def read(data: bytes, path: str = "") -> dict[str, Any]:
         raise LeftOutError(
             path, "no text layer (its pages are pictures; `ocr = true` reads them)", "no_text"
         )
-    return {"pages": pages, "outline": outline}
+    return {"pages": pages, "outline": outline, "total_pages": total}
 
 
 def _clean(text: str) -> str:
@@ -101,6 +108,9 @@ def note_of(path: str, found: Mapping[str, Any]) -> Note:
     ]
     body, laid = lay_out(blocks)
     errors = tuple(str(error) for error in found.get("errors") or ())
+    total = int(found.get("total_pages") or len(pages))
+    if total > len(pages):
+        errors += (f"only the first {len(pages)} of its {total} pages are indexed (max_pages)",)
     return Note(
         path=path,
         title=PurePosixPath(path).stem,
@@ -111,10 +121,10 @@ def note_of(path: str, found: Mapping[str, Any]) -> Note:
     )
 
 
-def extract(path: str, data: bytes) -> Note:
+def extract(path: str, data: bytes, *, max_pages: int = DEFAULT_MAX_PAGES) -> Note:
     """The PDF read in this process (for `vaultd inspect` and benchmarks; the indexer reads
     PDFs in a child process)."""
-    return note_of(path, read(data, path))
+    return note_of(path, read(data, path, max_pages))
 
 
 def _heading_paths(pages: int, outline: Sequence[Sequence[Any]]) -> list[tuple[str, ...]]:
@@ -139,7 +149,16 @@ def _heading_paths(pages: int, outline: Sequence[Sequence[Any]]) -> list[tuple[s
     return paths
 
 
-if __name__ == "__main__":
+def _serve() -> None:
+    """The worker `run_child` starts: `python -m vaultd.pipeline.pdf MEMORY_MB [MAX_PAGES]`."""
+    import sys
+    from functools import partial
+
     from vaultd.isolation import child_main
 
-    child_main(read)
+    max_pages = int(sys.argv[2]) if len(sys.argv) > 2 else DEFAULT_MAX_PAGES
+    child_main(partial(read, max_pages=max_pages))
+
+
+if __name__ == "__main__":
+    _serve()
