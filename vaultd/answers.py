@@ -132,6 +132,15 @@ class Skipped:
 
 
 @dataclass(frozen=True, slots=True)
+class Reading:
+    """The file a pass is reading now: the one it waits on."""
+
+    path: str
+    #: Seconds it has been read for so far.
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class Store:
     """The data directory and the Chroma directory or server."""
 
@@ -171,6 +180,13 @@ class IndexStatus:
             "not read, a canvas's unknown cards, a frontmatter ignored), and why."
         ),
     ] = ()
+    reading: Annotated[
+        Reading | None,
+        Field(
+            description="The file the pass in hand is reading now (the one it waits on), and "
+            "for how long; none between passes."
+        ),
+    ] = None
     kinds: Annotated[
         dict[str, dict[str, int]], Field(description="Files recorded by kind, then by status.")
     ] = field(default_factory=dict)

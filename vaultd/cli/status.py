@@ -113,6 +113,9 @@ def _status_text(report: dict[str, Any]) -> str:
         say(f"queue:    {report['queue_depth']}")
         if report.get("progress"):
             say(f"progress: {progress_line(Snapshot.from_json(report['progress']))}")
+        if report.get("reading"):
+            reading = report["reading"]
+            say(f"reading:  {reading['path']} (for {reading['seconds']:.0f} s)")
         governor = report.get("governor") or {}
         if governor.get("waiting_for_busy_machine"):
             others = governor.get("others_share")

@@ -1,8 +1,14 @@
 """Each changed note read, parsed and chunked for the keyword phase's write, or why it could
-not be: in this process, or a group at a time in the parser pool's worker processes."""
+not be: in this process, or a group at a time in the parser pool's worker processes.
+
+`Preparer.reading` is the file the pass waits on now, and since when: `status` names it, so a
+file that is slow to read is seen while it is read, not only once it is left out.
+"""
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -73,6 +79,10 @@ class Preparer:
         self.max_tokens = max_tokens
         self.max_bytes = max_bytes
         self.extraction = extraction
+        #: The file whose note the pass waits for (with a pool, the oldest handed to the
+        #: workers and not back yet) and the `time.time()` it began waiting; None between
+        #: notes. One tuple, set whole: status reads it from another thread.
+        self.reading: tuple[str, float] | None = None
 
     def all(
         self,
@@ -91,8 +101,15 @@ class Preparer:
         if pool is None:
             for change in content:
                 self.parts.ledger.hold([change], marked)
-                yield change, self.one(change, read.pop(change.path, None))
+                self.reading = (change.path, time.time())
+                try:
+                    outcome = self.one(change, read.pop(change.path, None))
+                finally:
+                    self.reading = None
+                yield change, outcome
             return
+
+        handed: deque[str] = deque()
 
         def loaded() -> Iterator[_Loaded]:
             for start in range(0, len(content), MARK_GROUP):
@@ -100,10 +117,18 @@ class Preparer:
                 self.parts.ledger.hold(group, marked)
                 for change in group:
                     ahead.add(change.path)
+                    handed.append(change.path)
+                    if self.reading is None:
+                        self.reading = (change.path, time.time())
                     yield self._load(change, read.pop(change.path, None))
 
-        for item, parsed in pool.parse_all(loaded(), lambda item: item.job):
-            yield item.change, self._parsed(item, parsed)
+        try:
+            for item, parsed in pool.parse_all(loaded(), lambda item: item.job):
+                handed.popleft()
+                self.reading = (handed[0], time.time()) if handed else None
+                yield item.change, self._parsed(item, parsed)
+        finally:
+            self.reading = None
 
     def one(self, change: Change, read: Read | None = None) -> Prepared | Failed:
         """The note of `change` read (unless given), parsed and chunked in this process."""

@@ -9,10 +9,11 @@ paths it depends on (`IdentityCheck`).
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vaultd.answers import Failure, IndexStatus, Skipped, Store
+from vaultd.answers import Failure, IndexStatus, Reading, Skipped, Store
 
 if TYPE_CHECKING:
     from vaultd.index.open import Index
@@ -40,12 +41,20 @@ def index_status(index: Index) -> IndexStatus:
             quarantined=tuple(manifest.quarantined()),
             left_out=tuple(manifest.left_out()),
             in_part=tuple(Skipped(path, reason) for path, reason in manifest.in_part()),
+            reading=_reading(index.indexer.keyword.preparer.reading),
             model=index.embedder.model_id,
             store=Store(str(index.data_dir), index.store.location),
             languages=languages_of(manifest.get_meta(LANGUAGES_META)),
             kinds=dict(sorted(manifest.kind_counts().items())),
             not_indexed=dict(sorted(not_indexed(manifest.get_meta(NOT_INDEXED_META)).items())),
         )
+
+
+def _reading(reading: tuple[str, float] | None) -> Reading | None:
+    if reading is None:
+        return None
+    path, since = reading
+    return Reading(path, round(max(0.0, time.time() - since), 1))
 
 
 def not_indexed(recorded: str | None) -> dict[str, int]:

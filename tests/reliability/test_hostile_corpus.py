@@ -1,0 +1,164 @@
+"""Hostile files added to a running daemon (issue 51, acceptance 2): canvases of 2,000 and
+20,000 nested groups, a PDF naming one page 200,000 times, a canvas of 100,000 cards, a lone
+surrogate, a decompression-bomb PNG and a YAML alias bomb. A note edited beside them is
+searchable within seconds, each is indexed (in part, with its reason) or left out, and the
+daemon stays within the unit's memory; `status` names the file a pass is reading."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.daemon import RunningDaemon, fault_env, running, wait_until
+from tests.hostile import (
+    many_cards_canvas,
+    nested_groups_canvas,
+    one_page_many_times_pdf,
+    surrogate_canvas,
+)
+from tests.pipeline.test_ocr import png_bomb
+from tests.test_attachments_daemon import peak_rss_mb, unit_memory_high_mb
+from tests.test_bad_input import BILLION_LAUGHS
+
+#: What each hostile file becomes with the shipped caps: (in part, reason) or (left out, kind).
+EXPECTED = {
+    "hostile/nested-20000.canvas": (
+        "in_part",
+        "only the first 5000 of its 22000 cards are indexed (max_cards)",
+    ),
+    "hostile/loop.pdf": (
+        "in_part",
+        "only the first 5000 of its 200000 pages are indexed (max_pages)",
+    ),
+    "hostile/wall.canvas": (
+        "in_part",
+        "only the first 5000 of its 100000 cards are indexed (max_cards)",
+    ),
+    "hostile/bomb.png": ("left_out", "too_big"),
+}
+#: Indexed whole: the nested groups under the caps, the surrogate (as U+FFFD).
+WHOLE = ("hostile/nested-2000.canvas", "hostile/surrogate.canvas")
+#: The time a loaded CI machine may take. Measured on 2 shared cores: the edit searchable in
+#: 0.3-4.4 s in most runs, but 15-21 s in about one run in three (when its event is taken
+#: after a pass over some of the hostile files began embedding, it waits for that pass); every
+#: hostile file recorded in 5-21 s; the note request 0.6-1.1 s; peak RSS 425-449 MB.
+EDIT_LIMIT = 60.0
+HOSTILE_LIMIT = 120.0
+
+
+def _status(daemon: RunningDaemon) -> dict[str, Any]:
+    answer: dict[str, Any] = daemon.request("GET", "/v1/status")
+    return answer
+
+
+def _outcomes(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    found = {e["path"]: ("in_part", e["reason"]) for e in status.get("in_part") or []}
+    found |= {e["path"]: ("left_out", e["kind"]) for e in status.get("left_out") or []}
+    return found
+
+
+def _found(daemon: RunningDaemon, query: str, path: str) -> bool:
+    """Whether a hit of `path` holds the query's text (a vector search alone answers with
+    the nearest passages, whatever they say)."""
+    return any(hit["path"] == path and query in hit["text"] for hit in daemon.search(query, k=5))
+
+
+def test_hostile_files_beside_an_edit_leave_the_daemon_serving(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "Home.md").write_text("# Home\n\nNothing here yet.\n")
+    # An image is read only with OCR on; its header alone decides, the engine never loads.
+    with running(vault, tmp_path, extra="\n[attachments]\nocr = true\n") as daemon:
+        hostile = vault / "hostile"
+        hostile.mkdir()
+        files = {
+            "nested-2000.canvas": nested_groups_canvas(2_000),
+            "nested-20000.canvas": nested_groups_canvas(20_000),
+            "loop.pdf": one_page_many_times_pdf(200_000),
+            "wall.canvas": many_cards_canvas(100_000),
+            "surrogate.canvas": surrogate_canvas(),
+            "bomb.png": png_bomb(20_000, 20_000),
+            "laughs.md": BILLION_LAUGHS.encode(),
+        }
+        for name, data in files.items():
+            (hostile / name).write_bytes(data)
+        added = time.monotonic()
+        (vault / "Home.md").write_text("# Home\n\nThe kestrel nests by the gate.\n")
+        edited = time.monotonic()
+        wait_until(
+            lambda: _found(daemon, "kestrel nests", "Home.md"),
+            "the note edited beside the hostile files is searchable",
+            timeout=EDIT_LIMIT,
+        )
+        edit_s = time.monotonic() - edited
+
+        def recorded() -> bool:
+            found = _outcomes(_status(daemon))
+            return all(found.get(path) == want for path, want in EXPECTED.items())
+
+        wait_until(recorded, "every hostile file is recorded with its reason", HOSTILE_LIMIT)
+        hostile_s = time.monotonic() - added
+        status = _status(daemon)
+        assert status["status"] == "ok", status["reasons"]
+        laughs = _outcomes(status).get("hostile/laughs.md")
+        assert laughs is not None and laughs[0] == "in_part" and "frontmatter" in laughs[1]
+        assert _found(daemon, "surrogatecard", "hostile/surrogate.canvas")
+        assert _found(daemon, "card at level 1990", "hostile/nested-2000.canvas")
+        assert not {p for p in WHOLE if p in _outcomes(status)}
+        # A note request on a capped file answers in time (it did not in 60 s).
+        start = time.monotonic()
+        pdf = daemon.request("GET", "/v1/notes/hostile/loop.pdf?text=1&start_page=1&end_page=2")
+        note_s = time.monotonic() - start
+        assert pdf["total_pages"] == 5000 and len(pdf["chunks"]) == 5000
+        peak = peak_rss_mb(daemon.process.pid)
+        assert peak < unit_memory_high_mb(), peak
+        print(
+            f"edit searchable after {edit_s:.2f} s; hostile files recorded after "
+            f"{hostile_s:.1f} s; note request {note_s:.2f} s; peak RSS {peak:.0f} MB"
+        )
+
+
+#: In the daemon: a canvas holding HOLD_MARKER is read until the file VDTEST_HOLD is removed.
+SITECUSTOMIZE = """
+import os
+import time
+
+from vaultd.pipeline import canvas
+
+_extract = canvas.extract
+
+
+def _held(path, data, **kwargs):
+    hold = os.environ["VDTEST_HOLD"]
+    if b"holdmarker" in data:
+        while os.path.exists(hold):
+            time.sleep(0.02)
+    return _extract(path, data, **kwargs)
+
+
+canvas.extract = _held
+"""
+
+
+def test_status_names_the_file_a_pass_is_reading(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "Home.md").write_text("# Home\n\nA note.\n")
+    hold = tmp_path / "hold"
+    hold.touch()
+    env = fault_env(tmp_path, SITECUSTOMIZE, VDTEST_HOLD=str(hold))
+    with running(vault, tmp_path, env=env) as daemon:
+        assert _status(daemon).get("reading") is None
+        slow = b'{"nodes": [{"id": "a", "type": "text", "text": "holdmarker card"}]}'
+        (vault / "slow.canvas").write_bytes(slow)
+
+        def reading() -> dict[str, Any] | None:
+            value: dict[str, Any] | None = _status(daemon).get("reading")
+            return value
+
+        wait_until(lambda: (reading() or {}).get("path") == "slow.canvas", "status names it")
+        wait_until(lambda: (reading() or {}).get("seconds", 0) >= 1, "its time is counted")
+        hold.unlink()
+        wait_until(lambda: reading() is None, "status names no file once it is read")
+        assert _found(daemon, "holdmarker", "slow.canvas")
