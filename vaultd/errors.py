@@ -6,6 +6,7 @@ stage calls them, so callers above a stage only ever see this tree.
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -244,6 +245,27 @@ class DataDirError(StoreError):
         super().__init__(message)
         self.path = path
         self.read_only = read_only
+
+
+class ManifestDamagedError(DataDirError):
+    """Raised when SQLite finds `vaultd.db` damaged (SQLITE_CORRUPT or SQLITE_NOTADB, or a
+    failed `quick_check`), at start-up or in any read or write after it. A person decides
+    what replaces the file (a backup, or an index built again), so the process stops and the
+    service manager must not start it again into the same file (docs/operations.md, "A
+    damaged vaultd.db")."""
+
+    def __init__(self, manifest: str, problem: str) -> None:
+        data_dir = os.path.dirname(manifest)
+        super().__init__(
+            f"{manifest} is damaged ({problem}); it is the index's own record and cannot be "
+            f"repaired in place. Move the data directory aside and index again (every note is "
+            f"read and embedded anew): mv {shlex.quote(data_dir)} "
+            f"{shlex.quote(data_dir + '.damaged')}",
+            data_dir,
+        )
+        #: The damaged file, and what SQLite said of it.
+        self.manifest = manifest
+        self.problem = problem
 
 
 class VaultPathError(VaultdError):

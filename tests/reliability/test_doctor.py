@@ -276,7 +276,7 @@ def test_a_damaged_manifest_fails_with_the_rebuild_remedy(
     report = run(config)
     manifest = report.by_name("manifest")
     assert manifest.status == "fail" and report.exit_code == doctor.EXIT_FAILED
-    assert "cannot read" in manifest.message
+    assert f"{database} is damaged" in manifest.message
     assert f"mv {tmp_path / 'data'} {tmp_path / 'data'}.broken && vaultd index" in manifest.remedy
     # The store itself is fine and says so; the manifest was only read.
     assert f"{len(golden.records)} records" in report.by_name("chroma").message

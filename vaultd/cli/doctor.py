@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from vaultd.config import Config, load_config
-from vaultd.errors import ConfigError, DataDirError, LockedError, VaultdError
+from vaultd.errors import ConfigError, DaemonError, DataDirError, LockedError, VaultdError
 from vaultd.storage.lock import READERS, Holder, LockHolder, holder_pid, read_only
 from vaultd.storage.view import ManifestView, read_manifest
 
@@ -631,9 +631,10 @@ def check_store_location(data_dir: Path, vault: Path) -> Check:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """Who is at the socket: nothing, a stale file, a vaultd daemon or something else."""
+    """Who is at the socket: nothing, a stale file, a vaultd daemon (answering, or answering
+    with its own errors: "failing") or something else."""
 
-    kind: Literal["absent", "stale", "silent", "daemon", "other"]
+    kind: Literal["absent", "stale", "silent", "daemon", "failing", "other"]
     health: Mapping[str, Any] = field(default_factory=dict)
     status: Mapping[str, Any] = field(default_factory=dict)
     error: str = ""
@@ -652,6 +653,11 @@ def ask_daemon(path: Path) -> Answer:
         # As they came, unchecked by their models: what answers may be no vaultd at all.
         health = client.request(BY_NAME["health"].method, BY_NAME["health"].route)
         status = client.request(BY_NAME["status"].method, BY_NAME["status"].route)
+    except DaemonError as exc:
+        if exc.message and exc.code != "error":  # the client's code for a body without one
+            # A vaultd error body: the daemon is there, and something behind it fails.
+            return Answer("failing", error=exc.message)
+        return Answer("other", error=str(exc))
     except VaultdError as exc:
         cause = exc.__cause__
         if isinstance(cause, ConnectionRefusedError | FileNotFoundError):
@@ -769,6 +775,13 @@ def check_socket(path: Path, answer: Answer, vault: Path | None, data_dir: Path)
             f"a process listens on {path} but does not answer within {DAEMON_TIMEOUT:.0f} s",
             "restart the daemon (systemctl --user restart vaultd, or stop and start `vaultd run`)",
         )
+    if answer.kind == "failing":
+        return Check(
+            "socket",
+            "warn",
+            f"the daemon on {path} answers, with an error: {answer.error}",
+            "see the failing checks, and the daemon's log",
+        )
     if answer.kind == "other":
         return Check(
             "socket",
@@ -835,7 +848,7 @@ def _troubled_check(
 def check_manifest(
     data_dir: Path, vault: Path | None, model_id: str | None
 ) -> tuple[Check, ManifestView | None]:
-    from vaultd.errors import StoreError
+    from vaultd.errors import ManifestDamagedError, StoreError
     from vaultd.layout import MANIFEST
     from vaultd.storage.schema import SCHEMA_VERSION
 
@@ -851,6 +864,9 @@ def check_manifest(
         )
     try:
         view = read_manifest(data_dir, model_id)
+    except ManifestDamagedError as exc:
+        found = f"{exc.manifest} is damaged: {exc.problem}"
+        return Check("manifest", "fail", found, _rebuild_remedy(data_dir)), None
     except StoreError as exc:
         return Check("manifest", "fail", str(exc), _rebuild_remedy(data_dir)), None
     if view.integrity != "ok":

@@ -124,6 +124,9 @@ class Daemon:
                 log.info("stopped while waiting for the data directory")
                 return 0
             index = self.index = opened
+            # Damage a pass would meet only when it reaches the page ends the start now, before
+            # anything is served from the file (ManifestDamagedError, exit 78).
+            index.manifest.check()
             moved = last_moved_aside(index.data_dir)
             if moved is not None and float(moved.get("at", 0)) >= opened_at:
                 self.state.degrade(
@@ -335,6 +338,19 @@ class Daemon:
         is one the service manager does not restart on.
         """
         assert self.index is not None
+        damaged = self.index.manifest.damaged
+        if damaged is not None:
+            # Met by a pass or a query: every pass would meet it again (a retry every few
+            # seconds, for ever), and only a person can say what replaces the file.
+            self.state.degrade("manifest", f"{damaged.manifest} is damaged ({damaged.problem})")
+            log.error(
+                "the index's database is damaged; stopping",
+                path=damaged.manifest,
+                problem=damaged.problem,
+            )
+            self._fatal = damaged
+            self.signals.stop()
+            return True
         check = check_manifest(self.index.manifest)
         if check.state == "ok":
             self._manifest_check = check

@@ -13,7 +13,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
-from vaultd.errors import DataDirError, StoreError
+from vaultd.errors import DataDirError, ManifestDamagedError, StoreError
 from vaultd.storage.schema import Query, create_or_migrate, register
 
 _T = TypeVar("_T")
@@ -23,20 +23,24 @@ _DAMAGED = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
 _UNWRITABLE = frozenset({3, 8, 14})  # SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN
 
 
+def _primary(exc: sqlite3.Error) -> int:
+    """SQLite's primary result code of an error (SQLITE_CORRUPT for SQLITE_CORRUPT_VTAB)."""
+    return int(getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    """Whether SQLite says the file itself is damaged, or is no database."""
+    return _primary(exc) in _DAMAGED
+
+
 def _open_error(path: Path, exc: sqlite3.Error) -> StoreError:
     """The error for a manifest that cannot be opened: one a restart cannot fix is a
     DataDirError (the service manager stops retrying); anything else may pass (EIO, a full
     disk) and stays a StoreError."""
-    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    code = _primary(exc)
     data_dir = path.parent
     if code in _DAMAGED:
-        aside = f"{data_dir}.damaged"
-        return DataDirError(
-            f"{path} is damaged ({exc}); it is the index's own record and cannot be repaired "
-            f"in place. Move the data directory aside and index again (every note is read and "
-            f"embedded anew): mv {shlex.quote(str(data_dir))} {shlex.quote(aside)}",
-            str(data_dir),
-        )
+        return ManifestDamagedError(str(path), str(exc))
     if code in _UNWRITABLE:
         return DataDirError(
             f"{path} cannot be opened for writing ({exc}); make it writable by you again "
@@ -84,6 +88,39 @@ class Connection:
         self._trace: Callable[[str], None] | None = None
         #: The read connection `snapshot` holds a transaction open on, per thread.
         self._pinned = threading.local()
+        #: The first damage SQLite reported in this file since it was opened (None: none).
+        #: Every later read or write may meet it too; the daemon stops on it.
+        self.damaged: ManifestDamagedError | None = None
+
+    def _error(self, exc: sqlite3.Error) -> StoreError:
+        """`exc` translated; damage is also kept in `damaged`."""
+        if not is_damage(exc):
+            return StoreError(f"{self.path}: {exc}")
+        damaged = ManifestDamagedError(str(self.path), str(exc))
+        if self.damaged is None:
+            self.damaged = damaged
+        return damaged
+
+    def check(self) -> None:
+        """Read every page of the file (`PRAGMA quick_check`, about a second per 2 GB); raises
+        ManifestDamagedError when any is damaged. A daemon asks once as it starts: damage
+        in pages a pass reads only later would otherwise be met mid-pass."""
+        try:
+            with self._lock:
+                rows = self._db.execute("PRAGMA quick_check(4)").fetchall()
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
+        problems = [
+            line.strip()
+            for row in rows
+            for line in str(row[0]).splitlines()
+            if line.strip() and not line.startswith("***")  # "*** in database main ***"
+        ]
+        if problems != ["ok"]:
+            more = "; ..." if len(problems) > 3 else ""
+            damaged = ManifestDamagedError(str(self.path), "; ".join(problems[:3]) + more)
+            self.damaged = self.damaged or damaged
+            raise damaged
 
     def close(self) -> None:
         with self._lock:
@@ -159,11 +196,14 @@ class Connection:
                 try:
                     yield self._db
                 except BaseException:
-                    self._db.execute("ROLLBACK")
+                    # SQLite has rolled back already after some errors (SQLITE_CORRUPT among
+                    # them): a ROLLBACK then fails, and its error would hide the real one.
+                    if self._db.in_transaction:
+                        self._db.execute("ROLLBACK")
                     raise
                 self._db.execute("COMMIT")
             except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: {exc}") from exc
+                raise self._error(exc) from exc
             finally:
                 self._writes += 1
 
@@ -173,7 +213,7 @@ class Connection:
             try:
                 self._db.execute("PRAGMA synchronous=NORMAL")
             except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: {exc}") from exc
+                raise self._error(exc) from exc
             try:
                 with self._transaction() as db:
                     yield db
@@ -190,7 +230,7 @@ class Connection:
             with self._reader() as db:
                 return db.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: {exc}") from exc
+            raise self._error(exc) from exc
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -218,7 +258,7 @@ class Connection:
                     if db.in_transaction:
                         db.execute("COMMIT")
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: {exc}") from exc
+            raise self._error(exc) from exc
 
     def held(self) -> int | None:
         """The write transactions the snapshot this thread is in sees (None: not known, a

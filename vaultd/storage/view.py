@@ -12,8 +12,9 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from vaultd.errors import StoreError
+from vaultd.errors import ManifestDamagedError, StoreError
 from vaultd.layout import MANIFEST
+from vaultd.storage.connection import is_damage
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +34,8 @@ class ManifestView:
 
 
 def read_manifest(data_dir: Path, model_id: str | None) -> ManifestView:
-    """Open `vaultd.db` query-only (never created, migrated or written); StoreError if broken.
+    """Open `vaultd.db` query-only (never created, migrated or written); StoreError if it
+    cannot be read, ManifestDamagedError when SQLite finds it damaged.
 
     `model_id` is the model whose missing vectors `unembedded` counts (the manifest's own when
     None).
@@ -66,6 +68,8 @@ def read_manifest(data_dir: Path, model_id: str | None) -> ManifestView:
                 ).fetchone()[0]
             )
     except sqlite3.Error as exc:
+        if is_damage(exc):
+            raise ManifestDamagedError(str(path), str(exc)) from exc
         raise StoreError(f"cannot read {path}: {exc}") from exc
     return ManifestView(
         schema=schema,
