@@ -1,0 +1,109 @@
+"""Ctrl-C on `vaultd run` during a first index (issue 51, finding 6): the real daemon, SIGINT
+sent to its whole process group as a terminal sends it, at a moment the test waits for.
+
+One Ctrl-C must end the daemon within a few seconds with the code the README gives it (0), no
+process it started may outlive it, and a following `vaultd index` must build exactly what a
+fresh index does. Before, a Ctrl-C while the parser workers read screenshots left the daemon
+waiting, after its "stopped", for every note already handed to them (seconds of OCR each), and
+the terminal's SIGINT reached the OCR reader too. bench/reliability/ctrl_c_trials.py runs twenty
+such trials on all of obsidian-help at random moments.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import interrupt
+from harness.convergence import assert_same, export_of, fresh_export
+from harness.crash import index_command
+from harness.daemon import short_socket_dir, wait_until, write_config
+from harness.vaults import random_text
+from tests.conftest import shared_path
+
+pytestmark = pytest.mark.corpus
+
+#: Enough notes that the first pass parses in worker processes (`POOL_ABOVE`).
+NOTES = 210
+#: Screenshots of a few seconds of OCR each: while one is read, others wait in the pool's queue.
+SCREENSHOTS = (
+    "Backlinks.png",
+    "notion-export.png",
+    "Mac-OS-DateTime.png",
+    "bases-noshadow.png",
+    "web-clipper-kde.png",
+)
+#: A generous extraction limit: what is tested is the stop, not how fast OCR is on a busy machine.
+CONFIG = '[attachments]\nocr = true\nextract_timeout = "10m"\n'
+#: How long one Ctrl-C may take to end the daemon.
+LIMIT = 5.0
+
+
+@pytest.fixture(scope="module")
+def vault(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
+    """The vault, and the export of a fresh index of it."""
+    images = shared_path("corpora", "attachments", "images")
+    root = tmp_path_factory.mktemp("ctrl-c")
+    vault = root / "vault"
+    rng = random.Random(51)
+    for i in range(NOTES):
+        folder = vault / f"f{i % 5}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"n{i}.md").write_text(random_text(rng, f"Note {i}"), encoding="utf-8")
+    (vault / "Attachments").mkdir()
+    for name in SCREENSHOTS:
+        shutil.copy(images / name, vault / "Attachments" / name)
+    return vault, fresh_export(vault, root / "reference", extra=CONFIG)
+
+
+def _reading_an_image(daemon: interrupt.Started) -> bool:
+    return bool(daemon.readers())
+
+
+def _embedding(daemon: interrupt.Started) -> bool:
+    return daemon.phase() == "embed"
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        pytest.param(_reading_an_image, id="while-an-image-is-read"),
+        pytest.param(_embedding, id="while-notes-are-embedded"),
+    ],
+)
+def test_one_ctrl_c_stops_a_first_index_at_once_and_costs_no_file(
+    tmp_path: Path, vault: tuple[Path, list[dict[str, Any]]], moment: Any
+) -> None:
+    source, reference = vault
+    shutil.copytree(source, tmp_path / "vault")
+    socket = short_socket_dir() / "vaultd.sock"
+    config = write_config(
+        tmp_path / "vaultd.toml", tmp_path / "vault", tmp_path / "data", socket, extra=CONFIG
+    )
+    log = tmp_path / "vaultd.log"
+    daemon = interrupt.start(config, socket, log)
+    try:
+        wait_until(
+            lambda: daemon.process.poll() is not None or moment(daemon),
+            f"the moment: {moment.__name__}",
+        )
+        assert daemon.process.poll() is None, log.read_text(errors="replace")
+        stop = interrupt.interrupt(daemon, LIMIT)
+    finally:
+        if daemon.process.poll() is None:
+            os.killpg(daemon.process.pid, signal.SIGKILL)
+            daemon.process.wait()
+    text = log.read_text(errors="replace")
+    assert stop.code == 0 and stop.seconds <= LIMIT, (stop, text[-3000:])
+    assert "Traceback" not in text, text[-3000:]
+    assert stop.left == (), stop
+    # The next run reads what the stop left, and nothing was recorded against a file.
+    subprocess.run(index_command(config), check=True, stderr=subprocess.DEVNULL)
+    assert_same(export_of(config), reference)

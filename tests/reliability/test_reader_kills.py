@@ -1,0 +1,103 @@
+"""A file reader killed from outside costs a second read, not the file (issue 51, finding 7).
+
+The real `vaultd index` reads a real screenshot in its real OCR worker, and the test kills that
+worker (found by its pid) with SIGINT or SIGKILL while it reads. Before, the file was left out
+until the next hourly pass: "the reader crashed on it (exit -2)" after a SIGINT, "the reader
+was killed reading it (out of memory?)" after a SIGKILL, which no kernel had said. Now the
+file is given to a fresh worker: indexed when that one reads it, left out as damaged only when
+it dies too, and "out of memory" only when the kernel counted an OOM kill.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.convergence import export_of
+from harness.daemon import PATIENCE, short_socket_dir, wait_until, write_config
+from harness.interrupt import MARK, marked
+from tests.conftest import shared_path
+
+pytestmark = [
+    pytest.mark.corpus,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"),
+]
+
+#: About three seconds of OCR on a quiet machine: a kill as its reader appears lands mid-read.
+SCREENSHOT = "Mac-OS-DateTime.png"
+IMAGE = f"Attachments/{SCREENSHOT}"
+CONFIG = '[attachments]\nocr = true\nextract_timeout = "10m"\n'
+
+
+def index_killing_readers(tmp_path: Path, sig: int, kills: int) -> tuple[dict[str, Any], Path]:
+    """`vaultd index --json` of a vault holding the screenshot, each of its first `kills` OCR
+    workers sent `sig` as soon as it runs; the summary and the config."""
+    vault = tmp_path / "vault"
+    (vault / "Attachments").mkdir(parents=True)
+    shutil.copy(shared_path("corpora", "attachments", "images", SCREENSHOT), vault / IMAGE)
+    (vault / "Home.md").write_text(f"# Home\n\n![[{SCREENSHOT}]]\n", encoding="utf-8")
+    config = write_config(
+        tmp_path / "vaultd.toml", vault, tmp_path / "data", short_socket_dir() / "s", extra=CONFIG
+    )
+    mark = uuid.uuid4().hex
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vaultd", "index", "--json", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, MARK: mark},
+        # Its own group: a SIGINT meant for the reader never reaches the test's.
+        start_new_session=True,
+    )
+    killed: list[int] = []
+
+    def reader() -> int | None:
+        for pid, command in marked(mark):
+            if "vaultd.pipeline.ocr" in command and pid not in killed:
+                return pid
+        return None
+
+    try:
+        for _ in range(kills):
+            wait_until(
+                lambda: process.poll() is not None or reader() is not None,
+                "an OCR worker that was not killed yet",
+            )
+            pid = reader()
+            assert pid is not None, "the index ended before its OCR worker was killed"
+            os.kill(pid, sig)
+            killed.append(pid)
+        out, _ = process.communicate(timeout=PATIENCE)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert process.returncode == 0, out
+    summary: dict[str, Any] = json.loads(out)
+    return summary, config
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_a_reader_killed_once_costs_a_second_read_not_the_file(tmp_path: Path, sig: int) -> None:
+    summary, config = index_killing_readers(tmp_path, sig, kills=1)
+    assert summary["left_out"] == [] and summary["failures"] == [], summary
+    records = [r for r in export_of(config) if r["metadata"]["path"] == IMAGE]
+    assert records and any("Date" in r["document"] for r in records), records
+
+
+def test_a_reader_killed_twice_leaves_the_file_out_as_damaged_not_out_of_memory(
+    tmp_path: Path,
+) -> None:
+    summary, _ = index_killing_readers(tmp_path, signal.SIGKILL, kills=2)
+    (entry,) = summary["left_out"]
+    assert entry["path"] == IMAGE, summary
+    assert "twice" in entry["reason"] and "SIGKILL" in entry["reason"], entry
+    assert "memory" not in entry["reason"], entry
