@@ -4,6 +4,7 @@ progress callback."""
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -38,7 +39,9 @@ class Pauses:
 
     def __init__(self) -> None:
         self.point: PausePoint | None = None
-        self._last = 0.0
+        # Never called yet: the first throttled call goes through, however young the clock
+        # (monotonic time starts near zero at boot, on a fresh CI machine too).
+        self._last = -math.inf
 
     @contextlib.contextmanager
     def during(self, pause: PausePoint | None) -> Iterator[None]:
