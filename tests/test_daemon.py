@@ -364,3 +364,38 @@ def test_a_signal_landing_while_the_main_loop_holds_a_lock_still_stops_it(
         timeout=60,
     )
     assert done.returncode == 0 and done.stdout.strip() == "stopped", done.stderr
+
+
+SECOND_INTERRUPT_WHILE_EXITING = """
+import os, signal, sys, threading
+from pathlib import Path
+from vaultd.config import load_config
+from vaultd.daemon.lifecycle import Daemon
+
+daemon = Daemon(load_config(Path(sys.argv[1]), env={}), env={})
+with daemon.signals.installed():
+    os.kill(os.getpid(), signal.SIGINT)
+    assert daemon.signals.sleep(30), "the stop was lost"
+# Past the handlers' block: the process's exit, which may wait (a thread joined, say).
+os.kill(os.getpid(), signal.SIGINT)
+threading.Event().wait(60)
+print("still running")
+"""
+
+
+def test_a_second_ctrl_c_while_the_daemon_exits_exits_1_at_once(tmp_path: Path) -> None:
+    """Issue 51, finding 6: once the handlers were restored, a second Ctrl-C raised
+    KeyboardInterrupt inside the interpreter's exit (a traceback from concurrent.futures) and
+    the process went on waiting."""
+    (tmp_path / "vault").mkdir()
+    config = write_config(
+        tmp_path / "vaultd.toml", tmp_path / "vault", tmp_path / "data", tmp_path / "s.sock"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", SECOND_INTERRUPT_WHILE_EXITING, str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1 and "still running" not in done.stdout, done
+    assert "second interrupt" in done.stderr and "Traceback" not in done.stderr, done.stderr

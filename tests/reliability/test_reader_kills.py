@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ import pytest
 
 from harness.convergence import export_of
 from harness.daemon import PATIENCE, short_socket_dir, wait_until, write_config
-from harness.interrupt import MARK, marked
+from harness.interrupt import GONE_WITHIN, MARK, marked, wait_gone
 from tests.conftest import shared_path
 
 pytestmark = [
@@ -36,34 +37,49 @@ pytestmark = [
 SCREENSHOT = "Mac-OS-DateTime.png"
 IMAGE = f"Attachments/{SCREENSHOT}"
 CONFIG = '[attachments]\nocr = true\nextract_timeout = "10m"\n'
+#: How long one Ctrl-C may take to end `vaultd index`.
+LIMIT = 5.0
 
 
-def index_killing_readers(tmp_path: Path, sig: int, kills: int) -> tuple[dict[str, Any], Path]:
-    """`vaultd index --json` of a vault holding the screenshot, each of its first `kills` OCR
-    workers sent `sig` as soon as it runs; the summary and the config."""
+def vault_with_screenshot(tmp_path: Path) -> Path:
+    """A vault of the screenshot and a note; its config."""
     vault = tmp_path / "vault"
     (vault / "Attachments").mkdir(parents=True)
     shutil.copy(shared_path("corpora", "attachments", "images", SCREENSHOT), vault / IMAGE)
     (vault / "Home.md").write_text(f"# Home\n\n![[{SCREENSHOT}]]\n", encoding="utf-8")
-    config = write_config(
+    return write_config(
         tmp_path / "vaultd.toml", vault, tmp_path / "data", short_socket_dir() / "s", extra=CONFIG
     )
+
+
+def start_index(config: Path) -> tuple[subprocess.Popen[str], str]:
+    """`vaultd index --json`, leading a process group of its own; the process and its mark."""
     mark = uuid.uuid4().hex
     process = subprocess.Popen(
         [sys.executable, "-m", "vaultd", "index", "--json", "--config", str(config)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        text=True,
         env={**os.environ, MARK: mark},
-        # Its own group: a SIGINT meant for the reader never reaches the test's.
+        # Its own group: a SIGINT meant for it never reaches the test's.
         start_new_session=True,
     )
+    return process, mark
+
+
+def ocr_readers(mark: str) -> list[int]:
+    return [pid for pid, command in marked(mark) if "vaultd.pipeline.ocr" in command]
+
+
+def index_killing_readers(tmp_path: Path, sig: int, kills: int) -> tuple[dict[str, Any], Path]:
+    """`vaultd index --json` of a vault holding the screenshot, each of its first `kills` OCR
+    workers sent `sig` as soon as it runs; the summary and the config."""
+    config = vault_with_screenshot(tmp_path)
+    process, mark = start_index(config)
     killed: list[int] = []
 
     def reader() -> int | None:
-        for pid, command in marked(mark):
-            if "vaultd.pipeline.ocr" in command and pid not in killed:
-                return pid
-        return None
+        return next((pid for pid in ocr_readers(mark) if pid not in killed), None)
 
     try:
         for _ in range(kills):
@@ -101,3 +117,41 @@ def test_a_reader_killed_twice_leaves_the_file_out_as_damaged_not_out_of_memory(
     assert entry["path"] == IMAGE, summary
     assert "twice" in entry["reason"] and "SIGKILL" in entry["reason"], entry
     assert "memory" not in entry["reason"], entry
+
+
+def test_ctrl_c_on_vaultd_index_while_an_image_is_read_stops_it_at_once_and_costs_no_file(
+    tmp_path: Path,
+) -> None:
+    """SIGINT to the whole group, as a terminal sends it: the reader is not hit (it runs in a
+    session of its own), the index ends it and exits 130 at once, and the next run reads the
+    image. Before, the reader died of the SIGINT and the image was recorded as damaged."""
+    config = vault_with_screenshot(tmp_path)
+    process, mark = start_index(config)
+    try:
+        wait_until(
+            lambda: process.poll() is not None or bool(ocr_readers(mark)), "an OCR worker runs"
+        )
+        assert process.poll() is None, "the index ended before it read the image"
+        os.killpg(process.pid, signal.SIGINT)
+        sent = time.monotonic()
+        process.communicate(timeout=PATIENCE)
+        took = time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert process.returncode == 128 + signal.SIGINT and took <= LIMIT, (process.returncode, took)
+    assert wait_gone(mark, GONE_WITHIN) == []
+    again, _ = start_index(config)
+    out, _ = again.communicate(timeout=PATIENCE)
+    assert again.returncode == 0, out
+    status = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "vaultd", "status", "--json", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    assert status["left_out"] == [] and status["failed"] == [], status
+    assert any(r["metadata"]["path"] == IMAGE for r in export_of(config))

@@ -88,6 +88,7 @@ def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | No
     `vaultd reindex` does) and this shows its progress until it ends.
     """
     from vaultd.cli import indexing
+    from vaultd.errors import PassStoppedError
     from vaultd.index.open import open_index
 
     config = load(config_file, vault)
@@ -108,7 +109,10 @@ def index(as_json: bool, quiet: bool, config_file: Path | None, vault: Path | No
         signals = indexing.StopSignals()
         with signals.installed(), open_index(config) as idx:
             try:
-                summary = idx.indexer.reconcile(progress, pause=signals.pause)
+                try:
+                    summary = idx.indexer.reconcile(progress, pause=signals.pause)
+                except PassStoppedError:  # the signal ended the readers the pass waited on
+                    raise signals.stopped() from None
             except indexing.Stopped as stop:
                 progress.close()
                 counts = idx.manifest.counts(idx.embedder.model_id)

@@ -1,10 +1,13 @@
 """`vaultd index` beyond the pass itself: stopping it cleanly, and handing it to a running daemon.
 
-A signal only sets a flag (as the daemon's do): the pass stops at its next safe point (between
+A signal sets a flag (as the daemon's do): the pass stops at its next safe point (between
 two embedding runs, two batches, or while hashing), which keeps every vector finished so far
 with its records in the store, and exits 128 + the signal's number, as a shell reports a
-command a signal stopped. A second signal stops at once, losing only what was not yet
-recorded (a few seconds of embedding: the indexer records them as it goes).
+command a signal stopped. A pass waiting on a file reader (an image's OCR, up to
+extract_timeout) or on parser workers would reach no safe point until they answer: the handler
+ends them too (a kill, no lock taken), and the pass stops at once, nothing of their files
+recorded. A second signal stops at once, until the process is gone, losing only what was not
+yet recorded (a few seconds of embedding: the indexer records them as it goes).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +56,8 @@ class StopSignals:
 
     def __init__(self) -> None:
         self.signum = 0
+        #: What the first signal ends: the file readers and parser workers a pass may wait on.
+        self._ends: tuple[Callable[[], None], ...] = ()
 
     def pause(self, in_flight: frozenset[str]) -> None:
         if self.signum:
@@ -62,16 +68,32 @@ class StopSignals:
             os.write(2, b"vaultd: second signal, stopping now\n")
             os._exit(128 + signum)
         self.signum = signum
+        for end in self._ends:
+            end()
+
+    def stopped(self) -> Stopped:
+        """The stop a signal asked for, as the pass raises it at a safe point."""
+        return Stopped(self.signum or signal.SIGINT)
 
     @contextmanager
     def installed(self) -> Iterator[StopSignals]:
+        # Imported here, not in the handler (an import there could wait on the one it
+        # interrupted), nor with this module (`vaultd status` uses it, and loads no index).
+        from vaultd.index.parsers import stop_pools
+        from vaultd.isolation import stop_children
+
+        self._ends = (stop_children, partial(stop_pools, wait=False))
         handled = (signal.SIGINT, signal.SIGTERM)
         previous = {s: signal.signal(s, self._on_signal) for s in handled}
         try:
             yield self
         finally:
-            for s, handler in previous.items():
-                signal.signal(s, handler)
+            # After a signal's stop, the handlers stay for the rest of the process's exit: a
+            # second signal there exits at once, where Python's own would raise
+            # KeyboardInterrupt inside the interpreter's exit and print a traceback.
+            if not self.signum:
+                for s, handler in previous.items():
+                    signal.signal(s, handler)
 
 
 class JsonProgress:

@@ -280,11 +280,18 @@ class ParserPool:
         # the interpreter's exit to wait on.
         self._executor.shutdown(wait=True)
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
         """End the workers now, from another thread than the one taking results (a daemon's
-        stop): that thread gets PassStoppedError for every note not taken yet."""
+        stop) or from a signal handler (`wait=False`: SIGTERM only, `close` finishes the
+        job): the thread taking results gets PassStoppedError for every note not taken yet."""
         self._stopped = True
-        _end(self._workers())
+        workers = self._workers()
+        if wait:
+            _end(workers)
+        else:
+            for worker in workers:
+                with contextlib.suppress(OSError, AttributeError, ValueError):
+                    worker.terminate()
 
     def _workers(self) -> list[multiprocessing.process.BaseProcess]:
         # The executor's own table (no public one in 3.11), which its thread may change.
@@ -386,12 +393,13 @@ class ParserPool:
 _pools: weakref.WeakSet[ParserPool] = weakref.WeakSet()
 
 
-def stop_pools() -> None:
+def stop_pools(wait: bool = True) -> None:
     """End the workers of every pool open in this process (a daemon's stop, from its main
-    thread): the pass waiting on them raises PassStoppedError at once, where it would wait
-    for notes in their hands (seconds of OCR each)."""
+    thread; `vaultd index`'s, from its signal handler with `wait=False`): the pass waiting on
+    them raises PassStoppedError at once, where it would wait for notes in their hands
+    (seconds of OCR each)."""
     for pool in list(_pools):
-        pool.stop()
+        pool.stop(wait)
 
 
 def _end(workers: list[multiprocessing.process.BaseProcess]) -> None:
