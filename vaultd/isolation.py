@@ -183,16 +183,19 @@ def _how(code: int) -> str:
 
 def oom_kills() -> int:
     """How many processes the kernel has killed for want of memory: in this process's cgroup
-    (cgroup v2's memory.events, where a unit's MemoryMax is enforced) and on the whole system
-    (/proc/vmstat); 0 where neither can be read. A reader's SIGKILL is "out of memory" only
-    when this count grew while it read."""
+    (where a unit's MemoryMax is enforced: cgroup v2's memory.events, v1's memory.oom_control)
+    and on the whole system (/proc/vmstat); 0 where none can be read. A reader's SIGKILL is
+    "out of memory" only when this count grew while it read."""
     total = 0
     try:
         with open("/proc/self/cgroup", encoding="utf-8") as handle:
             for line in handle:
-                if line.startswith("0::"):
-                    total += _counted(f"/sys/fs/cgroup{line[3:].strip()}/memory.events")
-    except OSError:
+                _, controllers, path = line.strip().split(":", 2)
+                if not controllers:
+                    total += _counted(f"/sys/fs/cgroup{path}/memory.events")
+                elif "memory" in controllers.split(","):
+                    total += _counted(f"/sys/fs/cgroup/memory{path}/memory.oom_control")
+    except (OSError, ValueError):
         pass
     return total + _counted("/proc/vmstat")
 

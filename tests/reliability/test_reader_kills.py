@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -27,6 +28,10 @@ from harness.convergence import export_of
 from harness.daemon import PATIENCE, short_socket_dir, wait_until, write_config
 from harness.interrupt import GONE_WITHIN, MARK, marked, wait_gone
 from tests.conftest import shared_path
+from vaultd import isolation
+from vaultd.errors import LeftOutError
+from vaultd.index.extract import OCR_CHILD
+from vaultd.pipeline.ocr import MIN_WORKER_MB
 
 pytestmark = [
     pytest.mark.corpus,
@@ -155,3 +160,45 @@ def test_ctrl_c_on_vaultd_index_while_an_image_is_read_stops_it_at_once_and_cost
     )
     assert status["left_out"] == [] and status["failed"] == [], status
     assert any(r["metadata"]["path"] == IMAGE for r in export_of(config))
+
+
+def test_a_reader_killed_twice_is_out_of_memory_only_when_the_kernel_counted_an_oom_kill(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The kernel's OOM killer is faked (a test cannot make it choose the reader): its count
+    grows while the reader reads, and both kills of the real worker are then its doing."""
+    data = shared_path("corpora", "attachments", "images", SCREENSHOT).read_bytes()
+    counted = iter(range(1000))
+    monkeypatch.setattr(isolation, "oom_kills", lambda: next(counted))
+    outcome: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            isolation.run_child(OCR_CHILD, IMAGE, data, timeout=600, memory_mb=MIN_WORKER_MB)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=read, name="reader")
+    thread.start()
+    killed: list[int] = []
+    try:
+        for _ in range(2):
+
+            def fresh() -> int | None:
+                for child in list(isolation._children.values()):
+                    process = child._process
+                    if process is not None and process.pid not in killed:
+                        return process.pid
+                return None
+
+            wait_until(lambda: not thread.is_alive() or fresh() is not None, "a fresh reader")
+            pid = fresh()
+            assert pid is not None, outcome
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        thread.join(PATIENCE)
+    finally:
+        isolation.close_children()
+    (error,) = outcome
+    assert isinstance(error, LeftOutError) and error.kind == "too_costly", error
+    assert "out of memory" in error.reason, error.reason
