@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,6 +38,28 @@ MOVED_ASIDE = "vaultd.store-aside.json"
 DAEMON_RECORD = "daemon.json"
 #: The socket in the data directory, where no private runtime directory is found.
 SOCKET = "vaultd.sock"
+#: Written when vaultd makes a data directory: it is vaultd's to remove (`vaultd forget`).
+MARKER = "vaultd.dir"
+
+#: Every regular file vaultd writes in a data directory: its own, SQLite's beside the manifest,
+#: and the temporaries written and renamed into place (vaultd.storage.probe, vaultd.api.locate).
+_FILES = frozenset(
+    {
+        MANIFEST,
+        *(f"{MANIFEST}{suffix}" for suffix in ("-wal", "-shm", "-journal")),
+        LOCK,
+        DIRTY,
+        CLEAN,
+        f"{CLEAN}.tmp",
+        MOVED_ASIDE,
+        f"{MOVED_ASIDE}.tmp",
+        DAEMON_RECORD,
+        MARKER,
+    }
+)
+_TEMPORARY = re.compile(rf"\.{re.escape(DAEMON_RECORD)}\.[0-9]+")
+#: A store moved aside (vaultd.storage.probe), or by hand as doctor says.
+_ASIDE = re.compile(rf"{re.escape(CHROMA + DAMAGED)}(-[0-9]{{8}}T[0-9]{{6}})?")
 
 #: The process umask for everything vaultd creates.
 PRIVATE_UMASK = 0o077
@@ -55,6 +78,25 @@ def vault_slug(vault: Path, *, name_bytes: int = 255) -> str:
     """`<vault name>-<8 digits of its id>`: readable, and distinct for two vaults named alike."""
     name = os.fsencode(vault.name)[:name_bytes].decode("utf-8", "ignore") or "vault"
     return f"{name}-{vault_id(vault)[:8]}"
+
+
+def made_by_vaultd(name: str, mode: int) -> bool:
+    """Whether an entry of a data directory, by its name and `lstat` mode, is one vaultd
+    makes there: a link never is, nor a folder of a file's name or the reverse."""
+    if name in _FILES or _TEMPORARY.fullmatch(name):
+        return stat.S_ISREG(mode)
+    if name == SOCKET:
+        return stat.S_ISSOCK(mode)
+    if name == CHROMA or _ASIDE.fullmatch(name):
+        return stat.S_ISDIR(mode)
+    return False
+
+
+def mark_made(data_dir: Path) -> None:
+    """Record in `data_dir`, just made, that vaultd made it (MARKER)."""
+    fd = os.open(data_dir / MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write("vaultd made this folder for a vault's index; `vaultd forget` removes it\n")
 
 
 def private_umask() -> None:

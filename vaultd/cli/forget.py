@@ -1,74 +1,113 @@
 """`vaultd forget`: remove a vault's data directory, or the derived models' cache.
 
-What goes is only ever vaultd's own: the data directory must hold vaultd's files and nothing
-else (a `[store] path` pointed at a folder of documents by mistake is refused, not emptied),
-must not be the vault or inside it, nor hold it; the lock is taken first, so a running daemon
-keeps its index. The vault itself is never touched. A later `vaultd index` or `vaultd run`
-builds the index again from the notes.
+What goes is only ever vaultd's own. No link is followed, at any level: a data directory or a
+cache that is a link is refused, not the folder it leads to emptied. Every entry must be one
+vaultd makes, by name and by type (`vaultd.layout.made_by_vaultd`, `derive.removable`): a
+`[store] path` pointed at a folder of documents by mistake is refused, and so is a folder that
+vaultd made (it holds `vaultd.dir`) once something else was put in it. A data directory made
+before that marker existed is taken when every entry is vaultd's and it holds the manifest,
+the lock or the store. It must not be the vault or inside it, nor hold it. Whatever a vaultd
+process uses is refused: the data directory's lock is taken first, and the models' cache is
+held by every process that may load a model from it. The vault itself is never touched. A
+later `vaultd index` or `vaultd run` builds the index again from the notes.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
 import click
 
 from vaultd.cli.common import config_option, handle_errors
-from vaultd.config import load_config
+from vaultd.config import config_path, load_config
 from vaultd.errors import LockedError, SetupError
-from vaultd.layout import CHROMA, DAEMON_RECORD, LOCK, MANIFEST
-
-#: What a data directory holds: vaultd's files (with their temporaries and the WAL's), the
-#: Chroma store and the copies of it moved aside, the daemon's record. Nothing else is ours.
-_OURS = ("vaultd", CHROMA, DAEMON_RECORD)
-
-
-def _size(path: Path) -> int:
-    if not path.is_dir() or path.is_symlink():
-        return path.lstat().st_size
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += (Path(root) / name).lstat().st_size
-            except OSError:
-                continue
-    return total
+from vaultd.layout import CHROMA, LOCK, MANIFEST, MARKER, made_by_vaultd
 
 
 def _megabytes(size: int) -> str:
     return f"{size / 1048576:.1f} MB"
 
 
-def data_dir_to_forget(
-    config_file: Path | None, vault: Path | None, env: Mapping[str, str]
-) -> tuple[Path, Path | None]:
-    """The data directory of the configured vault (which need not exist any more), and the
-    vault; raises SetupError when it is not vaultd's alone to remove."""
-    config = load_config(config_file, vault=vault, env=env)
-    data_dir = config.store.path
-    if data_dir is None:
-        raise SetupError("no vault configured: pass --vault DIR (or --config FILE)")
-    data_dir = data_dir.resolve()
-    notes = config.vault.path.resolve() if config.vault.path is not None else None
-    if notes is not None and (data_dir.is_relative_to(notes) or notes.is_relative_to(data_dir)):
-        raise SetupError(f"{data_dir} is or holds the vault {notes}: nothing removed")
-    if not data_dir.exists():
-        raise SetupError(f"nothing to forget: {data_dir} does not exist")
-    if data_dir.is_symlink() or not data_dir.is_dir():
-        raise SetupError(f"{data_dir} is not a folder vaultd made: nothing removed")
-    entries = sorted(p.name for p in data_dir.iterdir())
-    foreign = [name for name in entries if not name.lstrip(".").startswith(_OURS)]
-    if foreign or not {MANIFEST, LOCK, CHROMA} & set(entries):
+def _entries(data_dir: Path) -> dict[str, os.stat_result]:
+    """The data directory's entries and their `lstat`; SetupError unless each is vaultd's."""
+    with os.scandir(data_dir) as listing:
+        entries = {entry.name: entry.stat(follow_symlinks=False) for entry in listing}
+    foreign = sorted(
+        name for name, info in entries.items() if not made_by_vaultd(name, info.st_mode)
+    )
+    if foreign or not ({MARKER, MANIFEST, LOCK, CHROMA} & set(entries)):
         listed = ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
         why = f"it holds files that are not vaultd's: {listed}" if foreign else "it is empty"
         raise SetupError(
             f"{data_dir} does not look like a vaultd data directory ({why}); nothing removed"
         )
-    return data_dir, notes
+    return entries
+
+
+def _size(data_dir: Path, entries: Mapping[str, os.stat_result]) -> int:
+    total = 0
+    for name, info in entries.items():
+        if not stat.S_ISDIR(info.st_mode):
+            total += info.st_size
+            continue
+        for root, _, files in os.walk(data_dir / name):  # links inside are not followed
+            for file in files:
+                try:
+                    total += (Path(root) / file).lstat().st_size
+                except OSError:
+                    continue
+    return total
+
+
+def _as_written(config_file: Path | None, env: Mapping[str, str]) -> Path | None:
+    """`[store] path` as the config file writes it (`~` expanded, a relative path taken from
+    the file's folder), links not resolved; None when the file sets none (the default data
+    directory, which the config does not resolve). The file has been read and checked."""
+    source = config_path(config_file, env)
+    if source is None:
+        return None
+    with source.open("rb") as handle:
+        store = tomllib.load(handle).get("store", {})
+    written = store.get("path") if isinstance(store, dict) else None
+    if not isinstance(written, str):
+        return None
+    if written == "~" or written.startswith("~/"):
+        written = str(Path(env.get("HOME") or Path.home()) / written[2:])
+    return Path(os.path.abspath(source.parent / written))
+
+
+def data_dir_to_forget(
+    config_file: Path | None, vault: Path | None, env: Mapping[str, str]
+) -> tuple[Path, Path | None, int]:
+    """The data directory of the configured vault (which need not exist any more), the vault,
+    and the bytes it holds; raises SetupError when it is not vaultd's alone to remove."""
+    config = load_config(config_file, vault=vault, env=env)
+    if config.store.path is None:
+        raise SetupError("no vault configured: pass --vault DIR (or --config FILE)")
+    # As written, not resolved as the config resolves it: a link there is refused below.
+    data_dir = _as_written(config_file, env) or config.store.path
+    notes = config.vault.path.resolve() if config.vault.path is not None else None
+    real = data_dir.resolve()
+    if notes is not None and (real.is_relative_to(notes) or notes.is_relative_to(real)):
+        raise SetupError(f"{data_dir} is or holds the vault {notes}: nothing removed")
+    try:
+        info = data_dir.lstat()
+    except FileNotFoundError:
+        raise SetupError(f"nothing to forget: {data_dir} does not exist") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise SetupError(
+            f"{data_dir} is a symbolic link (to {os.readlink(data_dir)}): vaultd removes only "
+            "the folder it made, never what a link leads to; nothing removed"
+        )
+    if not stat.S_ISDIR(info.st_mode):
+        raise SetupError(f"{data_dir} is not a folder vaultd made: nothing removed")
+    entries = _entries(data_dir)
+    return data_dir, notes, _size(data_dir, entries)
 
 
 def remove_data_dir(data_dir: Path) -> None:
@@ -90,18 +129,27 @@ def remove_data_dir(data_dir: Path) -> None:
             holder=exc.holder,
         ) from None
     try:
-        shutil.rmtree(data_dir)
+        # Looked at again under the lock; each entry goes by its own kind, the lock last.
+        entries = _entries(data_dir)
+        for name, info in sorted(entries.items()):
+            if name == LOCK:
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                shutil.rmtree(data_dir / name)  # removes links inside, never follows them
+            else:
+                (data_dir / name).unlink()
+        (data_dir / LOCK).unlink(missing_ok=True)
+        data_dir.rmdir()
     finally:
         lock.release()
 
 
-def models_to_forget(env: Mapping[str, str]) -> Path:
-    from vaultd.embedding.derive import cache_dir
+def models_to_forget(env: Mapping[str, str]) -> tuple[Path, int]:
+    """The derived models' cache and the bytes it holds; SetupError unless vaultd's alone."""
+    from vaultd.embedding.derive import cache_dir, removable
 
     cache = cache_dir(env)
-    if not cache.is_dir():
-        raise SetupError(f"nothing to forget: {cache} does not exist")
-    return cache
+    return cache, removable(cache)
 
 
 def _confirm(question: str, yes: bool) -> None:
@@ -133,11 +181,11 @@ def _confirm(question: str, yes: bool) -> None:
 def forget(yes: bool, models: bool, config_file: Path | None, vault: Path | None) -> None:
     """Remove a vault's index (its data directory), never the vault's notes.
 
-    Asks first, unless --yes. Refused while a vaultd process uses the index (exit 75: stop
-    it first), and for a folder that holds anything but vaultd's files. The service file and
-    the config stay (`vaultd service uninstall` removes the service file); a Chroma server's
-    collection ([store] url) stays on the server. `vaultd index` or `vaultd run` builds the
-    index again.
+    Asks first, unless --yes. Refused while a vaultd process uses the index or the models
+    (exit 75: stop it first), and for a link or a folder that holds anything but vaultd's
+    files. The service file and the config stay (`vaultd service uninstall` removes the
+    service file); a Chroma server's collection ([store] url) stays on the server. `vaultd
+    index` or `vaultd run` builds the index again.
 
     \b
     Typical use:
@@ -145,13 +193,15 @@ def forget(yes: bool, models: bool, config_file: Path | None, vault: Path | None
       vaultd forget --models --yes
     """
     if models:
-        cache = models_to_forget(os.environ)
-        _confirm(f"remove the derived models in {cache} ({_megabytes(_size(cache))})?", yes)
-        shutil.rmtree(cache)
+        from vaultd.embedding.derive import remove_cache
+
+        cache, size = models_to_forget(os.environ)
+        _confirm(f"remove the derived models in {cache} ({_megabytes(size)})?", yes)
+        remove_cache(cache)
         click.echo(f"removed {cache}")
         return
-    data_dir, notes = data_dir_to_forget(config_file, vault, os.environ)
+    data_dir, notes, size = data_dir_to_forget(config_file, vault, os.environ)
     of = f" of {notes}" if notes is not None else ""
-    _confirm(f"remove the index{of} in {data_dir} ({_megabytes(_size(data_dir))})?", yes)
+    _confirm(f"remove the index{of} in {data_dir} ({_megabytes(size)})?", yes)
     remove_data_dir(data_dir)
     click.echo(f"removed {data_dir}; the vault{of} is untouched")

@@ -20,6 +20,11 @@ converted, by the same machinery, into `KEY.onnx` and `KEY.tokenizer.json` (the 
 SHA-256 and the converter's name and onnx version); its record holds both files' SHA-256s. The
 int8 model is then derived from the converted ONNX file as from any other.
 
+Every process that looks into the cache holds `IN_USE` shared (flock) until it exits, so
+`vaultd forget --models`, which takes it exclusively without waiting, never removes a model a
+daemon or a search has loaded or will load again after an idle unload. A model removed anyway
+(a cache cleaner) is built again when it is next loaded (`restore`).
+
 This module owns the cache directory and every file in it.
 """
 
@@ -30,8 +35,11 @@ import errno
 import fcntl
 import json
 import os
+import re
+import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -43,7 +51,7 @@ import structlog
 from vaultd.config import Precision
 from vaultd.embedding.recipe import RECIPE
 from vaultd.embedding.spec import ModelSpec, file_sha256, remember_verified, verify
-from vaultd.errors import ModelError
+from vaultd.errors import LockedError, ModelError, SetupError
 from vaultd.logs import ms
 
 log = structlog.get_logger(__name__)
@@ -53,6 +61,17 @@ log = structlog.get_logger(__name__)
 ID_SUFFIX = {"int8": "@int8"}
 #: How long a build may take before the child is given up on (it takes seconds).
 BUILD_TIMEOUT = 600.0
+#: Held shared by every process that uses the cache; `forget --models` takes it exclusively.
+IN_USE = "vaultd-models.lock"
+#: What a build writes: `KEY.onnx`, `KEY.json`, `KEY.lock`, `KEY.tokenizer.json` and their
+#: `.PID.partial` temporaries, KEY beginning with 16 digits of the source's SHA-256.
+_BUILT = re.compile(r"[0-9a-f]{16}-[A-Za-z0-9._+-]+")
+
+#: The cache directories this process holds (IN_USE's descriptor, kept open until exit).
+_held: dict[Path, int] = {}
+#: How each derived file this process got from the cache was built, to build it again.
+_builds: dict[Path, _Build] = {}
+_held_lock = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,11 +267,15 @@ def ensure(
 def _ensure(
     build: _Build, cache: Path, *, force: bool, on_build: Callable[[str], None] | None
 ) -> Derived:
+    _builds[build.outputs["sha256"]] = build
     if not force:
         found, _ = _check(build)
         if found is not None:
             return found
-    _make_cache(cache)
+    for _ in range(3):  # a `forget --models` may remove it between the two
+        _make_cache(cache)
+        if hold(cache):
+            break
     with _locked(build.outputs["sha256"].with_suffix(".lock")):
         # Another process may have built it while this one waited for the lock.
         found, why = _check(build)
@@ -268,6 +291,7 @@ def _ensure(
 
 
 def _check(build: _Build) -> tuple[Derived | None, str]:
+    hold(build.outputs["sha256"].parent)
     record = _record_path(build)
     outputs = build.outputs
     if not record.exists() and not any(path.exists() for path in outputs.values()):
@@ -302,6 +326,112 @@ def _check(build: _Build) -> tuple[Derived | None, str]:
             return None, f"{target} is damaged (sha256 {actual}, its record says {recorded[field]})"
         remember_verified(target, actual)
     return derived, "ok"
+
+
+def restore(path: Path) -> None:
+    """Build `path` again if it is a derived model this process got from the cache and it is
+    gone or damaged since (removed by a cache cleaner while a daemon had it unloaded)."""
+    build = _builds.get(path)
+    if build is None or all(target.exists() for target in build.outputs.values()):
+        return
+    log.warning(f"{build.what} is gone from the cache; building it again", path=str(path))
+    _ensure(build, path.parent, force=False, on_build=None)
+
+
+def hold(cache: Path) -> bool:
+    """Hold `cache` shared for the rest of this process's life (`forget --models` is refused
+    meanwhile); False when there is no cache to hold."""
+    with _held_lock:
+        if cache in _held:
+            return True
+        path = cache / IN_USE
+        while True:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            except FileNotFoundError:
+                return False
+            except OSError as exc:
+                raise ModelError(f"cannot open {path}: {exc.strerror or exc}") from exc
+            # Waits only while a `forget --models` removes the cache, which then unlinks this
+            # file: the one held must still be the one at the path.
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            held = os.fstat(fd)
+            try:
+                now = os.lstat(path)
+            except FileNotFoundError:
+                now = None
+            if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+                _held[cache] = fd
+                return True
+            os.close(fd)
+
+
+def _entry_problem(entry: os.DirEntry[str]) -> str | None:
+    """Why `entry` of the cache is not a file vaultd made there, or None."""
+    if entry.name != IN_USE and not _BUILT.fullmatch(entry.name):
+        return entry.name
+    if not stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode):
+        return f"{entry.name} (not a regular file)"
+    return None
+
+
+def removable(cache: Path) -> int:
+    """The bytes `remove_cache` would free; raises SetupError when `cache` is not vaultd's
+    alone to remove: a link at its place or its parent's (removing would follow it into what
+    it leads to), or an entry no build writes."""
+    for path in (cache.parent, cache):
+        try:
+            info = path.lstat()
+        except FileNotFoundError:
+            raise SetupError(f"nothing to forget: {cache} does not exist") from None
+        if stat.S_ISLNK(info.st_mode):
+            raise SetupError(
+                f"{path} is a symbolic link (to {os.readlink(path)}): vaultd removes only the "
+                "cache it made, never what a link leads to; nothing removed"
+            )
+        if not stat.S_ISDIR(info.st_mode):
+            raise SetupError(f"{path} is not a folder vaultd made; nothing removed")
+    with os.scandir(cache) as entries:
+        listed = list(entries)
+    foreign = sorted(p for p in map(_entry_problem, listed) if p is not None)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
+        raise SetupError(
+            f"{cache} holds files that are not vaultd's models: {shown}; nothing removed"
+        )
+    return sum(entry.stat(follow_symlinks=False).st_size for entry in listed)
+
+
+def remove_cache(cache: Path) -> None:
+    """Remove the cache, refused (LockedError) while a vaultd process uses it."""
+    removable(cache)
+    path = cache / IN_USE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise ModelError(f"cannot open {path}: {exc.strerror or exc}") from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LockedError(
+                f"a vaultd process (a daemon, a search, an index run) is using the models in "
+                f"{cache}; stop it first (`systemctl --user stop vaultd`, or Ctrl-C in its "
+                "terminal), then forget"
+            ) from None
+        removable(cache)  # again, under the lock
+        with os.scandir(cache) as entries:
+            names = sorted(entry.name for entry in entries if entry.name != IN_USE)
+        for name in names:
+            (cache / name).unlink()
+        # Last: a process that opened it meanwhile finds it gone once it gets it, and waits
+        # for the cache made again.
+        path.unlink()
+        cache.rmdir()
+    except OSError as exc:
+        raise ModelError(f"cannot remove {cache}: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
 
 
 def _make_cache(cache: Path) -> None:

@@ -31,6 +31,7 @@ import numpy as np
 import onnxruntime as ort
 from numpy.typing import NDArray
 
+from vaultd.embedding.derive import restore
 from vaultd.embedding.spec import ModelSpec, verify
 from vaultd.embedding.tokens import load_tokenizer
 from vaultd.errors import EmbedError, ModelError
@@ -119,6 +120,9 @@ def session_options(intra_op_threads: int = 1) -> ort.SessionOptions:
 
 def open_session(spec: ModelSpec) -> ort.InferenceSession:
     spec.require_onnx()
+    # A derived model removed from the cache since it was found there (by a cache cleaner,
+    # while a daemon had it unloaded) is built again, not an error.
+    restore(spec.onnx_path)
     verify(spec.onnx_path, spec.onnx_sha256)
     try:
         return ort.InferenceSession(

@@ -26,7 +26,7 @@ from pathlib import Path
 from types import TracebackType
 
 from vaultd.errors import DaemonStoppedError, DataDirError, LockedError, StoreError
-from vaultd.layout import LOCK, private_dir
+from vaultd.layout import LOCK, mark_made, private_dir
 from vaultd.trust import check_path, check_tree
 
 #: Failures that stay until someone changes the setup: the directory cannot be used as it is.
@@ -240,7 +240,10 @@ class DataDirLock:
         try:
             # Before anything is created: never make a directory inside another user's.
             check_data_dir(data_dir, tighten=True)
+            made = not os.path.lexists(data_dir)
             private_dir(data_dir)
+            if made:
+                mark_made(data_dir)
             check_tree(data_dir, "the data directory", _DATA_DIR_ADVICE)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
