@@ -25,6 +25,7 @@ from harness.daemon import (
     write_config,
 )
 from tests.conftest import shared_path
+from tests.highlighted import NOTE, PATH, QUERIES, check_hit
 from tests.pipeline.test_ocr import scanned_pdf
 from tests.ui import ui_server
 from vaultd.api.client import Client
@@ -220,3 +221,30 @@ def test_6_a_typo_is_answered_in_words_a_person_can_read(page: Any, daemon: Runn
     frame = {"showing", "results", "for", "also", "searched", "words", "close", "to"}
     unread = set(re.findall(r"\w+", said.lower())) - frame - spelled
     assert not unread, said
+
+
+#: The snippet of each hit as drawn: its pieces of text, each marked or not.
+DRAWN = """li => Array.from(li.querySelector('.snippet').childNodes, n =>
+    [n.textContent, n.nodeName === 'MARK'])"""
+
+
+def test_7_the_page_marks_the_matched_words_and_never_the_notes_bold(
+    page: Any, daemon: RunningDaemon, vault: Path
+) -> None:
+    """Exactly the ranges the API gives are marked, as elements around text: the note's own
+    `**bold**` is shown as written and never marked, wherever its code points are in UTF-16."""
+    (vault / PATH).write_text(NOTE, encoding="utf-8")
+    daemon.search("saffron", k=1, wait_for=PATH)
+    page.goto(page.url.split("#")[0] + "#search")
+    for query, words in QUERIES.items():
+        page.fill("#q", query)
+        hits_drawn(page, query)
+        item = page.locator("#hits li", has=page.locator(f"a[href='#note/{PATH}']"))
+        pieces = item.evaluate(DRAWN)
+        text, ranges = "", []
+        for piece, is_marked in pieces:
+            if is_marked:
+                ranges.append([len(text), len(text) + len(piece)])
+            text += piece
+        check_hit({"snippet": text, "highlights": ranges}, words)
+        assert item.locator(".snippet mark *").count() == 0  # text in the marks, nothing more

@@ -362,7 +362,7 @@ class Hit:
     parts: Mapping[str, Any] = field(default_factory=dict)
     #: False while the note's chunks await vectors: found by its words only, so far.
     indexed: bool = True
-    #: When asked for: a short part of `text` with the query's terms marked `**like this**`.
+    #: When asked for: a short part of `text`, as it is there (with "…" where it is cut).
     snippet: str | None = None
     #: The kind of file the passage is from, and where in it besides its lines (see
     #: `Location`).
@@ -371,6 +371,9 @@ class Hit:
     page_end: int | None = None
     node: str | None = None
     symbol: str | None = None
+    #: Where the query's terms are in `snippet` if there is one, else in `text`: [start, end)
+    #: in code points, sorted and apart. Ranges, not markup: the text stays the note's own.
+    highlights: tuple[tuple[int, int], ...] = ()
 
     @property
     def location(self) -> Location:
@@ -391,6 +394,7 @@ class Hit:
             "indexed": self.indexed,
             "kind": self.kind,
             **self.location.as_json(),
+            "highlights": [[start, end] for start, end in self.highlights],
         }
         if self.snippet is not None:
             # Instead of the whole passage: the line range still says where it is.
@@ -420,6 +424,7 @@ class Hit:
             page_end=item.get("page_end"),
             node=item.get("node"),
             symbol=item.get("symbol"),
+            highlights=tuple((start, end) for start, end in item.get("highlights", ())),
         )
 
 

@@ -12,7 +12,6 @@ def test_marks_are_read_back_as_spans_of_the_clean_text() -> None:
     text, spans = spans_of_marked(f"the {start}keeper{end} climbs {start}stairs{end}")
     assert text == "the keeper climbs stairs"
     assert [text[s:e] for s, e in spans] == ["keeper", "stairs"]
-    assert snippets.clean(f"a{start}b{end}c") == "abc"
 
 
 def test_spans_are_merged_and_unspaced_runs_found_whole_or_by_pairs() -> None:
@@ -21,9 +20,13 @@ def test_spans_are_merged_and_unspaced_runs_found_whole_or_by_pairs() -> None:
     assert unspaced_spans("東京の大学", ["東京大学"]) == [(0, 2), (3, 5)]
 
 
-def test_a_short_text_is_marked_whole() -> None:
-    text = "The keeper climbs the stairs."
-    assert snippet(text, [(4, 10)]) == "The **keeper** climbs the stairs."
+def test_a_short_text_is_the_snippet_whole_with_its_ranges() -> None:
+    text = "  The **keeper** climbs the stairs.\n"
+    at = text.index("keeper")
+    shown, ranges = snippet(text, [(at, at + 6)])
+    # The text as it is, its own markup kept; the range moved with the blank space taken off.
+    assert shown == "The **keeper** climbs the stairs."
+    assert [shown[s:e] for s, e in ranges] == ["keeper"]
 
 
 def test_a_long_text_is_cut_around_the_marks_with_ellipses() -> None:
@@ -31,7 +34,17 @@ def test_a_long_text_is_cut_around_the_marks_with_ellipses() -> None:
     lines[15] = "line 15 holds the lighthouse"
     text = "\n".join(lines)
     at = text.index("lighthouse")
-    out = snippet(text, [(at, at + len("lighthouse"))], limit=80)
-    assert "**lighthouse**" in out
+    holds = text.index("holds")
+    spans = [(at, at + len("lighthouse")), (holds, holds + 5), (0, 4)]
+    out, ranges = snippet(text, spans, limit=80)
+    # Counted from the snippet's start, its ellipsis included; a range outside it left out.
+    assert [out[s:e] for s, e in ranges] == ["holds", "lighthouse"]
     assert out.startswith(snippets.ELLIPSIS) and out.endswith(snippets.ELLIPSIS)
-    assert len(out) <= 80 + 2 * len(snippets.ELLIPSIS) + 4
+    assert out.strip(snippets.ELLIPSIS) in text
+    assert len(out) <= 80 + 2 * len(snippets.ELLIPSIS)
+
+
+def test_a_range_across_the_cut_is_cut_with_it() -> None:
+    text = "word " * 200
+    shown, ranges = snippet(text, [(0, 900)], limit=50)
+    assert ranges == [(0, len(shown) - len(snippets.ELLIPSIS))]

@@ -257,8 +257,9 @@ class SearchRequest(Filtered):
     )
     snippets: bool = Field(
         False,
-        description="Give each hit a short snippet with the query's terms marked **like "
-        "this** instead of its whole text; the line range stays the passage's.",
+        description="Give each hit a short snippet instead of its whole text: the passage's "
+        "text as it is, cut around its matches (with … where text is left out), its "
+        "`highlights` into the snippet; the line range stays the passage's.",
     )
     explain: bool = Field(False, description="Add each hit's score parts.")
     wait_for: VaultPath | None = Field(
@@ -397,6 +398,10 @@ class Response(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
+#: A [start, end) range of a text, in Unicode code points.
+Range = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=2, max_length=2)]
+
+
 class Hit(Response):
     path: str
     title: str
@@ -406,7 +411,15 @@ class Hit(Response):
     score: float
     text: str | None = Field(None, description="The passage (absent with snippets).")
     snippet: str | None = Field(
-        None, description="With snippets: a short part of the passage, terms **marked**."
+        None, description="With snippets: a short part of the passage, as it is (no markup)."
+    )
+    highlights: list[Range] = Field(
+        default_factory=list,
+        description="Where the query's matched words are in `snippet` (with snippets) or "
+        "`text`: [start, end) ranges, sorted and apart, counted in Unicode code points (a "
+        "Python string's indexes; JavaScript counts UTF-16 units, where a character above "
+        "U+FFFF is two). The text itself is the note's, unmarked: its own `**bold**` is "
+        "never a match.",
     )
     tags: list[str]
     id: str

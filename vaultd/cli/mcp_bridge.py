@@ -46,8 +46,10 @@ INSTRUCTIONS = (
     "a note's links and backlinks (`backlinks` for the passages that link to it), `related` "
     "for the notes most related to a note by meaning and words (linked or not), "
     "`unlinked_mentions` for notes naming it without a link, and `tags` and `recent_notes` to "
-    "find one's way in. Ask `search` for `snippets` to get short passages with the matched "
-    "terms marked **like this**. A note is named by its path ('Plugins/Canvas.md') or, as in "
+    "find one's way in. Ask `search` for `snippets` to get short passages instead of whole "
+    "ones. Each hit's `highlights` are the [start, end) ranges (in code points) of the matched "
+    "words in its snippet or text, which is the note's own: a `**bold**` in it is the note's "
+    "markup, not a match. A note is named by its path ('Plugins/Canvas.md') or, as in "
     "Obsidian, by its name ('Canvas')."
 )
 #: Added to the instructions when no daemon answers as the bridge starts.

@@ -14,7 +14,9 @@ or argument typed instead (vaultd.cli.common.typed).
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -205,10 +207,41 @@ def snippet(text: str, width: int) -> str:
     return flat[:width] + "…" if len(flat) > width else flat
 
 
+def styled() -> bool:
+    """Whether to style what is printed: on a terminal, unless the user set NO_COLOR."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def highlighted(text: str, ranges: list[list[int]], width: int | None = None) -> str:
+    """`text` on one line (each run of blank space one space, cut to `width` with "…"), the
+    `ranges` of it (a hit's `highlights`) bold when `styled`; the text printed as it is, its
+    own `**bold**` included."""
+    inside = {at for start, end in ranges for at in range(start, end)}
+    chars: list[tuple[str, bool]] = []  # each character shown, and whether it is highlighted
+    for at, char in enumerate(text):
+        if not char.isspace():
+            if chars and chars[-1][0] == " ":  # a space inside a phrase matched is bold too
+                chars[-1] = (" ", chars[-1][1] and at in inside)
+            chars.append((char, at in inside))
+        elif chars and chars[-1][0] != " ":
+            chars.append((" ", at in inside))
+    if chars and chars[-1][0] == " ":
+        chars.pop()
+    more = "…" if width is not None and len(chars) > width else ""
+    shown = chars[:width]
+    if not styled():
+        return "".join(char for char, _ in shown) + more
+    out = []
+    for bold, group in itertools.groupby(shown, key=lambda c: c[1]):
+        run = "".join(char for char, _ in group)
+        out.append(click.style(run, bold=True) if bold else run)
+    return "".join(out) + more
+
+
 def marked(text: str) -> str:
-    """A snippet's marks in bold on a terminal; elsewhere as they are (`**term**`)."""
+    """A mention's marks (`**name**`) in bold on a terminal; elsewhere as they are."""
     parts = text.split("**")
-    if len(parts) % 2 == 0 or not sys.stdout.isatty():
+    if len(parts) % 2 == 0 or not styled():
         return text
     return "".join(click.style(p, bold=True) if i % 2 else p for i, p in enumerate(parts))
 
@@ -237,10 +270,11 @@ def _show_search(answer: Answer) -> None:
             from vaultd.query import explain_line
 
             click.echo(f"   {explain_line(h['explain'])}")
+        ranges = h.get("highlights", [])
         if h.get("snippet") is not None:
-            click.echo("   " + marked(" ".join(h["snippet"].split())))
+            click.echo("   " + highlighted(h["snippet"], ranges))
         else:
-            click.echo("   " + snippet(h.get("text") or "", 200))
+            click.echo("   " + highlighted(h.get("text") or "", ranges, 200))
 
 
 def _where(given: dict[str, Any]) -> dict[str, Any]:

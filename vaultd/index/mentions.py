@@ -88,7 +88,7 @@ def unlinked_mentions(manifest: Manifest, path: str, k: int = 50) -> list[Mentio
                     chunk.title,
                     chunk.start_line,
                     chunk.end_line,
-                    snippets.snippet(shown.strip(), _shift(spans, shown)),
+                    snippets.bolded(*snippets.snippet(shown.strip(), _shift(spans, shown))),
                     name,
                 )
     ordered = sorted(found.items(), key=lambda item: item[0])

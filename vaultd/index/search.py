@@ -105,7 +105,8 @@ class Searcher:
 
         `tags` and `path_prefix` are shorthands for the same fields of `filters`; `per_note`
         and `merge` default to the settings' values (`[search]`, or this searcher's own);
-        `snippets` gives each hit a short passage with the query's terms marked; without
+        every hit says where the query's terms are in its text, and with `snippets` is given a
+        short passage instead, saying where they are in that (`Hit.highlights`); without
         `known_items` no known-item tier applies and no typo is corrected (for benchmarks).
         """
         return list(
@@ -155,8 +156,7 @@ class Searcher:
             self.manifest, self.embedder.model_id, parsed, mode, ranked, k, cap, merge,
             settings, evidence, fetched,
         )  # fmt: skip
-        if snippets:
-            hits = self._with_snippets(hits, parsed)
+        hits = self._highlighted(hits, parsed, cut=snippets)
         corrections = known.spelled(evidence.corrections, [h.text for h in hits[:3]])
         first = hits[0].parts.get("known", {}).get("tier") if hits else None
         decided = (
@@ -167,30 +167,36 @@ class Searcher:
         shown = known.showing(query, corrections) if decided else None
         return SearchResult(tuple(hits), corrections, shown)
 
-    def _with_snippets(self, hits: list[Hit], parsed: ParsedQuery) -> list[Hit]:
-        """The hits with their snippets: the words marked where the words index matched them,
+    def _highlighted(self, hits: list[Hit], parsed: ParsedQuery, cut: bool) -> list[Hit]:
+        """The hits with the ranges of the query's terms in their text (with `cut`, their
+        snippets instead of their text): the words where the words index matched them,
         unspaced runs where they occur (see `vaultd.index.snippets`)."""
         ids = {h.id: [str(i) for i in h.parts.get("merged", [h.id])] for h in hits}
         every = [i for chunk_ids in ids.values() for i in chunk_ids]
         marked = self.manifest.marked(parsed.word_match(), every, *snippets.marks_asked())
-        texts = self.manifest.chunks_by_id(every)
+        # A merged hit's text is its passages' joined (as in `ranking._hits`): their own texts
+        # say where each begins.
+        several = [i for chunk_ids in ids.values() if len(chunk_ids) > 1 for i in chunk_ids]
+        texts = self.manifest.chunks_by_id(several) if several else {}
         out: list[Hit] = []
         for hit in hits:
-            pieces: list[str] = []
             spans: list[snippets.Span] = []
             at = 0
             for chunk_id in ids[hit.id]:
                 record = texts.get(chunk_id)
-                raw = record.text if record is not None else ""
-                if chunk_id in marked and snippets.clean(raw) == raw:
+                raw = hit.text if len(ids[hit.id]) == 1 else record.text if record else ""
+                if chunk_id in marked:
                     text, found = snippets.spans_of_marked(marked[chunk_id])
-                else:  # no word matched, or the note holds the marker characters itself
-                    text, found = snippets.clean(raw), []
-                found += snippets.unspaced_spans(text, parsed.unspaced)
-                spans += [(s + at, e + at) for s, e in found]
-                pieces.append(text)
-                at += len(text) + 2  # the "\n\n" between merged passages, as in `_hits`
-            out.append(replace(hit, snippet=snippets.snippet("\n\n".join(pieces), spans)))
+                    # Unless the passage holds the marker characters itself, or changed since.
+                    if text == raw and hit.text.startswith(raw, at):
+                        spans += [(s + at, e + at) for s, e in found]
+                at += len(raw) + 2  # the "\n\n" between merged passages
+            spans += snippets.unspaced_spans(hit.text, parsed.unspaced)
+            if cut:
+                shown, ranges = snippets.snippet(hit.text, spans)
+                out.append(replace(hit, snippet=shown, highlights=tuple(ranges)))
+            else:
+                out.append(replace(hit, highlights=tuple(snippets.merged(spans))))
         return out
 
     def select(self, filters: Filters) -> list[str] | None:

@@ -1,11 +1,15 @@
-"""Short passages with the query's terms marked: a search hit as a snippet.
+"""Where a hit's text holds the query's terms, and short passages cut around them: snippets.
 
-The words are marked where the words index matched them (FTS5's own `highlight`, so stemmed
-forms and phrases are marked exactly as they were found); runs of unspaced scripts (Chinese,
-Japanese, Thai...) are marked where the run occurs in the text, or else its pairs of
-characters, which is how the pairs index found them. The snippet is the stretch of lines
-with the most marks, cut to about `SNIPPET_CHARS` characters at word boundaries, with "…"
-where text was left out; the hit keeps the line range of its passage.
+The words are found where the words index matched them (FTS5's own `highlight`, so stemmed
+forms and phrases are found exactly as they were matched); runs of unspaced scripts (Chinese,
+Japanese, Thai...) where the run occurs in the text, or else its pairs of characters, which is
+how the pairs index found them. The snippet is the stretch of lines with the most matches, cut
+to about `SNIPPET_CHARS` characters at word boundaries, with "…" where text was left out; the
+hit keeps the line range of its passage.
+
+Matches are given as ranges (`Span`, [start, end) in code points) beside the text, never as
+markup in it: a note writes bold as `**bold**`, so markers put into its text could not be told
+from its own, by a person, a program or a language model.
 """
 
 from __future__ import annotations
@@ -13,18 +17,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-#: How a marked term is shown: Markdown's bold, which terminals, Markdown views and language
-#: models all read as emphasis.
-OPEN = "**"
-CLOSE = "**"
 #: About how long a snippet is.
 SNIPPET_CHARS = 280
 ELLIPSIS = "…"
-#: What the index is asked to put around a match: characters no note holds in practice (and
-#: that are taken out of the text first if one does).
+#: What the index is asked to put around a match: characters no note holds in practice (a
+#: passage that does hold one is given no ranges of its words: `spans_of_marked` could not
+#: tell its own from the index's).
 _START = "\x02"
 _END = "\x03"
-_MARKERS = re.compile(f"[{_START}{_END}]")
 
 Span = tuple[int, int]
 
@@ -51,11 +51,6 @@ def spans_of_marked(marked: str) -> tuple[str, list[Span]]:
 def marks_asked() -> tuple[str, str]:
     """What to ask the index to mark a match with (see `spans_of_marked`)."""
     return _START, _END
-
-
-def clean(text: str) -> str:
-    """The text without the marker characters (a note that held them)."""
-    return _MARKERS.sub("", text)
 
 
 def unspaced_spans(text: str, runs: Iterable[str]) -> list[Span]:
@@ -97,22 +92,34 @@ def merged(spans: Iterable[Span]) -> list[Span]:
     return out
 
 
-def snippet(text: str, spans: Sequence[Span], limit: int = SNIPPET_CHARS) -> str:
-    """The part of `text` with the most marks, about `limit` characters, marks shown."""
+def snippet(text: str, spans: Sequence[Span], limit: int = SNIPPET_CHARS) -> tuple[str, list[Span]]:
+    """The part of `text` with the most matches, about `limit` characters, and where the
+    matches are in it (spans of `text` outside it left out, those across its ends cut)."""
     spans = merged(spans)
     start, end = _window(text, spans, limit)
-    out: list[str] = [ELLIPSIS] if start > 0 else []
-    at = start
-    for s, e in spans:
-        s, e = max(s, start), min(e, end)
-        if s >= e:
-            continue
-        out += [text[at:s], OPEN, text[s:e], CLOSE]
-        at = e
-    out.append(text[at:end])
-    if end < len(text.rstrip()):
-        out.append(ELLIPSIS)
-    return "".join(out).strip()
+    head = ELLIPSIS if start > 0 else ""
+    tail = ELLIPSIS if end < len(text.rstrip()) else ""
+    # Blank space at an end without an ellipsis goes, as a snippet starts at its first word.
+    if not head:
+        start += len(text[start:end]) - len(text[start:end].lstrip())
+    if not tail:
+        end = start + len(text[start:end].rstrip())
+    shift = len(head) - start
+    found = [
+        (max(s, start) + shift, min(e, end) + shift) for s, e in spans if s < end and e > start
+    ]
+    return head + text[start:end] + tail, found
+
+
+def bolded(text: str, spans: Sequence[Span]) -> str:
+    """`text` with `spans` in Markdown bold: only for a text whose own emphasis markup was
+    taken out first (an unlinked mention's line), where a `**` can be nothing else."""
+    out: list[str] = []
+    at = 0
+    for start, end in merged(spans):
+        out += [text[at:start], "**", text[start:end], "**"]
+        at = end
+    return "".join(out) + text[at:]
 
 
 def _window(text: str, spans: Sequence[Span], limit: int) -> Span:

@@ -25,12 +25,23 @@ const notePath = (path) => "/v1/notes/" + path.split("/").map(encodeURIComponent
 const obsidian = (path) =>
   "obsidian://open?vault=" + encodeURIComponent(vault) + "&file=" + encodeURIComponent(path.replace(/\.md$/, ""));
 
-// A snippet's marked terms (**term**) as <mark>, the rest as text.
-function marked(text) {
+// A hit's text with its highlights as <mark>, the rest as text: the text is the note's own, so
+// its `**bold**` is shown as written and never taken for a match. The API counts the ranges in
+// code points; a JavaScript string counts UTF-16 units, where a character above U+FFFF is two.
+function marked(text, highlights) {
+  const unit = [0]; // the UTF-16 index of each code point, and of the end
+  for (const char of text) unit.push(unit[unit.length - 1] + char.length);
+  const at = (point) => unit[Math.max(0, Math.min(point, unit.length - 1))];
   const out = document.createDocumentFragment();
-  text.split(/\*\*(.+?)\*\*/g).forEach((part, i) => {
-    out.append(i % 2 ? el("mark", part) : document.createTextNode(part));
-  });
+  let done = 0;
+  for (const [start, end] of highlights || []) {
+    const from = at(start), to = at(end);
+    if (from < done || to <= from) continue;
+    if (from > done) out.append(document.createTextNode(text.slice(done, from)));
+    out.append(el("mark", text.slice(from, to)));
+    done = to;
+  }
+  out.append(document.createTextNode(text.slice(done)));
   return out;
 }
 
@@ -89,7 +100,7 @@ function drawHits(data, kind) {
     const where = [hit.path, hit.section].filter(Boolean).join(" › ");
     li.append(el("div", where + (hit.page ? " · page " + hit.page : ""), "section"));
     const snippet = el("div", null, "snippet");
-    snippet.append(marked(hit.snippet || hit.text || ""));
+    snippet.append(marked(hit.snippet ?? hit.text ?? "", hit.highlights));
     li.append(snippet);
     items.push(li);
   }
