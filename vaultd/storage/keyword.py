@@ -122,10 +122,13 @@ def marked(
     phrases as phrases) between `start` and `end`; chunks it does not match are left out."""
     if not chunk_ids or not match:
         return {}
+    # The rowids named for FTS5 itself: it then looks at those rows alone, where a filter on
+    # the join would have it read every row the words match (a search runs this every time).
     sql = (
         "SELECT c.id, highlight(chunks_fts, 3, ?, ?) FROM chunks_fts "
         "JOIN chunks c ON c.n = chunks_fts.rowid WHERE chunks_fts MATCH ? "
-        "AND c.id IN (SELECT value FROM json_each(?))"
+        "AND chunks_fts.rowid IN "
+        "(SELECT n FROM chunks WHERE id IN (SELECT value FROM json_each(?)))"
     )
     rows = query(sql, (start, end, match, json.dumps(list(chunk_ids))))
     return {r[0]: r[1] for r in rows}
