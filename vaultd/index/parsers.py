@@ -134,11 +134,27 @@ def _start_worker(spec: ModelSpec, max_bytes: int, max_tokens: int) -> None:
     with contextlib.suppress(OSError):
         os.setsid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Blocked since the spawn (`_spawning`): one sent meanwhile is dropped, being ignored now.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     signal.signal(signal.SIGTERM, _on_term)
     _exit_with_parent()
     # The workers are the parallelism: the tokenizer's own threads would only contend.
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     _worker = (TokenCounter.for_spec(spec), max_bytes, max_tokens)
+
+
+@contextlib.contextmanager
+def _spawning() -> Iterator[None]:
+    """SIGINT blocked in this thread while it may spawn workers. A spawned worker inherits the
+    mask, so a Ctrl-C sent to the terminal's group while it starts (a second or more of
+    imports) is held until `_start_worker` ignores it, where it would raise KeyboardInterrupt
+    in the worker's start, print a traceback and break the pool. multiprocessing starts its
+    resource tracker the same way."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _on_term(signum: int, frame: object) -> None:
@@ -231,7 +247,8 @@ class ParserPool:
             initializer=self.initializer,
             initargs=self._args,
         )
-        return executor, executor.submit(_ready)
+        with _spawning():
+            return executor, executor.submit(_ready)
 
     #: Run by each worker as it starts (a test swaps in one that fails).
     initializer: Callable[[ModelSpec, int, int], None] = staticmethod(_start_worker)
@@ -331,7 +348,8 @@ class ParserPool:
         if self.in_process:
             return self._here(job)
         try:
-            return self._executor.submit(_parse_in_worker, *job, self.extraction)
+            with _spawning():  # a submit may start a worker
+                return self._executor.submit(_parse_in_worker, *job, self.extraction)
         except (BrokenProcessPool, RuntimeError):
             if self._stopped:  # broken, or shut down, by the stop meanwhile
                 raise PassStoppedError(job[0]) from None
