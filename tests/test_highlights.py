@@ -165,3 +165,11 @@ def test_mcp_gives_clean_text_and_the_ranges_in_its_structured_content(
         # The text content says the same as the structured content: no markup added there.
         said = layouts(json.loads(result.content[0].text)["hits"])
         assert said["highlights"] == hit["highlights"]
+
+
+def test_a_word_corrected_for_a_typo_is_highlighted_as_the_search_matched_it(
+    daemon: RunningDaemon,
+) -> None:
+    for snippets in (True, False):
+        hit = layouts(daemon.search("saffon", k=5, mode="keyword", snippets=snippets))
+        check_hit(hit, {"saffron"})

@@ -156,7 +156,7 @@ class Searcher:
             self.manifest, self.embedder.model_id, parsed, mode, ranked, k, cap, merge,
             settings, evidence, fetched,
         )  # fmt: skip
-        hits = self._highlighted(hits, parsed, cut=snippets)
+        hits = self._highlighted(hits, parsed, evidence.extra_terms, cut=snippets)
         corrections = known.spelled(evidence.corrections, [h.text for h in hits[:3]])
         first = hits[0].parts.get("known", {}).get("tier") if hits else None
         decided = (
@@ -167,13 +167,17 @@ class Searcher:
         shown = known.showing(query, corrections) if decided else None
         return SearchResult(tuple(hits), corrections, shown)
 
-    def _highlighted(self, hits: list[Hit], parsed: ParsedQuery, cut: bool) -> list[Hit]:
+    def _highlighted(
+        self, hits: list[Hit], parsed: ParsedQuery, corrected: Sequence[str], cut: bool
+    ) -> list[Hit]:
         """The hits with the ranges of the query's terms in their text (with `cut`, their
-        snippets instead of their text): the words where the words index matched them,
-        unspaced runs where they occur (see `vaultd.index.snippets`)."""
+        snippets instead of their text): the words where the words index matched them (the
+        `corrected` terms a typo's corrections added too), unspaced runs where they occur (see
+        `vaultd.index.snippets`)."""
         ids = {h.id: [str(i) for i in h.parts.get("merged", [h.id])] for h in hits}
         every = [i for chunk_ids in ids.values() for i in chunk_ids]
-        marked = self.manifest.marked(parsed.word_match(), every, *snippets.marks_asked())
+        match = " OR ".join(p for p in (parsed.word_match(), *corrected) if p)
+        marked = self.manifest.marked(match, every, *snippets.marks_asked())
         # A merged hit's text is its passages' joined (as in `ranking._hits`): their own texts
         # say where each begins.
         several = [i for chunk_ids in ids.values() if len(chunk_ids) > 1 for i in chunk_ids]
