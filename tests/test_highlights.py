@@ -173,3 +173,16 @@ def test_a_word_corrected_for_a_typo_is_highlighted_as_the_search_matched_it(
     for snippets in (True, False):
         hit = layouts(daemon.search("saffon", k=5, mode="keyword", snippets=snippets))
         check_hit(hit, {"saffron"})
+
+
+def test_the_ranges_are_declared_once_and_described_where_clients_read() -> None:
+    """The document and the MCP instructions say what the ranges count: code points."""
+    from vaultd.api.openapi import model_schema
+    from vaultd.api.operations import SearchResponse
+    from vaultd.cli.mcp_bridge import INSTRUCTIONS
+
+    hits = model_schema(SearchResponse)["properties"]["hits"]["items"]
+    ranges = hits["properties"]["highlights"]
+    assert ranges["items"]["minItems"] == ranges["items"]["maxItems"] == 2
+    assert "code points" in ranges["description"] and "UTF-16" in ranges["description"]
+    assert "highlights" in INSTRUCTIONS and "code points" in INSTRUCTIONS
