@@ -156,6 +156,17 @@ def test_search_snippets_mark_stemmed_words_and_phrases(index: Index) -> None:
     assert marks(whole.text, whole.highlights) == ["running", "tide", "runs"]
 
 
+def test_a_merged_hits_ranges_are_into_its_passages_joined(index: Index) -> None:
+    for snippets in (False, True):
+        hits = index.searcher.search(
+            "otters rafts urchins paws", k=5, mode="keyword", merge=True, snippets=snippets
+        )
+        otter = next(h for h in hits if h.path == "Animals/Sea otter.md")
+        assert len(otter.parts["merged"]) > 1
+        shown = otter.snippet if snippets else otter.text
+        assert marks(shown, otter.highlights) == ["otters", "urchins", "paws", "rafts", "Urchins"]
+
+
 def test_search_snippets_mark_chinese_runs(index: Index) -> None:
     hits = index.searcher.search("水獭捕鱼", k=2, mode="keyword", snippets=True)
     river = next(h for h in hits if h.path == "中文/河流.md")
