@@ -6,6 +6,7 @@ daemon stays within the unit's memory; `status` names the file a pass is reading
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -39,11 +40,12 @@ EXPECTED = {
 }
 #: Indexed whole: the nested groups under the caps, the surrogate (as U+FFFD).
 WHOLE = ("hostile/nested-2000.canvas", "hostile/surrogate.canvas")
-#: The time a loaded CI machine may take. Measured on 2 shared cores: the edit searchable in
-#: 0.3-4.4 s in most runs, but 15-21 s in about one run in three (when its event is taken
-#: after a pass over some of the hostile files began embedding, it waits for that pass); every
-#: hostile file recorded in 5-21 s; the note request 0.6-1.1 s; peak RSS 425-449 MB.
-EDIT_LIMIT = 60.0
+#: The time a loaded CI machine may take; the acceptance is 5 s. Measured on 2 shared cores:
+#: the edit searchable 0.3-0.4 s after its write (before heavy files were deferred to a pass of
+#: their own: 0.3-4.4 s, and 15-27 s in about one run in three, when the edit was served with
+#: heavy files in a pass that pauses for nothing); every hostile file recorded in 5-21 s; the
+#: note request 0.6-1.1 s; peak RSS 425-449 MB.
+EDIT_LIMIT = 30.0
 HOSTILE_LIMIT = 120.0
 
 
@@ -162,3 +164,57 @@ def test_status_names_the_file_a_pass_is_reading(tmp_path: Path) -> None:
         hold.unlink()
         wait_until(lambda: reading() is None, "status names no file once it is read")
         assert _found(daemon, "holdmarker", "slow.canvas")
+
+
+def _big_note(paragraphs: int) -> str:
+    """A note of many distinct passages: its pass embeds for seconds, pausing between runs."""
+    words = ("heron", "willow", "copper", "lantern", "meadow", "quarry", "ember", "tide")
+    lines = ["# Almanac", ""]
+    for n in range(paragraphs):
+        picked = " ".join(words[(n * 7 + k) % len(words)] for k in range(12))
+        lines += [f"Entry {n}: {picked} number {n * 31 % 997}.", ""]
+    return "\n".join(lines)
+
+
+def _heavy_canvas(text: str) -> bytes:
+    """A canvas over HEAVY_BYTES (the worker's threshold) whose one card says `text`."""
+    cards = [{"id": "a", "type": "text", "text": text}, {"id": "b", "type": "text", "text": ""}]
+    cards[1]["text"] = "x" * 1_100_000
+    return json.dumps({"nodes": cards}).encode()
+
+
+def test_an_edit_is_served_while_a_heavy_file_beside_it_is_still_being_read(
+    tmp_path: Path,
+) -> None:
+    """The note and a heavy file asked for together (here by `vaultd reindex`, with the
+    watcher's settle time set long so that it takes no part), while another pass embeds or
+    after it. On main before this, the heavy file held the note: in one pass with it, or in
+    a pass served at a pause point, which pauses for nothing. Here the heavy file's reading
+    is held until the note is searchable: the note must not wait for it."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "Home.md").write_text("# Home\n\nNothing here yet.\n")
+    (vault / "heavy.canvas").write_bytes(_heavy_canvas("plain card"))
+    (vault / "Almanac.md").write_text("# Almanac\n\nShort for now.\n")
+    hold = tmp_path / "hold"
+    env = fault_env(tmp_path, SITECUSTOMIZE, VDTEST_HOLD=str(hold))
+    with running(vault, tmp_path, env=env, debounce="600s") as daemon:
+        # A pass that embeds for a while, pausing between runs: asked for first.
+        (vault / "Almanac.md").write_text(_big_note(3000))
+        daemon.request("POST", "/v1/reindex", {"paths": ["Almanac.md"]})
+        # The heavy file's reading now waits for the hold; the note is light.
+        hold.touch()
+        (vault / "heavy.canvas").write_bytes(_heavy_canvas("holdmarker card"))
+        (vault / "Home.md").write_text("# Home\n\nThe kestrel nests by the gate.\n")
+        daemon.request("POST", "/v1/reindex", {"paths": ["heavy.canvas", "Home.md"]})
+        try:
+            wait_until(
+                lambda: _found(daemon, "kestrel nests", "Home.md"),
+                "the note is searchable while the heavy file is held",
+                timeout=EDIT_LIMIT,
+            )
+            assert hold.exists()
+        finally:
+            hold.unlink()
+        wait_until(lambda: _found(daemon, "holdmarker", "heavy.canvas"), "the heavy file read")
+        wait_until(lambda: _found(daemon, "quarry", "Almanac.md"), "the long note read")

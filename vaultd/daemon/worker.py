@@ -21,6 +21,7 @@ from vaultd.index.open import Index
 from vaultd.isolation import children_cpu, release_children
 from vaultd.pipeline.watch import Settled, Watcher
 from vaultd.progress import Tracker
+from vaultd.records import kind_of
 from vaultd.storage.chroma import is_disk_full
 
 log = structlog.get_logger(__name__)
@@ -42,6 +43,13 @@ ERROR_BACKOFF = 5.0
 #: longest ago), 1/24 at the default hourly rescan. Reading all of a vault costs several times
 #: its stat walk (docs/benchmarks.md); a rotation keeps a rescan near the walk's cost.
 CHECK_CYCLE = 24 * 3600.0
+
+
+#: A file at least this big is heavy (see `_heavy`), whatever its kind.
+HEAVY_BYTES = 1 << 20
+#: Kinds read by a child process under a time limit (a PDF's pages, OCR of an image): seconds
+#: of work for a file of any size.
+HEAVY_KINDS = frozenset({"pdf", "image"})
 
 
 def check_share(rescan_seconds: float) -> float:
@@ -206,6 +214,11 @@ class Worker(threading.Thread):
         if settled or requested or requested_dirs:
             settled.paths |= requested
             settled.dirs |= requested_dirs
+            # The light first, in a pass of their own: a heavy file of the same batch would
+            # hold them until it is written, and a pass served at a pause point pauses no more.
+            heavy = self._heavy(settled.paths)
+            if heavy and heavy != settled.paths:
+                self._defer(settled, heavy, verify)
             self._incremental(settled, verify)
             return True
         self.busy = False
@@ -346,12 +359,45 @@ class Worker(threading.Thread):
             settled.dirs -= held_dirs
             verify = self._verify & settled.paths
             self._verify -= verify
+        # A fresh edit is served here because it is quick; the pass serving it pauses for no
+        # other edit. A heavy file waits for the next pass of its own, which does.
+        heavy = self._heavy(settled.paths)
+        if heavy:
+            self._defer(settled, heavy, verify)
         if settled.paths or settled.dirs or settled.undecodable:
             self._in_interactive = True
             try:
                 self._incremental(settled, verify)
             finally:
                 self._in_interactive = False
+
+    def _heavy(self, paths: Collection[str]) -> set[str]:
+        """Of `paths`, the files whose reading or embedding takes seconds: a PDF or an image
+        (read by a child process), or a file of HEAVY_BYTES or more (a canvas of thousands of
+        cards, a long export). A path gone is light: its deletion is quick."""
+        vault = self.index.vault
+        heavy = set()
+        for path in paths:
+            if kind_of(path) in HEAVY_KINDS:
+                heavy.add(path)
+                continue
+            try:
+                if (vault / path).lstat().st_size >= HEAVY_BYTES:
+                    heavy.add(path)
+            except OSError:
+                pass
+        return heavy
+
+    def _defer(self, settled: Settled, heavy: set[str], verify: set[str]) -> None:
+        """Take `heavy` out of `settled` and queue it (named by the user still, if it was)."""
+        settled.paths -= heavy
+        named = verify & heavy
+        verify -= named
+        # No wake: the loop takes the queue again as soon as the pass in hand ends (a wake
+        # here would spin a governor's rest, which serves fresh edits on every wake).
+        with self._lock:
+            self._paths |= heavy
+            self._verify |= named
 
 
 def _holds_any(folder: str, paths: frozenset[str]) -> bool:
