@@ -5,7 +5,9 @@ named by its title, its file name or one of its aliases, as a whole phrase (case
 punctuation aside). Candidates come from the words index (a phrase query on the text column)
 or, for a name in an unspaced script, from a substring scan; each is checked again line by
 line, so a stemmed near-miss is no mention. Notes that link to the note already (by any of
-its names) are left out, and so is the note itself.
+its names) are left out, and so is the note itself, and so are files that cannot hold a link
+(a PDF, an image, a source file): naming a note there is no connection waiting to be made,
+since no link can be added where the name is.
 
 A line is checked as a reader sees it: a name inside a URL or a link's target
 (`https://example.com/Canvas-tips`, `[guide](https://…/Canvas)`) is no mention, and the line is
@@ -25,6 +27,8 @@ from vaultd.storage.manifest import Manifest
 
 #: Chunks looked at per name: far more than a page of mentions needs.
 CANDIDATES = 400
+#: The kinds of file (`records.NoteKind`) a link can be written in: only these mention.
+LINKING_KINDS = frozenset({"note", "canvas", "excalidraw"})
 #: A shorter name (in a spaced script) would be found in too many notes by chance.
 MIN_NAME_CHARS = 3
 
@@ -70,8 +74,12 @@ def unlinked_mentions(manifest: Manifest, path: str, k: int = 50) -> list[Mentio
         else:
             words = " ".join(_words(name))
             ids = [i for i, _ in manifest.keyword(f'text : "{words}"', CANDIDATES)]
-        for chunk in manifest.chunks_by_id(ids).values():
+        chunks = manifest.chunks_by_id(ids).values()
+        kinds = manifest.kinds_of(sorted({chunk.path for chunk in chunks}))
+        for chunk in chunks:
             if chunk.path == path or chunk.path in linking:
+                continue
+            if kinds.get(chunk.path) not in LINKING_KINDS:
                 continue
             for at, line in enumerate(chunk.text.split("\n")):
                 if not has_phrase(line, name):
