@@ -251,8 +251,8 @@ def test_status_says_when_bulk_indexing_waits_for_a_busy_machine(
     assert pacing["busy_since"] is not None and pacing["busy_since"] > 0
     shown = cli("status", "--config", str(config))
     assert (
-        "paused:   bulk indexing waits while the machine is busy (others use 85% of the CPU)"
-        in shown.stdout
+        "slowed:   bulk indexing slows down while the machine is busy (others use 85% of the "
+        "CPU), to no less than 25% of the time" in shown.stdout
     ), shown.stdout
     # An edit is no bulk work: served while the pass waits.
     (vault / "fresh.md").write_text(note("Fresh", "The word quokkaberry."))
@@ -266,7 +266,7 @@ def test_status_says_when_bulk_indexing_waits_for_a_busy_machine(
     assert governor()["waiting_for_busy_machine"] is False
     assert governor()["busy_since"] is None
     assert status(daemon)["notes"] == 301
-    assert "paused:" not in cli("status", "--config", str(config)).stdout
+    assert "slowed:" not in cli("status", "--config", str(config)).stdout
 
 
 # -- crash suspects ----------------------------------------------------------------------------

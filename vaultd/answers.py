@@ -228,13 +228,15 @@ class Lag:
 class GovernorStatus:
     cpu_budget: float
     yield_above: float
-    #: Bulk work (a full pass) holds back while other programs keep the machine busy; edits
-    #: are still served meanwhile.
+    #: Bulk work (a full pass) slows down while other programs keep the machine busy, to no
+    #: less than `floor` of the time; edits are still served meanwhile.
     yielding: bool
     #: The same, as `vaultd status` reads it.
     waiting_for_busy_machine: bool
     busy_since: float | None
     others_share: float | None
+    #: While it yields, bulk work still runs at least this share of the time.
+    floor: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +267,13 @@ class DaemonStatus(IndexStatus):
     ]
     queue_depth: int
     governor: Annotated[GovernorStatus, Field(description="How bulk work is paced.")]
+    restart_pending: Annotated[
+        tuple[str, ...],
+        Field(
+            description="Settings changed in the config file that the daemon applies only when "
+            'it restarts, e.g. "search" or "embedding model" (a reload applied the rest).'
+        ),
+    ] = ()
     progress: Annotated[
         dict[str, Any] | None,
         Field(description="How far the full pass in hand has come, and the time left."),

@@ -232,8 +232,8 @@ class EmbeddingSection:
     threads: int = field(default=0, metadata={"parse": _integer(0)})
     #: The daemon's bulk work (a first index, a rescan) runs at most this share of the time.
     cpu_budget: float = field(default=1.0, metadata={"parse": _share})
-    #: The daemon's bulk work waits while other programs use more than this share of all
-    #: cores; 1 never waits.
+    #: The daemon's bulk work slows down while other programs use more than this share of all
+    #: cores, never below `governor.YIELD_FLOOR` of the time; 1 never slows down.
     yield_above: float = field(default=0.5, metadata={"parse": _share})
 
 

@@ -120,7 +120,12 @@ def _status_text(report: dict[str, Any]) -> str:
         if governor.get("waiting_for_busy_machine"):
             others = governor.get("others_share")
             share = f" (others use {others:.0%} of the CPU)" if others is not None else ""
-            say(f"paused:   bulk indexing waits while the machine is busy{share}")
+            floor = governor.get("floor")
+            least = f", to no less than {floor:.0%} of the time" if floor else ""
+            say(f"slowed:   bulk indexing slows down while the machine is busy{share}{least}")
+        if report.get("restart_pending"):
+            waiting = ", ".join(report["restart_pending"])
+            say(f"restart:  changed settings apply once the daemon restarts: {waiting}")
         if lag["samples"]:
             say(f"lag:      p50 {lag['p50']:.2f} s, p95 {lag['p95']:.2f} s")
         say(f"watching: {report['watch']['mode']}")

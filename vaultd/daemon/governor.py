@@ -7,8 +7,14 @@ against programs that are themselves busy; it does nothing for heat, fans and ba
 - a budget: bulk work runs at most `[embedding] cpu_budget` of the time, resting after each
   embedding run in proportion to how long the run took;
 - yielding: while other programs keep more than `[embedding] yield_above` of all cores busy,
-  bulk work waits, 1 s at first and twice as long each time the machine is still busy, up to
-  30 s, checking between waits.
+  bulk work slows down: it rests 1 s at first and twice as long each time the machine is
+  still busy, up to 30 s, checking between rests, but never more than three times as long
+  as it just worked (YIELD_FLOOR): a busy machine slows a first index to a quarter of its
+  pace at the most, and never stops it. Rests alone once let a machine kept busy by others
+  hold a first index for as long as they ran: a 30 s rest after each half-second embedding
+  run is 2% of the time, and nothing seemed to move for minutes.
+
+Both settings change on a reload (SIGHUP), as `configure` applies them.
 
 Only bulk work is paced: the worker serves fresh edits during the rests, and an edit is
 never held back by either rule.
@@ -31,6 +37,14 @@ log = structlog.get_logger(__name__)
 
 YIELD_FIRST = 1.0
 YIELD_MAX = 30.0
+#: While it yields, bulk work still runs at least this share of the time: a rest is at most
+#: (1 - YIELD_FLOOR) / YIELD_FLOOR times the work just done. A quarter keeps most of the
+#: cores to the programs that keep the machine busy while a first index still ends (figures
+#: in docs/benchmarks.md, "A first index beside a busy machine").
+YIELD_FLOOR = 0.25
+#: The `[embedding]` settings a reload applies to a running daemon; the others (the model, its
+#: precision, threads and batch size) were used to load the model and wait for a restart.
+LIVE_SETTINGS = ("cpu_budget", "yield_above")
 #: The shortest span a CPU reading is taken over (see `CpuMeter`).
 MIN_WINDOW = 1.0
 
@@ -146,6 +160,11 @@ class Governor:
         """Whether bulk work is waiting for the machine to be quiet again."""
         return self.busy_since is not None
 
+    def configure(self, cpu_budget: float, yield_above: float) -> None:
+        """Apply reloaded settings; the next rest follows them."""
+        self.cpu_budget = cpu_budget
+        self.yield_above = yield_above
+
     def status(self) -> GovernorStatus:
         """What status reports, from one read: whether bulk work waits, since when and the
         share others use are one fact, and `rest` writes it on the worker's thread."""
@@ -157,6 +176,7 @@ class Governor:
             waiting_for_busy_machine=since is not None,
             busy_since=since,
             others_share=others,
+            floor=YIELD_FLOOR,
         )
 
     def finished(self) -> None:
@@ -168,25 +188,28 @@ class Governor:
         """Seconds to rest now, after the work done since `resumed`."""
         worked = max(0.0, self._clock() - self._resumed)
         delay = worked * (1 - self.cpu_budget) / self.cpu_budget
+        # The longest a busy machine may hold bulk work back after this much work.
+        most = worked * (1 - YIELD_FLOOR) / YIELD_FLOOR
         if self.yield_above < 1:
             others = self._meter.others()
             if others is None:
                 # Too soon to tell (under MIN_WINDOW since the last reading): carry on as before.
-                return max(delay, self._backoff)
+                return max(delay, min(self._backoff, most))
             if others > self.yield_above:
                 since = self.busy_since
                 if not self._backoff:
                     log.info(
-                        "the machine is busy; bulk indexing waits",
+                        "the machine is busy; bulk indexing slows down",
                         others_share=round(others, 2),
                         yield_above=self.yield_above,
+                        floor=YIELD_FLOOR,
                     )
                     since = time.time()
                 # With the share, in one assignment: status never shows bulk work waiting
                 # beside a share under `yield_above`.
                 self._seen = (since, others)
                 self._backoff = min(max(self._backoff * 2, YIELD_FIRST), YIELD_MAX)
-                delay = max(delay, self._backoff)
+                delay = max(delay, min(self._backoff, most))
             else:
                 if self._backoff:
                     log.info("the machine is quiet again; bulk indexing resumes")

@@ -81,6 +81,11 @@ class Daemon:
         notifier: Notifier | None = None,
     ) -> None:
         self.config = config
+        #: The configuration the index, the model and the watcher were opened with: a reload
+        #: that changes any of it waits for a restart (`restart_only`).
+        self.started_with = config
+        #: What a reload changed that waits for a restart, for status.
+        self.restart_pending: tuple[str, ...] = ()
         self.config_file = config_file
         self.vault_override = vault_override
         self.env = os.environ if env is None else env
@@ -400,19 +405,20 @@ class Daemon:
             log.error("reload failed; keeping the running configuration", error=str(exc))
             self.notifier.ready("reload failed; running the previous configuration")
             return
-        # The index was opened with these (search settings and attachment kinds included), and
-        # the watcher with its backend: a change waits for a restart, which the log says.
-        fixed = ("vault", "store", "embedding", "chunking", "server", "search", "attachments")
-        needs_restart = [s for s in fixed if getattr(config, s) != getattr(self.config, s)]
-        if config.watch.backend != self.config.watch.backend:
-            needs_restart.append("watch backend")
-        if needs_restart:
-            log.warning("these sections change only on restart", sections=needs_restart)
+        pending = restart_only(self.started_with, config)
+        # Only what this reload changed is logged; status lists every change still waiting.
+        news = [part for part in pending if part not in self.restart_pending]
+        self.restart_pending = tuple(pending)
+        if news:
+            log.warning("these sections change only on restart", sections=news)
         self.config = config
         if self.watcher is not None:
             self.watcher.settle = config.watch.debounce_seconds
         if self.worker is not None:
             self.worker.unload_after = config.schedule.unload_seconds
+            self.worker.governor.configure(
+                config.embedding.cpu_budget, config.embedding.yield_above
+            )
         if self.scheduler is not None:
             from vaultd.daemon.scheduler import reschedule
 
@@ -463,6 +469,7 @@ class Daemon:
             lag_seconds=Lag(**snapshot["lag_seconds"]),
             queue_depth=self.worker.queue_depth(),
             governor=self.worker.governor.status(),
+            restart_pending=self.restart_pending,
             progress=None if progress is None else progress.as_json(),
             watch={"mode": self.watcher.mode, "fallback_reason": self.watcher.fallback_reason},
             embedded_total=self.index.embedder.embedded,
@@ -481,6 +488,28 @@ class Daemon:
             ),
             events={"readers": self.state.events.readers, "dropped": self.state.events.dropped},
         )
+
+
+#: Sections the index was opened with (search settings and attachment kinds included).
+RESTART_SECTIONS = ("vault", "store", "chunking", "server", "search", "attachments")
+
+
+def restart_only(running: Config, new: Config) -> list[str]:
+    """What differs between `running` and `new` that a reload cannot apply: a section the
+    index was opened with, an `[embedding]` setting the model was loaded with (all but
+    `governor.LIVE_SETTINGS`), the watcher's backend."""
+    from vaultd.daemon.governor import LIVE_SETTINGS
+
+    found = [s for s in RESTART_SECTIONS if getattr(new, s) != getattr(running, s)]
+    found += [
+        f"embedding {f.name}"
+        for f in fields(new.embedding)
+        if f.name not in LIVE_SETTINGS
+        and getattr(new.embedding, f.name) != getattr(running.embedding, f.name)
+    ]
+    if new.watch.backend != running.watch.backend:
+        found.append("watch backend")
+    return found
 
 
 def _kinds(
