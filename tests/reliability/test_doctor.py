@@ -299,7 +299,8 @@ def test_failed_and_left_out_notes_are_a_warning_that_names_them(
     assert manifest.status == "warn" and report.ok  # warnings alone do not fail
     assert "1 failed: refused.md: test fault hook" in manifest.message
     assert "1 left out: binary.md: binary content" in manifest.message
-    assert "vaultd reindex PATH" in manifest.remedy and "max_file_mb" in manifest.remedy
+    assert "vaultd reindex PATH" in manifest.remedy
+    assert "binary.md: binary content, no text: leave it out ([vault] exclude)" in manifest.remedy
     assert_same(export_of(config), before)
 
 

@@ -68,6 +68,7 @@ ORDER = (
     "model",
     "languages",
     "vault",
+    "readers",
     "store",
     "privacy",
     "lock",
@@ -491,6 +492,98 @@ def _by_kind(discovery: Discovery, files: Sequence[str]) -> str:
     return counted
 
 
+# -- readers -----------------------------------------------------------------------------------
+#
+# Each kind of file switched on in [attachments] is read by a library of its own; one that is
+# missing leaves every such file out, which the vault check cannot see (it counts files, it
+# reads none). One function per kind, each the reader's problem or None.
+
+
+def _missing(module: str) -> bool:
+    """Whether `module` cannot be imported (found without importing it: some take seconds)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is None
+    except (ImportError, ValueError):
+        return True
+
+
+def _pdf_reader(config: Config) -> tuple[str, str] | None:
+    """(problem, remedy) when PDFs are on and PDFium's binding is missing."""
+    if not config.attachments.pdf or not _missing("pypdfium2"):
+        return None
+    return (
+        "pdf = true, but the PDF reader (pypdfium2) is not installed: every PDF is left out",
+        f"reinstall it: {_reinstall('pypdfium2')}; or set [attachments] pdf = false",
+    )
+
+
+def _ocr_reader(config: Config) -> tuple[str, str] | None:
+    """(problem, remedy) when OCR is on and the `ocr` extra is not installed."""
+    from vaultd.embedding.spec import DISTRIBUTION
+    from vaultd.pipeline import ocr
+
+    if not config.attachments.ocr or ocr.available():
+        return None
+    return (
+        "ocr = true, but the ocr extra (rapidocr-onnxruntime) is not installed: images and "
+        "PDF pages without a text layer are left out",
+        f"install it: {_q(sys.executable)} -m pip install '{DISTRIBUTION}[ocr]'; "
+        "or set [attachments] ocr = false",
+    )
+
+
+def _code_readers(config: Config) -> tuple[str, str] | None:
+    """(problem, remedy) when `[attachments] code` is set and tree-sitter or the grammar of a
+    language its globs can match is missing."""
+    from pathlib import PurePosixPath
+
+    from vaultd.pipeline.code import GRAMMARS
+
+    globs = config.attachments.code
+    if not globs:
+        return None
+    # A glob naming an ending ("**/*.py") needs that language's grammar; one that names none
+    # ("scripts/**"), or a pattern of them, may match any.
+    endings = {PurePosixPath(glob.rstrip("/")).suffix.lower() for glob in globs}
+    any_ending = any(not e or any(c in e for c in "*?[") for e in endings)
+    wanted = {g.name: g.module for e, g in GRAMMARS.items() if any_ending or e in endings}
+    missing = {name: module for name, module in wanted.items() if _missing(module)}
+    if _missing("tree_sitter"):
+        missing = {"tree-sitter": "tree_sitter", **missing}
+    if not missing:
+        return None
+    packages = " ".join(sorted({module.replace("_", "-") for module in missing.values()}))
+    return (
+        f"code is set, but its readers are missing ({', '.join(missing)}): those source "
+        "files are left out",
+        f"reinstall them: {_q(sys.executable)} -m pip install --force-reinstall {packages}",
+    )
+
+
+#: Each reader check, by the kind it reads.
+FILE_READERS: dict[str, Callable[[Config], tuple[str, str] | None]] = {
+    "pdf": _pdf_reader,
+    "ocr": _ocr_reader,
+    "code": _code_readers,
+}
+
+
+def check_readers(config: Config) -> Check:
+    """That every kind of file switched on in [attachments] has its reader installed."""
+    problems = [found for reader in FILE_READERS.values() if (found := reader(config)) is not None]
+    if problems:
+        return Check(
+            "readers",
+            "warn",
+            "; ".join(problem for problem, _ in problems),
+            "; ".join(remedy for _, remedy in problems),
+        )
+    on = sorted(config.attachments.kinds() - {"note"})
+    return Check("readers", "ok", f"a reader for every kind switched on ({', '.join(on)})")
+
+
 # -- store location ----------------------------------------------------------------------------
 
 
@@ -817,10 +910,17 @@ def _rebuild_remedy(data_dir: Path) -> str:
 
 
 def _troubled_check(
-    view_notes: int, chunks: int, troubled: Sequence[tuple[str, str, str]]
+    view_notes: int,
+    chunks: int,
+    troubled: Sequence[tuple[str, str, str]],
+    left_out: Mapping[str, str] = {},
+    in_part: Sequence[tuple[str, str]] = (),
+    ocr_on: bool = False,
 ) -> Check:
+    """The manifest's notes: failing ones, and left-out and partly indexed files each with
+    the advice its reason calls for (`left_out`: each left-out file's `LeftOutKind`)."""
     found = f"{view_notes} notes, {chunks} chunks"
-    if not troubled:
+    if not troubled and not in_part:
         return Check("manifest", "ok", found)
     remedies = []
     for group, names in (("failing", ("failed", "quarantined")), ("left out", ("left_out",))):
@@ -834,20 +934,97 @@ def _troubled_check(
             continue
         counts = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in sorted(kinds.items()))
         found += f"; {counts}: {_first(listed)}"
+        if group == "failing":
+            remedies.append(
+                "fix or remove the failing notes: vaultd retries a failed note on every pass and "
+                "a quarantined one when it changes; `vaultd reindex PATH` retries one now"
+            )
+    # One piece of advice per reason, naming the files it is for.
+    advised: dict[str, list[str]] = {}
+    for path, status, reason in troubled:
+        if status == "left_out":
+            advice = left_out_advice(path, left_out.get(path, ""), reason, ocr_on)
+            advised.setdefault(advice, []).append(path)
+    if advised:
         remedies.append(
-            "fix or remove the failing notes: vaultd retries a failed note on every pass and a "
-            "quarantined one when it changes; `vaultd reindex PATH` retries one now"
-            if group == "failing"
-            else "the left-out files are not indexed: raise [vault] max_file_mb for a note over "
-            "it, save a note as UTF-8 text, give your user read access, or exclude the file "
-            "([vault] exclude); vaultd looks at them again on every pass"
+            "; ".join(f"{_first(paths)}: {advice}" for advice, paths in advised.items())
+            + " (vaultd looks at left-out files again on every pass)"
         )
+    if in_part:
+        listed = [f"{path}: {reason}" for path, reason in in_part]
+        found += f"; {len(in_part)} indexed in part: {_first(listed)}"
+        remedies.append(in_part_advice([reason for _, reason in in_part]))
     return Check("manifest", "warn", found, "; ".join(remedies))
 
 
+#: The settings whose limit leaves a file indexed in part, named in its reason.
+_IN_PART_SETTINGS = {
+    "max_pages": "[attachments] max_pages",
+    "max_cards": "[attachments] max_cards",
+    "max_chunks": "[chunking] max_chunks",
+}
+
+
+def in_part_advice(reasons: Sequence[str]) -> str:
+    """What to do about files indexed in part: raise the limit each reason names."""
+    settings = [s for key, s in _IN_PART_SETTINGS.items() if any(key in r for r in reasons)]
+    if settings:
+        return f"raise {' or '.join(settings)} to index the rest of a file indexed in part"
+    return "the parts named were not read; the rest of each file is indexed"
+
+
+def left_out_advice(path: str, kind: str, reason: str, ocr_on: bool) -> str:
+    """What to do about one left-out file, by its reason's kind (`errors.LeftOutKind`) and,
+    for a limit, the setting that applies to a file of its kind."""
+    from vaultd.embedding.spec import DISTRIBUTION
+    from vaultd.pipeline import ocr
+    from vaultd.records import kind_of
+
+    exclude = "or leave it out ([vault] exclude)"
+    file_kind = kind_of(path)
+    extra = f"install the ocr extra ({_q(sys.executable)} -m pip install '{DISTRIBUTION}[ocr]')"
+    if kind == "too_big":
+        if file_kind == "pdf":
+            return "over the size limit for PDFs: raise [attachments] max_pdf_mb"
+        if file_kind == "image":
+            setting = "max_image_megapixels" if "megapixel" in reason else "max_image_mb"
+            return f"over the limit for images: raise [attachments] {setting}"
+        return "over the size limit: raise [vault] max_file_mb"
+    if kind == "too_costly":
+        if "extract_timeout" in reason or "longer than" in reason:
+            return "too slow to read: raise [attachments] extract_timeout"
+        return "too much memory to read: raise [attachments] extract_memory_mb"
+    if kind == "no_text":
+        if file_kind not in ("pdf", "image"):
+            return "nothing in it vaultd reads as text: leave it out ([vault] exclude)"
+        missing = not ocr.available()
+        if not ocr_on and file_kind == "pdf":
+            turn_on = "set [attachments] ocr = true" + (f" and {extra}" if missing else "")
+            return f"its pages are pictures (no text layer): {turn_on}"
+        if missing:
+            return f"its text is in pictures: {extra}"
+        return f"OCR reads no text in it: nothing to do, {exclude}"
+    if kind == "encrypted":
+        return (
+            "encrypted: it opens only with a password, which vaultd never asks for; save a copy "
+            f"without the password to index it, {exclude}"
+        )
+    if kind == "binary":
+        return "binary content, no text: leave it out ([vault] exclude)"
+    if kind == "not_utf8":
+        return f"not UTF-8 text: save it as UTF-8, {exclude}"
+    if kind == "unreadable" and reason.startswith("cannot read"):
+        return f"give your user read access (chmod u+r {_q(path)})"
+    if kind in ("unreadable", "damaged"):
+        return f"damaged or of a format vaultd does not read: repair or save it again, {exclude}"
+    return f"fix the file, {exclude}"
+
+
 def check_manifest(
-    data_dir: Path, vault: Path | None, model_id: str | None
+    data_dir: Path, vault: Path | None, model_id: str | None, ocr_on: bool = False
 ) -> tuple[Check, ManifestView | None]:
+    """The manifest: readable, this vault's, of this schema; its troubled files with advice
+    (`ocr_on`: whether [attachments] ocr is, which the advice for a picture-only PDF turns on)."""
     from vaultd.errors import ManifestDamagedError, StoreError
     from vaultd.layout import MANIFEST
     from vaultd.storage.schema import SCHEMA_VERSION
@@ -900,7 +1077,9 @@ def check_manifest(
             ),
             None,
         )
-    checked = _troubled_check(view.notes, len(view.chunk_ids), view.troubled)
+    checked = _troubled_check(
+        view.notes, len(view.chunk_ids), view.troubled, view.left_out, view.in_part, ocr_on
+    )
     if checked.status == "ok" and model_id and view.model and view.model != model_id:
         return (
             Check(
@@ -1030,7 +1209,9 @@ def _check_chroma_files(chroma_dir: Path, expected: frozenset[str]) -> Check | N
 # -- index checks through a running daemon -----------------------------------------------------
 
 
-def daemon_checks(answer: Answer, pid: int | None, path: Path) -> tuple[Check, Check, Check]:
+def daemon_checks(
+    answer: Answer, pid: int | None, path: Path, ocr_on: bool = False
+) -> tuple[Check, Check, Check]:
     """(lock, manifest, chroma) as the running daemon reports them."""
     status = answer.status
     who = f"pid {pid}" if pid is not None else "pid unknown"
@@ -1040,11 +1221,23 @@ def daemon_checks(answer: Answer, pid: int | None, path: Path) -> tuple[Check, C
         for kind in ("failed", "quarantined")
         for note in status.get(kind) or []
     ]
+    left_out = status.get("left_out") or []
     troubled += [
-        (str(entry.get("path", "")), "left_out", str(entry.get("reason", "")))
-        for entry in status.get("left_out") or []
+        (str(entry.get("path", "")), "left_out", str(entry.get("reason", ""))) for entry in left_out
     ]
-    manifest = _troubled_check(int(status.get("notes", 0)), int(status.get("chunks", 0)), troubled)
+    kinds = {str(entry.get("path", "")): str(entry.get("kind", "")) for entry in left_out}
+    in_part = [
+        (str(entry.get("path", "")), str(entry.get("reason", "")))
+        for entry in status.get("in_part") or []
+    ]
+    manifest = _troubled_check(
+        int(status.get("notes", 0)),
+        int(status.get("chunks", 0)),
+        troubled,
+        kinds,
+        in_part,
+        ocr_on,
+    )
     manifest = Check(
         "manifest", manifest.status, f"{manifest.message} (from the daemon)", manifest.remedy
     )
@@ -1188,6 +1381,7 @@ def diagnose(config_file: Path | None, vault: Path | None, env: Mapping[str, str
     found["model"], model_id = check_model(config, env)
     found["languages"] = check_languages(config, model_id)
     found["vault"], folders = check_vault(config)
+    found["readers"] = check_readers(config)
     vault_path = config.vault.path
     data_dir = config.store.path
     watch: Mapping[str, Any] | None = None
@@ -1255,7 +1449,7 @@ def _index_checks(
             found["socket"] = check_socket(sock, answer, vault, data_dir)
     if sock is not None and answer.kind == "daemon" and answer.status.get("vault") == str(vault):
         found["lock"], found["manifest"], found["chroma"] = daemon_checks(
-            answer, holder_pid(data_dir), sock
+            answer, holder_pid(data_dir), sock, config.attachments.ocr
         )
         watch = answer.status.get("watch")
         return watch if isinstance(watch, dict) else None
@@ -1287,7 +1481,7 @@ def _offline_checks(
 
     if not data_dir.is_dir():
         found["lock"] = Check("lock", "ok", "free: the data directory does not exist yet")
-        found["manifest"], _ = check_manifest(data_dir, vault, model_id)
+        found["manifest"], _ = check_manifest(data_dir, vault, model_id, config.attachments.ocr)
         found["chroma"] = check_chroma(config, env, data_dir, vault, model_id, None)
         return
     lock = DataDirLock(data_dir, Holder.DOCTOR)
@@ -1301,11 +1495,11 @@ def _offline_checks(
         return
     except DaemonStoppedError as exc:
         found["lock"] = Check("lock", "fail", str(exc), f"kill -CONT {exc.pid}")
-        found["manifest"], _ = check_manifest(data_dir, vault, model_id)
+        found["manifest"], _ = check_manifest(data_dir, vault, model_id, config.attachments.ocr)
         found["chroma"] = _not_checked("chroma", f"pid {exc.pid} is using the store", "lock")
         return
     except (LockedError, StoreError) as exc:
-        found["manifest"], _ = check_manifest(data_dir, vault, model_id)
+        found["manifest"], _ = check_manifest(data_dir, vault, model_id, config.attachments.ocr)
         if isinstance(exc, LockedError):
             holder = LockHolder(exc.pid, Holder.named(exc.holder))
             who = holder.describe()
@@ -1329,7 +1523,7 @@ def _offline_checks(
     # Held only while the manifest and the store are read, so their ids are one snapshot.
     try:
         found["lock"] = Check("lock", "ok", "free: no vaultd process is using the data directory")
-        found["manifest"], view = check_manifest(data_dir, vault, model_id)
+        found["manifest"], view = check_manifest(data_dir, vault, model_id, config.attachments.ocr)
         if model_id is None and view is not None:
             model_id = view.model
         found["chroma"] = check_chroma(config, env, data_dir, vault, model_id, view)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from vaultd.errors import ManifestDamagedError, StoreError
@@ -31,6 +31,10 @@ class ManifestView:
     troubled: tuple[tuple[str, str, str], ...]
     #: Chunks whose text has no stored vector for the model: the next pass embeds them.
     unembedded: int
+    #: Each left-out file's kind of reason (`errors.LeftOutKind`), by path.
+    left_out: dict[str, str] = field(default_factory=dict)
+    #: (path, what of it was not indexed and why) of every file indexed in part.
+    in_part: tuple[tuple[str, str], ...] = ()
 
 
 def read_manifest(data_dir: Path, model_id: str | None) -> ManifestView:
@@ -60,6 +64,24 @@ def read_manifest(data_dir: Path, model_id: str | None) -> ManifestView:
                     "ORDER BY path"
                 )
             )
+            columns = {r[1] for r in db.execute("PRAGMA table_info(notes)")}
+            # A manifest older than schema 5 has no reasons' kinds until it is migrated.
+            left_out = (
+                dict(
+                    db.execute(
+                        "SELECT path, COALESCE(left_out, '') FROM notes WHERE status = 'left_out'"
+                    ).fetchall()
+                )
+                if "left_out" in columns
+                else {}
+            )
+            in_part = tuple(
+                (str(p), str(e))
+                for p, e in db.execute(
+                    "SELECT path, error FROM notes WHERE status = 'ok' "
+                    "AND COALESCE(error, '') != '' ORDER BY path"
+                )
+            )
             unembedded = int(
                 db.execute(
                     "SELECT COUNT(*) FROM chunks WHERE hash NOT IN "
@@ -80,4 +102,6 @@ def read_manifest(data_dir: Path, model_id: str | None) -> ManifestView:
         chunk_ids=ids,
         troubled=troubled,
         unembedded=unembedded,
+        left_out=left_out,
+        in_part=in_part,
     )
