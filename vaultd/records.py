@@ -25,6 +25,10 @@ BlockKind = Literal[
 #: vaultd/pipeline/__init__.py for the extractor contract).
 NoteKind = Literal["note", "canvas", "pdf", "image", "code", "excalidraw"]
 NOTE_KINDS: tuple[str, ...] = get_args(NoteKind)
+#: The known-item tiers a hit may rank in, best first (vaultd.index.known).
+KnownTier = Literal[
+    "name", "phrase", "stemmed phrase", "corrected phrase", "proximity", "rare word"
+]
 #: A file name's ending -> its kind (the longest ending that matches wins, so a drawing's
 #: `.excalidraw.md` is no plain note). Source code is chosen by `[attachments] code` globs.
 KIND_SUFFIXES: dict[str, NoteKind] = {
@@ -379,6 +383,13 @@ class Hit:
     def location(self) -> Location:
         return Location(self.page, self.page_end, self.node, self.symbol)
 
+    @property
+    def ranked_by(self) -> str | None:
+        """The known-item tier that placed the hit above the score's order (`name`,
+        `phrase`...), or None when the score alone placed it."""
+        known = self.parts.get("known")
+        return str(known["tier"]) if known else None
+
     def as_json(self, explain: bool = False) -> dict[str, Any]:
         """The hit as the CLI's `--json` and the socket API print it."""
         out: dict[str, Any] = {
@@ -396,6 +407,8 @@ class Hit:
             **self.location.as_json(),
             "highlights": [[start, end] for start, end in self.highlights],
         }
+        if self.ranked_by is not None:
+            out["ranked_by"] = self.ranked_by
         if self.snippet is not None:
             # Instead of the whole passage: the line range still says where it is.
             del out["text"]
@@ -416,7 +429,9 @@ class Hit:
             score=item["score"],
             text=item.get("text", ""),
             tags=tuple(item.get("tags", ())),
-            parts=item.get("explain", {}),
+            # The tier survives without the score parts: it is what orders the hit.
+            parts=item.get("explain")
+            or ({"known": {"tier": item["ranked_by"]}} if item.get("ranked_by") else {}),
             indexed=bool(item.get("indexed", True)),
             snippet=item.get("snippet"),
             kind=item.get("kind", "note"),

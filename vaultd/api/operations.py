@@ -58,7 +58,7 @@ from vaultd.query import (
     parse_since,
     parse_where,
 )
-from vaultd.records import NOTE_KINDS, Correction, NoteKind
+from vaultd.records import NOTE_KINDS, Correction, KnownTier, NoteKind
 from vaultd.vaultpath import vault_path
 
 
@@ -433,6 +433,12 @@ class Hit(Response):
     node: str | None = Field(None, description="A canvas card's (or drawing element's) id.")
     symbol: str | None = Field(
         None, description="A source passage's symbol, such as `class Indexer > def reconcile`."
+    )
+    ranked_by: KnownTier | None = Field(
+        None,
+        description="The known-item tier that placed the hit above the hits ranked by score "
+        "(docs/search.md, \"Known items\"); absent when its score placed it. Within a tier "
+        "the score orders the hits.",
     )
     explain: dict[str, Any] | None = Field(
         None,

@@ -246,6 +246,43 @@ def marked(text: str) -> str:
     return "".join(click.style(p, bold=True) if i % 2 else p for i, p in enumerate(parts))
 
 
+#: How the CLI names the known-item tiers (vaultd.index.known) that order hits above scores.
+TIER_WORDS = {
+    "name": "name",
+    "phrase": "exact phrase",
+    "stemmed phrase": "phrase, other word forms",
+    "corrected phrase": "phrase, typo corrected",
+    "proximity": "words close together",
+    "rare word": "rare word",
+}
+
+
+def located(hit: Answer) -> str:
+    """Where a hit is, as its kind is read: a PDF's pages, a canvas's card (a drawing's
+    element), source code's symbol, a screenshot by its name alone, a note's lines."""
+    path: str = hit["path"]
+    kind = hit.get("kind", "note")
+    if hit.get("page") is not None:
+        first, last = hit["page"], hit.get("page_end") or hit["page"]
+        return f"{path}, p. {first}" if first == last else f"{path}, pp. {first}–{last}"
+    if hit.get("node") is not None:
+        return f"{path}, {'element' if kind == 'excalidraw' else 'card'} {hit['node']}"
+    if hit.get("symbol") is not None:
+        return f"{path}, {hit['symbol']}"
+    if kind == "image":  # the lines of the words read off it mean nothing to a person
+        return path
+    return f"{path}:{hit['start_line']}-{hit['end_line']}"
+
+
+def ordered_by(hit: Answer) -> str:
+    """What put a hit where it is: the known-item tier that ranks it above the scored hits
+    (whose scores may then read higher below it), else its score."""
+    tier: str | None = hit.get("ranked_by")
+    if not tier:
+        return f"({hit['score']:.4f})"
+    return f"[{TIER_WORDS.get(tier, tier)}]"
+
+
 def _show_search(answer: Answer) -> None:
     if answer.get("not_waited"):
         click.echo(
@@ -258,14 +295,16 @@ def _show_search(answer: Answer) -> None:
     if not answer["hits"]:
         click.echo("no hits")
     for rank, h in enumerate(answer["hits"], 1):
-        place = f"{h['path']}:{h['start_line']}-{h['end_line']}"
-        if "vault" in h:  # --all: labelled with its vault, scored by the fusion
-            place, score = f"[{h['vault_name']}] {place}", f"({h['score']})"
+        place = located(h)
+        if "vault" in h:  # --all: labelled with its vault, ordered by the fusion's score
+            place, why = f"[{h['vault_name']}] {place}", f"({h['score']})"
         else:  # during a first index a note is found by its words before its vectors are in
             pending = "" if h["indexed"] else "  [words only: vectors pending]"
-            score = f"({h['score']:.4f}){pending}"
-        section = f" › {h['section']}" if h["section"] else ""
-        click.echo(click.style(f"{rank}. {place}", bold=True) + f"  {h['title']}{section}  {score}")
+            why = ordered_by(h) + pending
+        # A code passage's section is its symbol, said in its place already.
+        shown = h["section"] and not (h.get("symbol") and h["section"] == h["symbol"])
+        section = f" › {h['section']}" if shown else ""
+        click.echo(click.style(f"{rank}. {place}", bold=True) + f"  {h['title']}{section}  {why}")
         if h.get("explain") is not None:
             from vaultd.query import explain_line
 
