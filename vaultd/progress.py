@@ -28,6 +28,7 @@ too little done to measure. Figures in docs/benchmarks.md.
 from __future__ import annotations
 
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -138,3 +139,109 @@ def write_around_bars(stream: TextIO, text: str) -> None:
     with tqdm.external_write_mode(file=stream):
         stream.write(text)
         stream.flush()
+
+
+#: How the bar and the progress line name the indexer's phases.
+PHASE_NAMES = {"index": "keyword index", "embed": "embedding"}
+
+
+class Bar:
+    """A pass's progress where its user looks: a bar with counts and time left on a terminal
+    (`vaultd index`, `vaultd run`); elsewhere a line every `every` seconds, given to `say`
+    (`vaultd index` prints it; the daemon logs it).
+
+    The "index" phase (reading, chunking, the keyword index) counts bytes of text and the
+    "embed" phase tokens, so rate and time left follow the work; the time left is the average
+    rate of the phase so far. Called from one thread at a time (the pass's).
+    """
+
+    def __init__(
+        self,
+        enabled: bool,
+        *,
+        tty: bool | None = None,
+        say: Callable[[Snapshot], None] | None = None,
+        every: float = 5.0,
+    ) -> None:
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty() if tty is None else tty
+        self._say = say or _print_line
+        self._every = every
+        self._bar: Any = None
+        self._tracker = Tracker()
+        self._phase = ""
+        self._last = 0.0
+        self._line = ""
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        self._tracker(phase, done, total)
+        if phase != self._phase:
+            self.close()
+            self._phase = phase
+            self._last = 0.0
+            if self.tty and total:
+                from tqdm import tqdm
+
+                in_bytes = phase == "index"
+                self._bar = tqdm(
+                    total=total,
+                    desc=PHASE_NAMES.get(phase, phase),
+                    unit="B" if in_bytes else "tok" if phase == "embed" else "note",
+                    unit_scale=in_bytes or phase == "embed",
+                    unit_divisor=1024,
+                    smoothing=0,  # the phase's average rate, as the daemon's status uses
+                    file=sys.stderr,
+                )
+        if self._bar is not None:
+            self._bar.update(done - self._bar.n)
+        elif total and (time.monotonic() - self._last > self._every or done == total):
+            snapshot = self._tracker.snapshot()
+            line = progress_line(snapshot)
+            if snapshot is not None and line != self._line:
+                self._last, self._line = time.monotonic(), line
+                self._say(snapshot)
+
+    def close(self) -> None:
+        """End the bar of the phase in hand (the pass is done, or the next phase begins)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def finished(self) -> None:
+        """The pass is over: the next one begins afresh, even in a phase of the same name."""
+        self.close()
+        self._phase = ""
+        self._line = ""
+        self._tracker.clear()
+
+
+def _print_line(snapshot: Snapshot) -> None:
+    print(progress_line(snapshot), file=sys.stderr, flush=True)
+
+
+def progress_line(snapshot: Snapshot | None) -> str:
+    """`embedding: 42% (1234/2900 tokens), about 3 min 10 s left`."""
+    if snapshot is None or not snapshot.total:
+        return ""
+    if snapshot.unit == "bytes":
+        scale, name = (1048576, "MiB") if snapshot.total >= 1048576 else (1024, "KiB")
+        counts = f"{snapshot.done / scale:.1f} of {snapshot.total / scale:.1f} {name} of text"
+    else:
+        counts = f"{snapshot.done}/{snapshot.total} {snapshot.unit}"
+    phase = PHASE_NAMES.get(snapshot.phase, snapshot.phase)
+    line = f"{phase}: {100 * snapshot.done / snapshot.total:.0f}% ({counts})"
+    if snapshot.eta_s is not None and snapshot.done < snapshot.total:
+        line += f", about {time_left(snapshot.eta_s)} left"
+    return line
+
+
+def time_left(seconds: float) -> str:
+    """A time left as a person reads it: `42 s`, `3 min 05 s`, `1 h 02 min`."""
+    seconds = round(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    if seconds >= 60:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds} s"

@@ -26,7 +26,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from vaultd.errors import NotReadyError
-from vaultd.progress import Snapshot, Tracker
+
+# The bar and the progress line are shared with `vaultd run` (vaultd.progress); `vaultd
+# index` and `vaultd status` take them from here.
+from vaultd.progress import Bar as Bar
+from vaultd.progress import progress_line as progress_line
 
 if TYPE_CHECKING:
     from vaultd.index.indexer import Summary
@@ -211,84 +215,3 @@ def _status(daemon: Any) -> dict[str, Any]:
 
 def is_terminal() -> bool:
     return sys.stderr.isatty()
-
-
-#: How the bar names the indexer's phases.
-_PHASES = {"index": "keyword index", "embed": "embedding"}
-
-
-class Bar:
-    """A bar with counts and ETA on a terminal; a line every few seconds otherwise.
-
-    The "index" phase (reading, chunking, the keyword index) counts bytes of text and the
-    "embed" phase tokens (see vaultd.progress), so rate and time left follow the work; the
-    time left is the average rate of the phase so far.
-    """
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.tty = sys.stderr.isatty()
-        self._bar: Any = None
-        self._tracker = Tracker()
-        self._phase = ""
-        self._last = 0.0
-        self._line = ""
-
-    def __call__(self, phase: str, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        import time
-
-        self._tracker(phase, done, total)
-        if phase != self._phase:
-            self.close()
-            self._phase = phase
-            if self.tty and total:
-                from tqdm import tqdm
-
-                in_bytes = phase == "index"
-                self._bar = tqdm(
-                    total=total,
-                    desc=_PHASES.get(phase, phase),
-                    unit="B" if in_bytes else "tok" if phase == "embed" else "note",
-                    unit_scale=in_bytes or phase == "embed",
-                    unit_divisor=1024,
-                    smoothing=0,  # the phase's average rate, as the daemon's status uses
-                    file=sys.stderr,
-                )
-        if self._bar is not None:
-            self._bar.update(done - self._bar.n)
-        elif total and (time.monotonic() - self._last > 5 or done == total):
-            line = progress_line(self._tracker.snapshot())
-            if line != self._line:
-                self._last, self._line = time.monotonic(), line
-                click.echo(line, err=True)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-
-
-def progress_line(snapshot: Snapshot | None) -> str:
-    if snapshot is None or not snapshot.total:
-        return ""
-    if snapshot.unit == "bytes":
-        scale, name = (1048576, "MiB") if snapshot.total >= 1048576 else (1024, "KiB")
-        counts = f"{snapshot.done / scale:.1f} of {snapshot.total / scale:.1f} {name} of text"
-    else:
-        counts = f"{snapshot.done}/{snapshot.total} {snapshot.unit}"
-    phase = _PHASES.get(snapshot.phase, snapshot.phase)
-    line = f"{phase}: {100 * snapshot.done / snapshot.total:.0f}% ({counts})"
-    if snapshot.eta_s is not None and snapshot.done < snapshot.total:
-        line += f", about {_duration(snapshot.eta_s)} left"
-    return line
-
-
-def _duration(seconds: float) -> str:
-    seconds = round(seconds)
-    if seconds >= 3600:
-        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
-    if seconds >= 60:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    return f"{seconds} s"
