@@ -376,6 +376,43 @@ class AttachmentsSection:
         return frozenset(on)
 
 
+def _mcp_exclude(value: object) -> tuple[str, ...]:
+    """`[mcp] exclude`: globs, `#tags` and `kind:KIND`s, every bad one reported at once."""
+    from vaultd.records import NOTE_KINDS
+
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _Invalid(f"expected a list of strings, got {_show(value)}")
+    bad = []
+    for rule in value:
+        if rule.startswith("#"):
+            tag = rule[1:]
+            if not tag or any(c.isspace() or c == "#" for c in tag):
+                bad.append(f"{rule!r} (a tag is `#` and a name without spaces)")
+        elif rule.startswith("kind:"):
+            if rule[5:] not in NOTE_KINDS:
+                bad.append(f"{rule!r} (kinds: {', '.join(NOTE_KINDS)})")
+        elif not rule.strip():
+            bad.append(f"{rule!r} (empty)")
+        else:
+            try:
+                pathspec.GitIgnoreSpec.from_lines([rule])
+            except ValueError:
+                bad.append(f"{rule!r} (not a glob)")
+    if bad:
+        raise _Invalid(f"invalid rule(s): {'; '.join(bad)}")
+    return tuple(value)
+
+
+@dataclass(frozen=True, slots=True)
+class McpSection:
+    """`[mcp]`: what AI tools are given (README, "Use from AI tools (MCP)")."""
+
+    #: Files kept from every MCP tool's answers and from `vaultd export`, while `vaultd search`
+    #: and the page still find them: globs (gitignore-style, from the vault root), `#tag`s
+    #: (nested tags too) and `kind:KIND`s (`kind:image`).
+    exclude: tuple[str, ...] = field(default=(), metadata={"parse": _mcp_exclude})
+
+
 #: Section name -> its dataclass, in the order the example file documents them.
 SECTIONS: dict[str, type[Any]] = {
     "vault": VaultSection,
@@ -388,6 +425,7 @@ SECTIONS: dict[str, type[Any]] = {
     "log": LogSection,
     "search": SearchSection,
     "attachments": AttachmentsSection,
+    "mcp": McpSection,
 }
 
 
@@ -410,6 +448,7 @@ class Config:
     log: LogSection = field(default_factory=LogSection)
     search: SearchSection = field(default_factory=SearchSection)
     attachments: AttachmentsSection = field(default_factory=AttachmentsSection)
+    mcp: McpSection = field(default_factory=McpSection)
     #: The file these settings came from; None when only defaults and flags were used.
     source: Path | None = None
 

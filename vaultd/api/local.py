@@ -22,6 +22,7 @@ from vaultd.errors import (
 )
 from vaultd.index import browse
 from vaultd.index.backlinks import backlinks_of
+from vaultd.index.exclusion import Exclusion
 from vaultd.index.export import export_records
 from vaultd.index.mentions import unlinked_mentions
 from vaultd.index.names import note_named
@@ -237,5 +238,10 @@ class LocalService:
         return o.RecentResponse.model_validate({"notes": notes})
 
     def export(self, request: o.ExportRequest) -> Iterator[o.ExportRecord]:
-        for record in export_records(self.index.store, with_vectors=request.vectors):
+        # `[mcp] exclude` holds for an export too (vaultd.index.export says why).
+        exclusion = Exclusion.of(self.index.config.mcp.exclude)
+        records = export_records(
+            self.index.store, with_vectors=request.vectors, exclusion=exclusion
+        )
+        for record in records:
             yield o.ExportRecord.model_validate(record)

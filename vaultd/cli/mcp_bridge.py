@@ -34,9 +34,26 @@ from pydantic import ConfigDict
 from vaultd import __version__
 from vaultd.api.client import Client
 from vaultd.api.limits import MAX_BODY
-from vaultd.api.operations import BY_NAME, Operation, Request, checked, deprecated_aliases
+from vaultd.api.operations import (
+    BY_NAME,
+    NoteReadRequest,
+    NoteRequest,
+    Operation,
+    Request,
+    checked,
+    deprecated_aliases,
+)
 from vaultd.cli.common import DaemonOrIndex
-from vaultd.errors import EXIT_FAILURE, ConfigError, QueryError, VaultdError
+from vaultd.cli.mcp_exclude import Screen
+from vaultd.errors import (
+    EXIT_FAILURE,
+    ConfigError,
+    NoteNotIndexedError,
+    NoteUnavailableError,
+    QueryError,
+    VaultdError,
+)
+from vaultd.index.exclusion import Exclusion
 from vaultd.storage.lock import Holder
 
 INSTRUCTIONS = (
@@ -196,8 +213,10 @@ class Bridge:
     """The tools' logic: each call checked by its operation's request model (the daemon's
     words for what is wrong), asked of `answers`, and answered as plain data."""
 
-    def __init__(self, answers: DaemonOrIndex) -> None:
+    def __init__(self, answers: DaemonOrIndex, exclusion: Exclusion | None = None) -> None:
         self.answers = answers
+        #: `[mcp] exclude`: applied here, to every tool's request and answer.
+        self.exclusion = exclusion
         #: Calls running in their threads, those left there when cancelled among them.
         self.running = 0
         self._counting = threading.Lock()
@@ -233,14 +252,37 @@ class Bridge:
             )
         if problems or request is None:
             raise _tool_error("; ".join(problems))
+        screen = Screen(self.exclusion, self._note_of) if self.exclusion is not None else None
         try:
+            if screen is not None and isinstance(request, NoteRequest):
+                self._admit(screen, request.path)
             answer = self.answers.call(tool.operation, request)
         except VaultdError as exc:
             # What the daemon refused and what kept it from answering read the same: the
             # message, which says what to do.
             raise _tool_error(str(exc)) from exc
         found = answer.model_dump(mode="json", exclude_unset=True)
+        if screen is not None:
+            found = screen.answer(tool.operation, found)
         return tool.shape(found) if tool.shape is not None else found
+
+    def _note_of(self, path: str) -> tuple[list[str], str] | None:
+        """An indexed note's tags and kind, None when it cannot be told."""
+        try:
+            note = self.answers.call("note", checked(NoteReadRequest, {"path": path}))
+        except VaultdError:
+            return None
+        return list(note.tags), str(note.kind)
+
+    def _admit(self, screen: Screen, name: str) -> None:
+        """Raises as for a note not indexed when the note `name` means is kept from AI tools
+        (its text, links and neighbours are never asked for)."""
+        try:
+            note = self.answers.call("note", checked(NoteReadRequest, {"path": name}))
+        except NoteUnavailableError:
+            return  # no such note: the call itself says so
+        if screen.excluded(note.path, note.tags, note.kind):
+            raise NoteNotIndexedError(name)
 
 
 def _tool(bridge: Bridge, spec: ToolSpec) -> Any:
@@ -296,10 +338,10 @@ def serve(config_file: Path | None, vault: Path | None, socket_file: Path | None
     whatever state vaultd is in (see the module)."""
     import anyio
 
-    answers, instructions = _answers(config_file, vault, socket_file)
+    answers, instructions, exclusion = _answers(config_file, vault, socket_file)
     from vaultd.cli.mcp_stdio import serve_stdio
 
-    bridge = Bridge(answers)
+    bridge = Bridge(answers, exclusion)
     given_up = anyio.run(serve_stdio, build_server(bridge, instructions))
     if given_up or bridge.running:
         # A call given up, or cancelled by the client, may still run in its thread, which the
@@ -310,8 +352,9 @@ def serve(config_file: Path | None, vault: Path | None, socket_file: Path | None
 
 def _answers(
     config_file: Path | None, vault: Path | None, socket_file: Path | None
-) -> tuple[DaemonOrIndex, str]:
-    """Where this bridge's requests go, and the instructions that say so."""
+) -> tuple[DaemonOrIndex, str, Exclusion | None]:
+    """Where this bridge's requests go, the instructions that say so, and what of the vault
+    the answers leave out (`[mcp] exclude`)."""
     from vaultd.config import LogSection, load_config
     from vaultd.layout import vault_id
     from vaultd.logs import configure
@@ -322,9 +365,14 @@ def _answers(
     except ConfigError as exc:
         configure(LogSection())  # stderr: stdout belongs to the protocol
         problem = f"vaultd's configuration cannot be used: {exc}. Fix it, or {SET_UP}"
-        return unconfigured(problem), f"{INSTRUCTIONS} vaultd is not set up yet: {problem}."
+        return unconfigured(problem), f"{INSTRUCTIONS} vaultd is not set up yet: {problem}.", None
     if config.vault.path is None and socket_file is None:
-        return unconfigured(NO_VAULT), f"{INSTRUCTIONS} vaultd is not set up yet: {NO_VAULT}."
+        return (
+            unconfigured(NO_VAULT),
+            f"{INSTRUCTIONS} vaultd is not set up yet: {NO_VAULT}.",
+            None,
+        )
+    exclusion = Exclusion.of(config.mcp.exclude)
     if socket_file is None:
         answers = DaemonOrIndex.of(config, Holder.MCP)
     else:
@@ -345,8 +393,8 @@ def _answers(
     except VaultdError as exc:
         # A daemon that is there but cannot answer (stopped, another vault's, not the user's):
         # each call looks again, and says this while it lasts.
-        return answers, f"{INSTRUCTIONS} vaultd cannot answer now: {exc}."
-    return answers, INSTRUCTIONS + (NO_DAEMON if found is None else "")
+        return answers, f"{INSTRUCTIONS} vaultd cannot answer now: {exc}.", exclusion
+    return answers, INSTRUCTIONS + (NO_DAEMON if found is None else ""), exclusion
 
 
 def format_tools(formatter: click.HelpFormatter) -> None:
