@@ -18,7 +18,7 @@ from vaultd.config import (
     parse_duration,
     section_keys,
 )
-from vaultd.errors import ConfigError
+from vaultd.errors import ConfigError, FlagError
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "config" / "vaultd.example.toml"
 
@@ -94,10 +94,14 @@ def test_load_config_without_path_reads_vaultd_config_env(
 
 
 def test_explicit_missing_file_is_an_error(tmp_path: Path, env: dict[str, str]) -> None:
+    """Blamed on what named it (issue 52): there is no file whose content could be wrong."""
     missing = tmp_path / "nope.toml"
-    assert problems_of(missing, env) == ["file not found"]
-    with pytest.raises(ConfigError, match="file not found"):
+    with pytest.raises(FlagError) as caught:
+        load_config(missing, env=env)
+    assert str(caught.value) == f"--config {missing}: file not found"
+    with pytest.raises(FlagError) as caught:
         load_config(env={**env, "VAULTD_CONFIG": str(missing)})
+    assert str(caught.value) == f"$VAULTD_CONFIG {missing}: file not found"
 
 
 # -- values ----------------------------------------------------------------------------------

@@ -70,7 +70,6 @@ def test_without_a_daemon_the_tools_answer_from_the_index_or_say_to_index(
     sockets = short_socket_dir()  # no daemon will ever answer here
     with config.open("a", encoding="utf-8") as f:
         f.write(f'[server]\nsocket = "{sockets}/none.sock"\n')
-    vault = tmp_path / "vault"
 
     async def steps(client: ClientSession, hello: Any) -> Any:
         never_indexed = await client.call_tool("search", {"query": "otters"})
@@ -91,8 +90,9 @@ def test_without_a_daemon_the_tools_answer_from_the_index_or_say_to_index(
     assert "no vaultd daemon is running" in hello.instructions.lower()
     assert "index as last written" in hello.instructions
     text = error_text(never_indexed)
-    assert "never indexed" in text and f"vaultd index --vault {vault}" in text, text
-    assert "vaultd run" in text, text
+    # The commands suggested carry the bridge's own --config (vaultd.hints).
+    assert "never indexed" in text and f"`vaultd index --config {config}`" in text, text
+    assert f"`vaultd run --config {config}`" in text, text
     assert not found.is_error and found.structured_content["hits"][0]["path"] == (
         "Animals/Otter.md"
     )

@@ -183,11 +183,13 @@ def test_read_only_commands_on_a_never_indexed_vault_say_so_and_create_nothing(
     assert searched.returncode == 1, searched.stdout + searched.stderr
     assert "no hits" not in searched.stdout
     assert "never indexed" in searched.stderr
-    assert f"vaultd index --vault {vault}" in searched.stderr and "vaultd run" in searched.stderr
+    # The commands suggested carry the --config given (vaultd.hints).
+    assert f"`vaultd index --config {config}`" in searched.stderr, searched.stderr
+    assert f"`vaultd run --config {config}`" in searched.stderr, searched.stderr
 
     shown = cli("status", "--config", str(config), env=env)
     assert shown.returncode == 1, shown.stdout + shown.stderr
-    assert "never indexed" in shown.stdout and f"vaultd index --vault {vault}" in shown.stderr
+    assert "never indexed" in shown.stdout and f"`vaultd index --config {config}`" in shown.stderr
     as_json = cli("status", "--json", "--config", str(config), env=env)
     assert as_json.returncode == 1
     assert json.loads(as_json.stdout)["status"] == "never_indexed"

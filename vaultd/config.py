@@ -21,7 +21,7 @@ from typing import Any, Literal, get_args
 
 import pathspec
 
-from vaultd.errors import ConfigError
+from vaultd.errors import ConfigError, FlagError
 
 WatchBackend = Literal["auto", "native", "polling"]
 LogLevel = Literal["debug", "info", "warning", "error"]
@@ -451,6 +451,8 @@ class Config:
     mcp: McpSection = field(default_factory=McpSection)
     #: The file these settings came from; None when only defaults and flags were used.
     source: Path | None = None
+    #: Whether --vault named the vault: a vault that is not there is then the option's fault.
+    vault_given: bool = False
 
     def require_vault(self) -> Path:
         """The vault directory, for commands that cannot run without one."""
@@ -463,6 +465,8 @@ class Config:
             )
         if not path.is_dir():
             problem = "is not a directory" if path.exists() else "does not exist"
+            if self.vault_given:
+                raise FlagError("--vault", str(path), f"the folder {problem}")
             raise ConfigError([f"vault {path} {problem}"], source=str(self.source or ""))
         return path
 
@@ -589,7 +593,14 @@ def load_config(
     """
     env = os.environ if env is None else env
     source = config_path(path, env)
-    doc = _read_toml(source) if source is not None else {}
+    try:
+        doc = _read_toml(source) if source is not None else {}
+    except ConfigError:
+        # A file that is not there was named by the option or the variable: it is at fault.
+        if source is None or source.exists() or (path is None and not env.get(CONFIG_ENV)):
+            raise
+        named = "--config" if path is not None else f"${CONFIG_ENV}"
+        raise FlagError(named, str(source), "file not found") from None
     base = source.parent.resolve() if source is not None else Path.cwd()
 
     problems: list[str] = []
@@ -628,4 +639,5 @@ def load_config(
     return Config(
         **{name: SECTIONS[name](**section) for name, section in values.items()},
         source=source,
+        vault_given=vault is not None,
     )

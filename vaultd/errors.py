@@ -94,6 +94,15 @@ class ConfigError(VaultdError):
         super().__init__(f"invalid configuration{where}:\n{lines}")
 
 
+class FlagError(ConfigError):
+    """Raised when what a command-line option (--config, --vault) or $VAULTD_CONFIG names
+    cannot be used: the option is named, not a config file that may not even be read."""
+
+    def __init__(self, option: str, value: str, problem: str) -> None:
+        super().__init__([f"{option} {value}: {problem}"])
+        self.args = (self.problems[0],)
+
+
 class LockedError(VaultdError):
     """Raised when another process already owns the data directory.
 
@@ -204,11 +213,13 @@ class NotIndexedError(VaultdError):
     """Raised when a command that only reads the index finds that the vault was never indexed."""
 
     def __init__(self, vault: str, data_dir: str) -> None:
+        from vaultd.hints import suggest
+
         self.vault = vault
         self.data_dir = data_dir
         super().__init__(
             f"the vault {vault} was never indexed (no index in {data_dir}); index it with "
-            f"`vaultd index --vault {shlex.quote(vault)}`, or start the daemon (`vaultd run`)"
+            f"{suggest('index')}, or start the daemon ({suggest('run')})"
         )
 
 

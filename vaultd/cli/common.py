@@ -12,9 +12,9 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from functools import wraps
+from functools import partial, wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -45,8 +45,20 @@ VAULT_HELP = "The vault folder (overrides [vault] path)."
 
 
 def handle_errors(func: F) -> F:
+    """`func` as a command whose VaultdErrors end it cleanly; its --config and --vault are
+    carried into every command its messages suggest (vaultd.hints)."""
+
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from vaultd import hints
+
+        ctx = click.get_current_context(silent=True)
+        root = ctx.find_root().command if ctx is not None else None
+        hints.given(
+            kwargs.get("config_file"),
+            kwargs.get("vault"),
+            None if root is None else partial(options_of, root),
+        )
         try:
             return func(*args, **kwargs)
         except VaultdError as exc:
@@ -59,6 +71,16 @@ def handle_errors(func: F) -> F:
             sys.exit(exc.exit_code)
 
     return wrapper  # type: ignore[return-value]
+
+
+def options_of(root: click.Command, words: Sequence[str]) -> frozenset[str]:
+    """The options of the command `vaultd WORDS...` (its first words that name commands)."""
+    found = root
+    for word in words:
+        if not isinstance(found, click.Group) or word not in found.commands:
+            break
+        found = found.commands[word]
+    return frozenset(o for p in found.params if isinstance(p, click.Option) for o in p.opts)
 
 
 def typed(field: str) -> str:
@@ -167,12 +189,16 @@ class DaemonOrIndex:
         self,
         locate: Callable[[], Client | None],
         config: Any,
-        fix: str = "start it with `vaultd run`",
+        fix: str | None = None,
         holder: Holder = Holder.QUERY,
     ) -> None:
         self._locate = locate
         self._config = config
         self._fix = fix
+        if fix is None:
+            from vaultd.hints import suggest
+
+            self._fix = f"start it with {suggest('run')}"
         self._holder = holder
         self.client: Client | None = None
         # open_index takes the data directory's lock: two calls at once would refuse each other.

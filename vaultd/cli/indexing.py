@@ -142,12 +142,14 @@ def stopped_report(stop: Stopped, counts: dict[str, int], embedded_now: int) -> 
 
 
 def stopped_message(report: dict[str, Any]) -> str:
+    from vaultd.hints import suggest
+
     kept = report["chunks"] - report["chunks_awaiting"]
     return (
         f"vaultd: stopped by {report['stopped']}; everything finished is kept: "
         f"{kept} of {report['chunks']} chunks embedded "
         f"({report['notes_embedded']} of {report['notes']} notes). "
-        "Run `vaultd index` again to continue from there."
+        f"Run {suggest('index')} again to continue from there."
     )
 
 

@@ -22,6 +22,7 @@ import click
 from vaultd.cli.common import handle_errors
 from vaultd.config import CONFIG_ENV, default_config_file, load_config
 from vaultd.errors import ConfigError, SetupError
+from vaultd.hints import suggest
 
 #: Where Obsidian keeps a vault's settings: a folder holding one is a vault.
 OBSIDIAN_DIR = ".obsidian"
@@ -61,7 +62,7 @@ def find_vault(given: Path | None, cwd: Path) -> Path:
             return cwd.resolve()
         raise SetupError(
             f"{cwd} is not an Obsidian vault (it has no {OBSIDIAN_DIR}/ folder): "
-            "name the vault's folder, as in `vaultd init ~/Notes`"
+            f"name the vault's folder, as in {suggest('init', '~/Notes')}"
         )
     vault = Path(os.path.expanduser(given)).resolve()
     if not vault.is_dir():
@@ -109,7 +110,8 @@ def write(
             else f"`vaultd run --config {shlex.quote(str(config))}` reads it"
         )
         raise SetupError(
-            f"{config} exists already: keep it ({reader}), or replace it with `vaultd init --force`"
+            f"{config} exists already: keep it ({reader}), or replace it with "
+            f"{suggest('init', shlex.quote(str(vault)), '--force')}"
         )
     if config.is_dir():
         raise SetupError(f"{config} is a folder; name a file with --config FILE")

@@ -54,6 +54,7 @@ from vaultd.errors import (
     VaultdError,
 )
 from vaultd.index.exclusion import Exclusion
+from vaultd.hints import suggest
 from vaultd.storage.lock import Holder
 
 INSTRUCTIONS = (
@@ -69,18 +70,30 @@ INSTRUCTIONS = (
     "markup, not a match. A note is named by its path ('Plugins/Canvas.md') or, as in "
     "Obsidian, by its name ('Canvas')."
 )
-#: Added to the instructions when no daemon answers as the bridge starts.
-NO_DAEMON = (
-    " No vaultd daemon is running: answers come from the index as last written; start "
-    "`vaultd run` to keep it fresh."
-)
-#: What fixes a bridge with no vault to serve.
-SET_UP = (
-    "run `vaultd init ~/Notes` (your vault's folder) to write a config, or add "
-    '"--vault", "/path/to/your/vault" to this server\'s args in the MCP client\'s settings; '
-    "then restart the MCP server"
-)
-NO_VAULT = f"vaultd has no vault to serve (no config file names one, and no --vault): {SET_UP}"
+# The messages below suggest commands with the bridge's own --config and --vault (vaultd.hints):
+# built when said, after the command line was read.
+
+
+def no_daemon() -> str:
+    """Added to the instructions when no daemon answers as the bridge starts."""
+    return (
+        " No vaultd daemon is running: answers come from the index as last written; start "
+        f"{suggest('run')} to keep it fresh."
+    )
+
+
+def set_up() -> str:
+    """What fixes a bridge with no vault to serve."""
+    return (
+        f"run {suggest('init', '~/Notes')} (your vault's folder) to write a config, or add "
+        '"--vault", "/path/to/your/vault" to this server\'s args in the MCP client\'s settings; '
+        "then restart the MCP server"
+    )
+
+
+def no_vault() -> str:
+    return f"vaultd has no vault to serve (no config file names one, and no --vault): {set_up()}"
+
 
 #: What of a search hit is vaultd's business, not the assistant's.
 HIT_INTERNALS = ("id", "indexed")
@@ -364,12 +377,12 @@ def _answers(
         configure(config.log)
     except ConfigError as exc:
         configure(LogSection())  # stderr: stdout belongs to the protocol
-        problem = f"vaultd's configuration cannot be used: {exc}. Fix it, or {SET_UP}"
+        problem = f"vaultd's configuration cannot be used: {exc}. Fix it, or {set_up()}"
         return unconfigured(problem), f"{INSTRUCTIONS} vaultd is not set up yet: {problem}.", None
     if config.vault.path is None and socket_file is None:
         return (
-            unconfigured(NO_VAULT),
-            f"{INSTRUCTIONS} vaultd is not set up yet: {NO_VAULT}.",
+            unconfigured(no_vault()),
+            f"{INSTRUCTIONS} vaultd is not set up yet: {no_vault()}.",
             None,
         )
     exclusion = Exclusion.of(config.mcp.exclude)
@@ -385,7 +398,7 @@ def _answers(
         answers = DaemonOrIndex(
             lambda: named if named.health() is not None else None,
             config if configured else None,
-            f"start it (`vaultd run`) or {SET_UP}",
+            f"start it ({suggest('run')}) or {set_up()}",
             Holder.MCP,
         )
     try:
@@ -394,7 +407,7 @@ def _answers(
         # A daemon that is there but cannot answer (stopped, another vault's, not the user's):
         # each call looks again, and says this while it lasts.
         return answers, f"{INSTRUCTIONS} vaultd cannot answer now: {exc}.", exclusion
-    return answers, INSTRUCTIONS + (NO_DAEMON if found is None else ""), exclusion
+    return answers, INSTRUCTIONS + (no_daemon() if found is None else ""), exclusion
 
 
 def format_tools(formatter: click.HelpFormatter) -> None:

@@ -171,13 +171,14 @@ def _option(name: str, info: Any) -> click.Option:
 def ask(config: Any, operation: str, request: Any, note: str | None = None) -> Answer:
     """The answer's JSON; a note no indexed note answers to is the user's input."""
     from vaultd.errors import NoteNotIndexedError, QueryError
+    from vaultd.hints import suggest
 
     try:
         answer = common.DaemonOrIndex.of(config).call(operation, request)
     except NoteNotIndexedError:
         if note is None:
             raise
-        raise QueryError(f"{note} is not an indexed note (see `vaultd status`)") from None
+        raise QueryError(f"{note} is not an indexed note (see {suggest('status')})") from None
     dumped: Answer = answer.model_dump(mode="json", exclude_unset=True)
     return dumped
 
@@ -284,10 +285,12 @@ def ordered_by(hit: Answer) -> str:
 
 
 def _show_search(answer: Answer) -> None:
+    from vaultd.hints import suggest
+
     if answer.get("not_waited"):
         click.echo(
             "vaultd: no daemon is running, so nothing was waited for: these hits are from the "
-            "index as last written (`vaultd run` keeps it fresh)",
+            f"index as last written ({suggest('run')} keeps it fresh)",
             err=True,
         )
     if answer.get("showing"):

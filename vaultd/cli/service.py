@@ -27,6 +27,7 @@ from xml.sax.saxutils import escape
 
 from vaultd.config import config_path, load_config
 from vaultd.errors import ConfigError
+from vaultd.hints import suggest
 
 Kind = Literal["systemd", "launchd"]
 KindChoice = Literal["systemd", "launchd", "auto"]
@@ -225,7 +226,7 @@ def _startable(
         fix = (
             "fix the file, or pass --vault DIR"
             if config_file is not None
-            else "pass --vault DIR, or write a config with `vaultd init DIR`"
+            else f"pass --vault DIR, or write a config with {suggest('init', 'DIR')}"
         )
         raise ConfigError(
             [*exc.problems, f"no service file written: the service could not start; {fix}"],

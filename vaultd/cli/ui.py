@@ -20,7 +20,8 @@ import click
 from vaultd.api.locate import find_daemon
 from vaultd.cli.common import vault_command
 from vaultd.config import load_config
-from vaultd.errors import SetupError, StartupError
+from vaultd.errors import NoDaemonError, StartupError
+from vaultd.hints import suggest
 from vaultd.ui.link import LinkFile, write_link
 from vaultd.ui.owner import can_tell
 from vaultd.ui.server import IDLE, serve
@@ -61,9 +62,9 @@ def ui(
         )
     client = find_daemon(config.server.socket, root, config.require_store(), os.environ)
     if client is None:
-        raise SetupError(
-            f"no daemon is running for {root}; start it with `vaultd run --vault {root}` "
-            "(or `vaultd service install`), then run `vaultd ui` again"
+        raise NoDaemonError(
+            f"no daemon is running for {root}; start it with {suggest('run')} (or "
+            f"{suggest('service', 'install')}), then run {suggest('ui')} again"
         )
     link: LinkFile | None = None
 

@@ -42,6 +42,7 @@ import numpy as np
 
 from vaultd.answers import Passage, RelatedNote
 from vaultd.errors import QueryError, VectorsPendingError
+from vaultd.hints import suggest
 from vaultd.index.links import resolve_links
 from vaultd.index.ranking import rrf
 from vaultd.query import HOWS, STOP_WORDS, How, is_unspaced
@@ -180,7 +181,7 @@ class RelatedNotes:
         """
         note = chunks = self.manifest.chunks_of(path)
         if not chunks:
-            raise QueryError(f"{path} is not an indexed note (see `vaultd status`)")
+            raise QueryError(f"{path} is not an indexed note (see {suggest('status')})")
         if lines is not None:
             first, last = lines
             chunks = [c for c in note if c.end_line >= first and c.start_line <= last]
