@@ -223,6 +223,24 @@ def test_6_a_typo_is_answered_in_words_a_person_can_read(page: Any, daemon: Runn
     assert not unread, said
 
 
+def test_6_a_decisive_query_as_typed_offers_its_correction_as_a_link(
+    page: Any, daemon: RunningDaemon, vault: Path
+) -> None:
+    """A query that names a note as typed is searched as typed; its likely correction is a
+    link that searches the corrected query."""
+    (vault / "Kyotto.md").write_text("# Kyoto trip\n\nTemples in Kyoto.\n", encoding="utf-8")
+    daemon.search("kyoto", k=1, wait_for="Kyotto.md")
+    page.goto(page.url.split("#")[0] + "#search")
+    page.fill("#q", "kyotto")
+    hits_drawn(page, "kyotto")
+    offer = page.locator("#correction a.did-you-mean")
+    assert offer.text_content() == "kyoto"
+    assert page.text_content("#correction") == "Did you mean kyoto?"
+    offer.click()
+    hits_drawn(page, "kyoto")
+    assert page.input_value("#q") == "kyoto"
+
+
 #: The snippet of each hit as drawn: its pieces of text, each marked or not.
 DRAWN = """li => Array.from(li.querySelector('.snippet').childNodes, n =>
     [n.textContent, n.nodeName === 'MARK'])"""

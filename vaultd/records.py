@@ -492,10 +492,14 @@ class SearchResult:
     corrections: tuple[Correction, ...] = ()
     #: The query as searched, when a correction decided the first hit; None otherwise.
     showing: str | None = None
+    #: The query with its typos corrected, offered when the query as typed was decisive and
+    #: searched as typed (no correction applied); None otherwise.
+    did_you_mean: str | None = None
 
     def as_json(self, explain: bool = False) -> dict[str, Any]:
         return {
             "hits": [h.as_json(explain) for h in self.hits],
             "corrections": [c.as_json() for c in self.corrections],
             "showing": self.showing,
+            "did_you_mean": self.did_you_mean,
         }

@@ -556,11 +556,17 @@ class SearchResponse(Response):
     hits: list[Hit]
     corrections: list[Correction] = Field(
         default_factory=list,
-        description="Query words the vault does not hold (or holds far more rarely than a "
-        "close neighbour), also searched within one or two edits.",
+        description="Query words that the vault holds in no form and that are no common "
+        "word, also searched within one or two edits (applied: the typed query found nothing "
+        "decisive).",
     )
     showing: str | None = Field(
         None, description="The query as searched, when a correction decided the first hit."
+    )
+    did_you_mean: str | None = Field(
+        None,
+        description="The query with its likely typos corrected, offered when the query as "
+        "typed found a note's name or its words in order and was searched as typed.",
     )
     not_waited: Literal["no_daemon"] | None = Field(
         None,

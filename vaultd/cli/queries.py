@@ -295,6 +295,8 @@ def _show_search(answer: Answer) -> None:
         )
     if answer.get("showing"):
         click.echo(f"showing results for {answer['showing']}")
+    if answer.get("did_you_mean"):
+        click.echo(f"did you mean: {answer['did_you_mean']}")
     if not answer["hits"]:
         click.echo("no hits")
     for rank, h in enumerate(answer["hits"], 1):

@@ -12,11 +12,13 @@ holding it in tiers above the fusion (docs/search.md, "Known items"), best first
 4. **proximity**: the passage holds every word of the query (stop words aside) close together;
 5. **rare word**: the passage holds a word of a short query that only one or two notes hold.
 
-Typos: a query word of 5 letters or more that the vault's words index does not hold (or holds
-in at most `RARE_CHUNKS` chunks while a neighbour is held `MUCH_COMMONER` times as often) is
-also searched as the index's terms within one edit (5 to 8 letters) or two (9 and more), a swap
-of two letters counting as one. Scripts written without spaces are never corrected: their runs
-are searched as pairs of characters, which a typo leaves mostly intact.
+Typos: a query word of 4 letters or more that the vault holds in no form and that is no stop
+word nor common word of the language (`correctable`) is also searched as the index's terms
+within one edit (4 to 8 letters) or two (9 and more), a swap of two letters counting as one.
+A word the vault or the language knows is never corrected: a correction that cannot be wrong
+is one made only where the word as typed finds nothing. Scripts written without spaces are
+never corrected: their runs are searched as pairs of characters, which a typo leaves mostly
+intact.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 
 from vaultd.query import STOP_WORDS, ParsedQuery, has_phrase, is_unspaced
 from vaultd.records import Correction
+from vaultd.storage import common_words
 from vaultd.storage.keyword import stems
 from vaultd.storage.manifest import Manifest
 from vaultd.storage.vocabulary import Names, Vocabulary, chunks_holding
@@ -51,10 +54,6 @@ MAX_CANDIDATES = 3
 MAX_VARIANTS = 16
 #: A word held by at most this many chunks is a rare-word candidate (then counted by notes).
 RARE_CHUNKS = 8
-#: A word held by at most this many chunks may be a typo of a neighbour held this many times
-#: as often (help questions: allowing 8 chunks corrected `equations` to `equal`, a loss).
-TYPO_CHUNKS = 2
-MUCH_COMMONER = 20
 #: A word is rare when at most this many notes hold it, and decides only in a query of at most
 #: this many words (stop words aside): in a longer question a rare word is one clue of several.
 RARE_NOTES = 2
@@ -125,6 +124,16 @@ def display(text: str) -> str:
 def query_words(query: str) -> tuple[str, ...]:
     """The query's words of spaced scripts in order, repeats kept (the phrase as typed)."""
     return tuple(w for w in _WORD.findall(query.replace('"', " ")) if w != "_")
+
+
+def correctable(word: str, vocabulary: Vocabulary) -> bool:
+    """Whether `word`, which no passage holds as the words index stems it, may be a typo: not
+    a stop word, not held by the vault in another form (the index's term for `accident` is
+    `accid`, while `accidentally` gives the term `accident`: the vault holds the word), and
+    not a common word of the language (`vaultd.storage.common_words`). A word the vault holds
+    as its own stem, in any case or number, never reaches here."""
+    lower = word.lower()
+    return not (lower in STOP_WORDS or lower in vocabulary.chunks or common_words.is_common(word))
 
 
 def edits_allowed(word: str, held: bool = True) -> int:
@@ -226,7 +235,7 @@ def gather(
         variants = _variants(content, alternatives)
         gap = NEAR_GAP * (len(content) - 1)
         chunks[PROXIMITY] = required(
-            " OR ".join(f"NEAR({' '.join(_quoted(w) for w in v)}, {gap})" for v in variants)
+            " OR ".join(f"NEAR({' '.join(quoted(w) for w in v)}, {gap})" for v in variants)
         )
     chunks[RARE] = _rare(manifest, vocabulary, asked if short else [], stem_of, paths)
     for chunk_id in chunks[RARE]:
@@ -267,7 +276,7 @@ def _or_ed(
     long = len(asked) > MAX_OR_CORRECTED_WORDS
     return tuple(
         dict.fromkeys(
-            _quoted(t)
+            quoted(t)
             for word, alts in alternatives.items()
             if short or (not long and vocabulary.chunks.get(stem_of[word], 0) == 0)
             for t in alts
@@ -290,7 +299,7 @@ def _rare(
             continue
         held = vocabulary.chunks.get(term, 0)
         if 0 < held <= RARE_CHUNKS:
-            holding = chunks_holding_paths(manifest, _quoted(word), paths, RARE_CHUNKS + 1)
+            holding = chunks_holding_paths(manifest, quoted(word), paths, RARE_CHUNKS + 1)
             if 0 < len({p for _, p in holding}) <= RARE_NOTES:
                 rare.update(i for i, _ in holding)
     return frozenset(rare)
@@ -325,7 +334,7 @@ def _corrections(
         term = stem_of.get(word)
         held = vocabulary.chunks.get(term, 0) if term else 0
         edits = edits_allowed(word, held > 0) if typos else 0
-        if term is None or edits == 0 or held > TYPO_CHUNKS:
+        if term is None or edits == 0 or held or not correctable(word, vocabulary):
             if term is not None and held == 0 and not is_unspaced(word):
                 absent.append(word)
             continue
@@ -335,8 +344,7 @@ def _corrections(
     # variant none of whose long prefixes is a term cannot stem to one, and is not stemmed.
     typed = {
         v: w
-        for w, _, _, held in wanted
-        if not held  # a word the vault holds is no typo of its own; its neighbours suffice
+        for w, _, _, _ in wanted
         for v in one_edit(w.lower())
         if any(v[:n] in vocabulary.chunks for n in range(max(3, len(v) - 4), len(v) + 1))
     }
@@ -355,17 +363,12 @@ def _corrections(
                 found[word][t] = (d, t)
     corrections: list[Correction] = []
     alternatives: dict[str, tuple[str, ...]] = {}
-    for word, term, _, held in wanted:
+    for word, term, _, _ in wanted:
         ranked = sorted(
-            (d, -vocabulary.chunks[t], t, form)
-            for t, (d, form) in found[word].items()
-            # A word the vault holds is corrected only towards a far commoner neighbour one
-            # edit away (two corrected `equations`, which two help notes hold, to `quot`).
-            if t != term and (not held or (d == 1 and vocabulary.chunks[t] >= MUCH_COMMONER * held))
+            (d, -vocabulary.chunks[t], t, form) for t, (d, form) in found[word].items() if t != term
         )[:MAX_CANDIDATES]
         if not ranked:
-            if not held:
-                absent.append(word)
+            absent.append(word)
             continue
         alternatives[word] = tuple(form for _, _, _, form in ranked)
         corrections += [Correction(word=word, term=t, edits=d) for d, _, t, _ in ranked]
@@ -416,7 +419,7 @@ def _variants(
     return list(itertools.islice(itertools.product(*options), MAX_VARIANTS))
 
 
-def _quoted(word: str) -> str:
+def quoted(word: str) -> str:
     return '"' + word.replace('"', "") + '"'
 
 

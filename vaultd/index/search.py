@@ -49,6 +49,7 @@ from vaultd.records import Hit, SearchResult
 from vaultd.storage.keyword import KEYWORD_WEIGHTS
 from vaultd.storage.manifest import Manifest, StoredChunk
 from vaultd.storage.vectors import VectorStore
+from vaultd.storage.vocabulary import chunks_holding
 
 #: The notes' first passages come from one vector search this many times deeper than the
 #: passages' (`Searcher.retrieve`), not from a second search filtered to first passages:
@@ -65,6 +66,10 @@ ROUTE_COUNTS_SECONDS = 60.0
 #: and Meilisearch's ranking do): BM25 gives it little weight, and ranking every passage that
 #: holds it was most of a search's time on obsidian-hub (docs/benchmarks.md, "Known items").
 COMMON_SHARE = 1 / 3
+#: The known-item tiers that the query as typed decides: when one of them holds the first hit,
+#: the typed query is decisive and is searched as typed, its corrections only offered ("did
+#: you mean").
+TYPED_TIERS = ("name", "phrase", "stemmed phrase")
 
 
 class Searcher:
@@ -156,16 +161,35 @@ class Searcher:
             self.manifest, self.embedder.model_id, parsed, mode, ranked, k, cap, merge,
             settings, evidence, fetched,
         )  # fmt: skip
+        first = hits[0].parts.get("known", {}).get("tier") if hits else None
+        if evidence.corrections and first in TYPED_TIERS:
+            # The query as typed found what it names (a note's name, its words in order): it is
+            # searched as typed, and the corrections are only offered.
+            offered = known.spelled(evidence.corrections, [h.text for h in hits])
+            fetched = {}
+            ranked, evidence = self._retrieve(
+                query, parsed, mode, depth, paths, filters, settings.rrf_k, leads=leads,
+                known_items=known_items, typos=False, fetched=fetched,
+            )  # fmt: skip
+            hits = page(
+                self.manifest, self.embedder.model_id, parsed, mode, ranked, k, cap, merge,
+                settings, evidence, fetched,
+            )  # fmt: skip
+            hits = self._highlighted(hits, parsed, (), cut=snippets)
+            if not all(c.shown for c in offered):
+                offered = known.spelled(offered, self._holding([c.term for c in offered]))
+            return SearchResult(tuple(hits), did_you_mean=known.showing(query, offered))
         hits = self._highlighted(hits, parsed, evidence.extra_terms, cut=snippets)
         corrections = known.spelled(evidence.corrections, [h.text for h in hits[:3]])
-        first = hits[0].parts.get("known", {}).get("tier") if hits else None
-        decided = (
-            bool(corrections)
-            and first not in ("name", "phrase", "stemmed phrase")
-            and (first == "corrected phrase" or bool(evidence.replaced))
-        )
+        decided = bool(corrections) and (first == "corrected phrase" or bool(evidence.replaced))
         shown = known.showing(query, corrections) if decided else None
         return SearchResult(tuple(hits), corrections, shown)
+
+    def _holding(self, terms: Sequence[str], limit: int = 3) -> list[str]:
+        """The texts of a few passages holding one of the index's `terms` (to spell them)."""
+        match = " OR ".join(known.quoted(t) for t in dict.fromkeys(terms))
+        found = self.manifest.read_with(lambda q: chunks_holding(q, match, limit))
+        return [c.text for c in self.manifest.chunks_by_id([i for i, _ in found]).values()]
 
     def _highlighted(
         self, hits: list[Hit], parsed: ParsedQuery, corrected: Sequence[str], cut: bool

@@ -107,7 +107,18 @@ function drawHits(data, kind) {
   list.replaceChildren(...items);
   const corrections = data.corrections || [];
   const note = $("correction");
-  if (data.showing || corrections.length) {
+  if (data.did_you_mean) {
+    // The query as typed was searched; the correction is offered as a link that searches it.
+    const offer = el("a", data.did_you_mean, "did-you-mean");
+    offer.href = "#";
+    offer.addEventListener("click", (event) => {
+      event.preventDefault();
+      $("q").value = data.did_you_mean;
+      search();
+    });
+    note.replaceChildren("Did you mean ", offer, "?");
+    note.hidden = false;
+  } else if (data.showing || corrections.length) {
     note.textContent = data.showing
       ? "Showing results for " + data.showing
       // Without a passage on the page that spells a correction there is only the index's
