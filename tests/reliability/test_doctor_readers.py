@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from harness.daemon import fault_env, write_config
+from harness.daemon import fault_env, running, write_config
 from tests.test_attachments import canvas, make_pdf
 from vaultd.config import load_config
 from vaultd.index.open import open_index
@@ -121,3 +121,17 @@ def test_each_left_out_file_gets_the_advice_of_its_reason(tmp_path: Path) -> Non
     assert "UTF-8" not in manifest["remedy"] and "read access" not in manifest["remedy"]
     # The canvas past max_cards is indexed in part, and the setting to raise is named.
     assert "Board.canvas" in manifest["message"] and "[attachments] max_cards" in manifest["remedy"]
+
+
+def test_a_running_daemons_left_out_files_get_the_same_advice(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "Note.md").write_text("# Note\n\nA kestrel over the verge.\n")
+    (vault / "Scan.pdf").write_bytes(make_pdf(["", ""]))
+    (vault / "Locked.pdf").write_bytes(make_pdf(["A secret page of text."], encrypt=True))
+    with running(vault, tmp_path) as daemon:
+        manifest = doctor(daemon.config)["manifest"]
+    assert "(from the daemon)" in manifest["message"]
+    assert re.search(r"Scan\.pdf: its pages are pictures[^;]*ocr = true", manifest["remedy"])
+    assert re.search(r"Locked\.pdf: encrypted[^;]*password", manifest["remedy"])
+    assert "UTF-8" not in manifest["remedy"] and "max_file_mb" not in manifest["remedy"]
