@@ -53,8 +53,8 @@ from vaultd.errors import (
     QueryError,
     VaultdError,
 )
-from vaultd.index.exclusion import Exclusion
 from vaultd.hints import suggest
+from vaultd.index.exclusion import Exclusion
 from vaultd.storage.lock import Holder
 
 INSTRUCTIONS = (
