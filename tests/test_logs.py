@@ -91,7 +91,7 @@ def test_under_the_journal_each_line_starts_with_its_priority_and_reads_as_text(
         daemon.process.send_signal(signal.SIGHUP)
         wait_until(lambda: "only on restart" in daemon.log_text(), "the restart-only change")
         wait_until(
-            lambda: "lag_p50_ms=" in daemon.log_text().rsplit("path=Garden.md", 1)[1],
+            lambda: "lag_p50=" in daemon.log_text().rsplit("path=Garden.md", 1)[1],
             "a health line after the edit",
         )
     finally:
@@ -114,10 +114,12 @@ def test_under_the_journal_each_line_starts_with_its_priority_and_reads_as_text(
         ("['search', 'watch backend']", 4)
     ]
     edit = [line for line, _ in _by_event(lines, "reconciled") if "path=Garden.md" in line]
-    assert edit and "notes_changed=1" in edit[-1] and " ms=" in edit[-1], lines
+    # Durations read as a person reads them (`took=162 ms`), not as whole milliseconds.
+    assert edit and "notes_changed=1" in edit[-1] and " took=" in edit[-1], lines
+    assert "_ms=" not in edit[-1] and " ms=" not in edit[-1], lines
     health = [line for line, _ in _by_event(lines, "health")][-1]
     assert re.search(r" last_reconcile_at=" + ISO.pattern, health), health
-    assert re.search(r" lag_p50_ms=\d+ ", health), health
+    assert re.search(r" lag_p50=\d+(\.\d)? (ms|s|min) ", health), health
 
 
 JOURNALD = Path("/lib/systemd/systemd-journald")
@@ -254,6 +256,37 @@ def test_a_library_warning_and_a_crash_carry_their_priority_too(tmp_path: Path) 
     assert lines[1].startswith("<2>[critical] uncaught exception"), lines
     assert lines[-1] == "<2>RuntimeError: a bug", lines
     assert all(line.startswith("<2>") for line in lines[1:]), lines
+
+
+def test_durations_read_in_their_unit_on_the_console_and_stay_ms_in_json(tmp_path: Path) -> None:
+    """A reconcile of a first index once logged `ms=583029 keyword_ms=276176`: the console
+    and the journal now say `took=9.7 min keyword=4.6 min`, JSON keeps the milliseconds."""
+    import io
+
+    from vaultd.logs import readable
+
+    assert [readable(v) for v in (583, 1500, 59_949, 583_029, 5_760_000)] == [
+        "583 ms",
+        "1.5 s",
+        "59.9 s",
+        "9.7 min",
+        "1.6 h",
+    ]
+    console, text = LogSection(format="console"), io.StringIO()
+    try:
+        configure(console, stream=text, env={})
+        structlog.get_logger().info("reconciled", notes_seen=3, ms=583029, keyword_ms=276176)
+        structlog.get_logger().info("health", lag_p50_ms=None, lag_p95_ms=1294)
+        shown = text.getvalue()
+        assert "reconciled notes_seen=3 took=9.7 min keyword=4.6 min" in shown, shown
+        assert "health lag_p50=None lag_p95=1.3 s" in shown, shown
+        as_json = io.StringIO()
+        configure(LogSection(format="json"), stream=as_json, env={})
+        structlog.get_logger().info("reconciled", ms=583029, keyword_ms=276176)
+        line = json.loads(as_json.getvalue())
+        assert (line["ms"], line["keyword_ms"]) == (583029, 276176), line
+    finally:
+        configure(LogSection(), env={})
 
 
 def test_the_field_helpers() -> None:

@@ -253,6 +253,15 @@ class DaemonStatus(IndexStatus):
     /v1/status`), as it is."""
 
     status: Literal["starting", "ok", "degraded"]
+    state: Annotated[
+        Literal["starting", "indexing", "idle"],
+        Field(
+            description="What the daemon is doing: `starting` until its first pass begins, "
+            "`indexing` while a full pass (the first index, a rescan) is in hand, its phase in "
+            "`progress`, `idle` otherwise. `status` stays `starting` until the first pass is "
+            "done, though searches are answered meanwhile."
+        ),
+    ]
     reasons: Annotated[dict[str, str], Field(description="Why the daemon is degraded, by part.")]
     indexing: Annotated[str | None, Field(description="What the worker has in hand.")]
     last_reconcile: dict[str, Any] | None

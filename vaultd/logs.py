@@ -8,7 +8,10 @@ text after an ISO 8601 time; a file or a pipe gets JSON (docs/operations.md show
 
 Fields follow one convention whatever the format: a moment is ISO 8601 in UTC with
 milliseconds (`iso`), a measured duration is whole milliseconds in a field named `..._ms`
-(`ms`), and an event that concerns notes names them (`notes`).
+(`ms`), and an event that concerns notes names them (`notes`). JSON keeps those fields as they
+are, for tools; the text a person reads (a terminal, the journal) shows each duration in the
+unit that reads best past a second, under the field's name without `_ms` (`ms` itself reads
+`took`): `took=9.7 min keyword=4.6 min`, not `ms=583029 keyword_ms=276176` (`readable`).
 
 A log file rotates by size (keeping a few old files) so a daemon that runs for months never
 fills the disk with its own log.
@@ -51,6 +54,44 @@ def iso(epoch: float | None) -> str | None:
 def ms(seconds: float | None) -> int | None:
     """A duration in whole milliseconds: finer is noise, coarser hides a short pass."""
     return None if seconds is None else round(seconds * 1000)
+
+
+class _Shown(str):
+    """Text a console line shows as it is, unquoted (`took=9.7 min`, not `took='9.7 min'`)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def readable(milliseconds: float) -> str:
+    """A duration as a person reads it: `583 ms`, `12.3 s`, `9.7 min`, `1.6 h`."""
+    if milliseconds < 1000:
+        return f"{round(milliseconds)} ms"
+    seconds = milliseconds / 1000
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _readable_durations(
+    _: Any, __: str, event: structlog.types.EventDict
+) -> structlog.types.EventDict:
+    """For the console renderer: each `..._ms` field (and `ms`) as `readable` text."""
+    if not any(key == "ms" or key.endswith("_ms") for key in event):
+        return event
+    shown: structlog.types.EventDict = {}
+    for key, value in event.items():
+        is_ms = key == "ms" or key.endswith("_ms")
+        if is_ms and (value is None or type(value) in (int, float)):
+            name = "took" if key == "ms" else key[:-3]
+            shown[name] = None if value is None else _Shown(readable(value))
+        else:
+            shown[key] = value
+    return shown
 
 
 def notes(paths: Collection[str]) -> dict[str, Any]:
@@ -219,6 +260,8 @@ def configure(
     if fmt == "json" or not journal:  # journald stamps each line it receives
         processors.append(_timestamp)
     processors.append(structlog.processors.format_exc_info)
+    if fmt == "console":
+        processors.append(_readable_durations)
     renderer: structlog.types.Processor = (
         # In the order the call gives them: the note an event concerns comes first.
         structlog.dev.ConsoleRenderer(

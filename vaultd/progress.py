@@ -172,10 +172,16 @@ class Bar:
         self._phase = ""
         self._last = 0.0
         self._line = ""
+        # The keyword phase reports a batch as its writer thread finishes it.
+        self._lock = threading.RLock()
 
     def __call__(self, phase: str, done: int, total: int) -> None:
         if not self.enabled:
             return
+        with self._lock:
+            self._show(phase, done, total)
+
+    def _show(self, phase: str, done: int, total: int) -> None:
         self._tracker(phase, done, total)
         if phase != self._phase:
             self.close()
@@ -205,16 +211,45 @@ class Bar:
 
     def close(self) -> None:
         """End the bar of the phase in hand (the pass is done, or the next phase begins)."""
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
+        with self._lock:
+            if self._bar is not None:
+                self._bar.close()
+                self._bar = None
 
     def finished(self) -> None:
         """The pass is over: the next one begins afresh, even in a phase of the same name."""
-        self.close()
-        self._phase = ""
-        self._line = ""
-        self._tracker.clear()
+        with self._lock:
+            self.close()
+            self._phase = ""
+            self._line = ""
+            self._tracker.clear()
+
+
+#: How often `vaultd run` off a terminal logs the progress of a pass (and when a phase begins
+#: and ends): a first index of a big vault is an hour, and a line a minute says it moves
+#: without burying the rest of the log.
+LOG_EVERY = 60.0
+
+
+def pass_display(tty: bool | None = None) -> Bar:
+    """`vaultd run`'s view of a full pass: the bar on a terminal, as `vaultd index` draws it;
+    elsewhere (a service's journal, a log file) an `indexing` log line with the phase, the
+    counts and the time left, at most every LOG_EVERY seconds."""
+    return Bar(True, tty=tty, say=_log_progress, every=LOG_EVERY)
+
+
+def _log_progress(snapshot: Snapshot) -> None:
+    import structlog
+
+    structlog.get_logger("vaultd.progress").info(
+        "indexing",
+        phase=PHASE_NAMES.get(snapshot.phase, snapshot.phase),
+        percent=round(100 * snapshot.done / snapshot.total) if snapshot.total else None,
+        done=snapshot.done,
+        total=snapshot.total,
+        unit=snapshot.unit,
+        left_ms=None if snapshot.eta_s is None else round(snapshot.eta_s * 1000),
+    )
 
 
 def _print_line(snapshot: Snapshot) -> None:

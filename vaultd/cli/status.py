@@ -89,11 +89,17 @@ def _status_text(report: dict[str, Any]) -> str:
 
     from vaultd.cli.indexing import progress_line
     from vaultd.index.status import kinds_text
-    from vaultd.progress import Snapshot
+    from vaultd.progress import PHASE_NAMES, Snapshot
 
     lines: list[str] = []
     say = lines.append
     state = report["status"] if report["daemon"] else "no daemon running"
+    if report["daemon"] and report.get("state") == "indexing":
+        # Health says "starting" until the first pass is done; a person is told what it does.
+        phase = (report.get("progress") or {}).get("phase")
+        state = f"indexing ({PHASE_NAMES.get(phase, phase)})" if phase else "indexing"
+        if report["status"] == "degraded":
+            state += "; degraded"
     say(f"vault:    {report['vault']}")
     say(f"state:    {state}")
     for key, reason in (report.get("reasons") or {}).items():

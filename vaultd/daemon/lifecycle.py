@@ -44,7 +44,7 @@ from vaultd.index.status import IdentityCheck, index_status
 from vaultd.isolation import stop_children
 from vaultd.logs import iso, ms
 from vaultd.pipeline.watch import Watcher
-from vaultd.progress import Snapshot
+from vaultd.progress import Snapshot, pass_display
 from vaultd.storage.lock import READERS, Holder, LockHolder
 from vaultd.storage.probe import last_moved_aside
 
@@ -156,7 +156,7 @@ class Daemon:
             self.watcher = watcher
             if watcher.fallback_reason:
                 log.warning("watching by polling", reason=watcher.fallback_reason)
-            worker = Worker(index, watcher, self.state)
+            worker = Worker(index, watcher, self.state, display=pass_display())
             self.worker = worker
             self.server = self._start_server(stack)
             worker.start()
@@ -462,6 +462,7 @@ class Daemon:
             **{f.name: getattr(index, f.name) for f in fields(index) if f.name != "store"},
             version=__version__,
             status=snapshot["status"],
+            state=snapshot["state"],
             reasons=snapshot["reasons"],
             indexing=snapshot["indexing"],
             last_reconcile=snapshot["last_reconcile"],

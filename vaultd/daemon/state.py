@@ -11,6 +11,12 @@ from typing import Any, Literal
 from vaultd.daemon.events import EventHub
 
 Health = Literal["starting", "ok", "degraded"]
+#: What the daemon is doing, as status shows it: `starting` until its first pass begins,
+#: `indexing` while a full pass is in hand (the first index or a rescan; `progress` has its
+#: phase), `idle` otherwise. The health stays `starting` until the first pass is done: the
+#: service manager's READY and the clients that wait for a daemon go by it, while a person
+#: reading status during a first index is told it indexes, and searches are answered.
+Activity = Literal["starting", "indexing", "idle"]
 
 
 def percentile(values: list[float], share: float) -> float | None:
@@ -84,11 +90,17 @@ class State:
                 self._lock.wait(min(left, 0.5))
             return True
 
+    def activity(self) -> Activity:
+        if self.indexing:
+            return "indexing"
+        return "starting" if self.health == "starting" else "idle"
+
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
             lags = list(self.lags)
             return {
                 "status": self.health,
+                "state": self.activity(),
                 "reasons": dict(self.reasons),
                 "indexing": self.indexing,
                 "last_reconcile": self.last_reconcile,

@@ -20,7 +20,7 @@ from vaultd.index.indexer import Summary
 from vaultd.index.open import Index
 from vaultd.isolation import children_cpu, release_children
 from vaultd.pipeline.watch import Settled, Watcher
-from vaultd.progress import Tracker
+from vaultd.progress import Bar, Tracker
 from vaultd.records import kind_of
 from vaultd.storage.chroma import is_disk_full
 
@@ -64,8 +64,12 @@ class _Stopping(Exception):
 class Worker(threading.Thread):
     """The single writer: every change to the index goes through this thread."""
 
-    def __init__(self, index: Index, watcher: Watcher, state: State) -> None:
+    def __init__(
+        self, index: Index, watcher: Watcher, state: State, *, display: Bar | None = None
+    ) -> None:
         super().__init__(name="vaultd-worker", daemon=True)
+        #: Where a person sees a full pass move (`progress.pass_display`), if anywhere.
+        self.display = display
         self.index = index
         self.watcher = watcher
         self.state = state
@@ -269,6 +273,8 @@ class Worker(threading.Thread):
             self.progress.clear()
             self._phase = ""
             self.state.indexing = ""
+            if self.display is not None:
+                self.display.finished()
         self._succeeded()
         # A store moved aside at start-up is whole again after one full pass.
         self.state.recover("store")
@@ -304,6 +310,8 @@ class Worker(threading.Thread):
         """The indexer's progress: kept for status, published when a phase begins and at
         most every PHASE_EVERY seconds within one."""
         self.progress(phase, done, total)
+        if self.display is not None:
+            self.display(phase, done, total)
         now = time.monotonic()
         if phase == self._phase and now - self._phase_at < PHASE_EVERY and done < total:
             return
