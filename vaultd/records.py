@@ -483,6 +483,13 @@ class Correction:
         return {"word": self.word, "term": self.term, "edits": self.edits, "shown": self.shown}
 
 
+#: Why a page of search hits holds fewer than k: `exhausted`, the index holds no more passages
+#: that pass the filters (and, in keyword mode, match) under the cap per note; `depth`, the
+#: search went as deep as it goes (vaultd.index.search.MAX_DEPTH passages) and the cap per
+#: note still left fewer.
+Short = Literal["exhausted", "depth"]
+
+
 @dataclass(frozen=True, slots=True)
 class SearchResult:
     """A page of hits with what the search did to the query to find them."""
@@ -495,6 +502,8 @@ class SearchResult:
     #: The query with its typos corrected, offered when the query as typed was decisive and
     #: searched as typed (no correction applied); None otherwise.
     did_you_mean: str | None = None
+    #: Why the page holds fewer than k hits, or None when it holds k (`Short`).
+    short: Short | None = None
 
     def as_json(self, explain: bool = False) -> dict[str, Any]:
         return {
@@ -502,4 +511,5 @@ class SearchResult:
             "corrections": [c.as_json() for c in self.corrections],
             "showing": self.showing,
             "did_you_mean": self.did_you_mean,
+            "short": self.short,
         }

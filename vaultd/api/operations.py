@@ -58,7 +58,7 @@ from vaultd.query import (
     parse_since,
     parse_where,
 )
-from vaultd.records import NOTE_KINDS, Correction, KnownTier, NoteKind
+from vaultd.records import NOTE_KINDS, Correction, KnownTier, NoteKind, Short
 from vaultd.vaultpath import vault_path
 
 
@@ -567,6 +567,13 @@ class SearchResponse(Response):
         None,
         description="The query with its likely typos corrected, offered when the query as "
         "typed found a note's name or its words in order and was searched as typed.",
+    )
+    short: Short | None = Field(
+        None,
+        description="Why the page holds fewer than k hits (null when it holds k): "
+        "`exhausted`, no more passages pass the filters (and, in keyword mode, match) under "
+        "the cap per note; `depth`, the search went as deep as it goes and the cap per note "
+        "still left fewer.",
     )
     not_waited: Literal["no_daemon"] | None = Field(
         None,

@@ -125,7 +125,7 @@ def _hits(answer: dict[str, Any]) -> dict[str, Any]:
     # What the search did to the query, and a wait it could not do, so the assistant can say so.
     said = {
         k: answer[k]
-        for k in ("corrections", "showing", "did_you_mean", "not_waited")
+        for k in ("corrections", "showing", "did_you_mean", "short", "not_waited")
         if answer.get(k)
     }
     return {"hits": hits, **said}

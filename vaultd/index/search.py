@@ -45,7 +45,7 @@ from vaultd.query import (
     ParsedQuery,
     check_query,
 )
-from vaultd.records import Hit, SearchResult
+from vaultd.records import Hit, SearchResult, Short
 from vaultd.storage.keyword import KEYWORD_WEIGHTS
 from vaultd.storage.manifest import Manifest, StoredChunk
 from vaultd.storage.vectors import VectorStore
@@ -70,6 +70,11 @@ COMMON_SHARE = 1 / 3
 #: the typed query is decisive and is searched as typed, its corrections only offered ("did
 #: you mean").
 TYPED_TIERS = ("name", "phrase", "stemmed phrase")
+#: When the cap per note (or merging) leaves a page short of k hits and a retriever's list was
+#: full, the search runs again this many times deeper, down to at most MAX_DEPTH passages a
+#: retriever (then the answer says `short: "depth"`).
+DEEPER = 4
+MAX_DEPTH = 6400
 
 
 class Searcher:
@@ -149,24 +154,62 @@ class Searcher:
         merge = settings.merge if merge is None else merge
         paths = self.select(filters)
         if paths is not None and not paths:
-            return SearchResult(())
+            return SearchResult((), short="exhausted")
         depth = max(settings.candidates, k)
         leads = settings.lead_weight > 0
-        fetched: dict[str, StoredChunk] = {}
-        ranked, evidence = self._retrieve(
-            query, parsed, mode, depth, paths, filters, settings.rrf_k, leads=leads,
-            known_items=known_items, typos=settings.typos, fetched=fetched,
+        while True:
+            fetched: dict[str, StoredChunk] = {}
+            ranked, evidence = self._retrieve(
+                query, parsed, mode, depth, paths, filters, settings.rrf_k, leads=leads,
+                known_items=known_items, typos=settings.typos, fetched=fetched,
+            )  # fmt: skip
+            hits = page(
+                self.manifest, self.embedder.model_id, parsed, mode, ranked, k, cap, merge,
+                settings, evidence, fetched,
+            )  # fmt: skip
+            # The cap per note (or merging) thinned the page below k while a retriever's list
+            # was full, so more notes may be deeper: search again, deeper.
+            full = any(len(ranked.get(n, ())) >= depth for n in ("keyword", "vector"))
+            if len(hits) >= k or not full or depth >= MAX_DEPTH:
+                break
+            depth = min(depth * DEEPER, MAX_DEPTH)
+        short: Short | None = None
+        if len(hits) < k:
+            short = "depth" if full else "exhausted"
+        result = self._corrected(
+            query, parsed, mode, depth, paths, filters, settings, k, cap, merge, hits, evidence,
+            leads=leads, known_items=known_items, snippets=snippets,
         )  # fmt: skip
-        hits = page(
-            self.manifest, self.embedder.model_id, parsed, mode, ranked, k, cap, merge,
-            settings, evidence, fetched,
-        )  # fmt: skip
+        return replace(result, short=short)
+
+    def _corrected(
+        self,
+        query: str,
+        parsed: ParsedQuery,
+        mode: Mode,
+        depth: int,
+        paths: Sequence[str] | None,
+        filters: Filters,
+        settings: SearchSection,
+        k: int,
+        cap: int,
+        merge: bool,
+        hits: list[Hit],
+        evidence: Evidence,
+        *,
+        leads: bool,
+        known_items: bool,
+        snippets: bool,
+    ) -> SearchResult:
+        """The page with what the typo corrections did: applied (`showing` when one decided the
+        first hit), or, when the query as typed decided it, the page searched as typed with the
+        correction offered (`did_you_mean`)."""
         first = hits[0].parts.get("known", {}).get("tier") if hits else None
         if evidence.corrections and first in TYPED_TIERS:
             # The query as typed found what it names (a note's name, its words in order): it is
             # searched as typed, and the corrections are only offered.
             offered = known.spelled(evidence.corrections, [h.text for h in hits])
-            fetched = {}
+            fetched: dict[str, StoredChunk] = {}
             ranked, evidence = self._retrieve(
                 query, parsed, mode, depth, paths, filters, settings.rrf_k, leads=leads,
                 known_items=known_items, typos=False, fetched=fetched,
@@ -297,7 +340,9 @@ class Searcher:
             keyword = _Background(keyword_side)
             routes = self.embedder.query_routes(query)
             if leads:
-                deeper = self.nearest(routes, depth * LEAD_DEPTH, paths, filters)
+                deeper = self.nearest(
+                    routes, max(depth, min(depth * LEAD_DEPTH, MAX_DEPTH)), paths, filters
+                )
                 ranked["vector"] = deeper[:depth]
                 ranked["lead"] = self._first_passages(deeper, fetched)[:depth]
             else:
