@@ -8,6 +8,7 @@ shared JSON Canvas sample, a Python module and a note.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import subprocess
@@ -114,3 +115,13 @@ def test_a_tier_that_placed_a_hit_is_named_instead_of_its_score(daemon: RunningD
         assert hit.get("ranked_by") == (tier["tier"] if tier else None)
         if tier is None:
             assert head.endswith(f"({hit['score']:.4f})"), head
+
+
+def test_status_counts_the_files_by_kind(daemon: RunningDaemon) -> None:
+    """Not "notes: 4" for a PDF, a canvas, a code file and a note."""
+    report = json.loads(vaultd(daemon, "status", "--json"))
+    assert report["by_kind"] == {"canvas": 1, "code": 1, "note": 1, "pdf": 1}
+    assert sum(report["by_kind"].values()) == report["notes"]
+    printed = vaultd(daemon, "status")
+    assert "indexed:  1 note, 1 PDF, 1 code file, 1 canvas (4 files" in printed, printed
+    assert "notes:" not in printed

@@ -47,7 +47,8 @@ def test_forget_asks_then_removes_the_index_and_never_the_vault(
     config, vault, data = indexed
     notes = snapshot(vault)
     code, output = invoke(["forget", "--config", str(config)], {}, input="n\n")
-    assert code == 2 and "nothing removed" in output
+    # Declined: nothing done as asked, no usage error (2), so 1.
+    assert code == 1 and "nothing removed" in output
     assert (data / MANIFEST).is_file()
     code, output = invoke(["forget", "--config", str(config)], {}, input="y\n")
     assert code == 0, output
@@ -122,7 +123,7 @@ def test_forget_models_removes_the_cache(tmp_path: Path) -> None:
         built = vaultd("model", "build", env=env)
         assert built.returncode == 0, built.stderr
     code, output = invoke(["forget", "--models"], env, input="n\n")
-    assert code == 2 and cache.is_dir()
+    assert code == 1 and cache.is_dir()
     code, output = invoke(["forget", "--models", "--yes"], env)
     assert code == 0, output
     assert f"removed {cache}" in output

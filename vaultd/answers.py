@@ -154,7 +154,13 @@ class IndexStatus:
     """What any reader of an open index can say; its fields are the status answer's keys."""
 
     vault: str
-    notes: Annotated[int, Field(description="Notes searchable (by their words at least).")]
+    notes: Annotated[
+        int,
+        Field(
+            description="Files searchable (by their words at least), of every kind: `by_kind` "
+            "says how many of each."
+        ),
+    ]
     chunks: int
     found: Annotated[
         int | None,
@@ -187,6 +193,13 @@ class IndexStatus:
             "for how long; none between passes."
         ),
     ] = None
+    by_kind: Annotated[
+        dict[str, int],
+        Field(
+            description='Files searchable by kind ("note", "pdf", "image", "code", "canvas", '
+            '"excalidraw"): `notes` split; a kind with none is absent.'
+        ),
+    ] = field(default_factory=dict)
     kinds: Annotated[
         dict[str, dict[str, int]], Field(description="Files recorded by kind, then by status.")
     ] = field(default_factory=dict)

@@ -27,6 +27,7 @@ class ExitStatus:
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 69
 EXIT_SOFTWARE = 70
 EXIT_TEMPFAIL = 75
 EXIT_NOPERM = 77
@@ -37,12 +38,20 @@ EXIT_CONFIG = 78
 EXIT_STATUSES: tuple[ExitStatus, ...] = (
     ExitStatus(EXIT_OK, "clean stop", retry=False),
     ExitStatus(
-        EXIT_FAILURE, "runtime failure (a bug, or an error with no code of its own)", retry=True
+        EXIT_FAILURE,
+        "runtime failure (a bug, or an error with no code of its own), or a confirmation "
+        "answered no",
+        retry=True,
     ),
     ExitStatus(
         EXIT_USAGE,
         "usage error: an unknown option or argument, a query or vault path that cannot be taken",
         retry=False,
+    ),
+    ExitStatus(
+        EXIT_UNAVAILABLE,
+        "a command that needs the vault's daemon (`ui`) found none running",
+        retry=True,
     ),
     ExitStatus(EXIT_SOFTWARE, "the embedding model is missing or damaged", retry=False),
     ExitStatus(
@@ -366,7 +375,13 @@ class DaemonError(VaultdError):
 
 
 class NoDaemonError(VaultdError):
-    """Raised when no vaultd daemon answers on the socket the bridge should forward to."""
+    """Raised when no vaultd daemon answers where a command that needs one looks for it."""
+
+    exit_code = EXIT_UNAVAILABLE  # the daemon may be started: then the same command works
+
+
+class DeclinedError(VaultdError):
+    """Raised when the user answers no to a confirmation: nothing was done, as asked."""
 
 
 class ApiError(VaultdError):

@@ -317,6 +317,8 @@ def service_install(kind: str, config_file: Path | None, vault: Path | None, dry
     click.echo(f"runs: {shlex.join(result.command)}", err=dry_run)
     for note in result.notes:
         click.echo(note, err=dry_run)
+    for warning in result.warnings:
+        click.echo(warning, err=True)
     click.echo("next:", err=dry_run)
     for step in result.next_steps:
         click.echo(f"  {step}", err=dry_run)

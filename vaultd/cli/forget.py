@@ -25,7 +25,7 @@ import click
 
 from vaultd.cli.common import config_option, handle_errors
 from vaultd.config import config_path, load_config
-from vaultd.errors import LockedError, SetupError
+from vaultd.errors import DeclinedError, LockedError, SetupError
 from vaultd.layout import CHROMA, LOCK, MANIFEST, MARKER, made_by_vaultd
 
 
@@ -160,7 +160,7 @@ def _confirm(question: str, yes: bool) -> None:
     except click.Abort:
         agreed = False
     if not agreed:
-        raise SetupError("nothing removed (pass --yes to remove without asking)")
+        raise DeclinedError("nothing removed (pass --yes to remove without asking)")
 
 
 @click.command("forget")

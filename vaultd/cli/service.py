@@ -12,11 +12,13 @@ and say which command comes next.
 
 from __future__ import annotations
 
+import getpass
 import os
 import plistlib
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -65,6 +67,8 @@ class InstallResult:
     existed: bool = False
     #: Things the user should know: the config the service reads, problems found in it.
     notes: list[str] = field(default_factory=list)
+    #: Why the next steps would fail here, and what to do instead (no service manager answers).
+    warnings: list[str] = field(default_factory=list)
 
 
 # -- where things go ---------------------------------------------------------------------------
@@ -265,14 +269,17 @@ def install(
     env: Mapping[str, str] | None = None,
     platform: str | None = None,
     command: list[str] | None = None,
+    silence: Callable[[Kind], str | None] | None = None,
 ) -> InstallResult:
     """Write the service file for the current user (or, with `dry_run`, only render it).
 
     `vault` is --vault: the service runs `vaultd run --vault VAULT` (with the config file too,
     when one is given or found). `env` supplies HOME and XDG_CONFIG_HOME (default: this
     process's environment); `command` the program to start (default: this vaultd, see
-    `vaultd_command`). Raises ConfigError, writing nothing, when a given config file does not
-    exist or the service could not start with what it would read.
+    `vaultd_command`); `silence` says why the service manager does not answer, if it does
+    not (default: `manager_silence`; the result then warns that its next steps fail here).
+    Raises ConfigError, writing nothing, when a given config file does not exist or the
+    service could not start with what it would read.
     """
     env = os.environ if env is None else env
     chosen = resolve_kind(kind, platform)
@@ -286,7 +293,11 @@ def install(
     text = render(chosen, full, env)
     existed = path.exists()
     changed = False
+    warnings: list[str] = []
     if not dry_run:
+        why = (silence or manager_silence)(chosen)
+        if why is not None:
+            warnings = _silent_manager(chosen, why, full)
         if chosen == "launchd":
             # launchd does not create the folder of StandardOutPath; the job would not start.
             launchd_log_path(env).parent.mkdir(parents=True, exist_ok=True)
@@ -302,7 +313,54 @@ def install(
         changed=changed,
         existed=existed,
         notes=notes,
+        warnings=warnings,
     )
+
+
+#: How long the service manager is given to answer.
+PROBE_TIMEOUT = 10.0
+
+
+def manager_silence(kind: Kind) -> str | None:
+    """None when the user's service manager answers; else why not, as it said it. A machine
+    with no user systemd (a container, an SSH session without logind) has `systemctl --user`
+    fail with "Failed to connect to bus", and so would every next step."""
+    probe = (
+        ["systemctl", "--user", "show-environment"]
+        if kind == "systemd"
+        else ["launchctl", "print", f"gui/{os.getuid()}"]
+    )
+    try:
+        done = subprocess.run(
+            probe, capture_output=True, text=True, timeout=PROBE_TIMEOUT, check=False
+        )
+    except FileNotFoundError:
+        return f"{probe[0]} is not installed"
+    except subprocess.TimeoutExpired:
+        return f"`{shlex.join(probe)}` did not answer in {PROBE_TIMEOUT:.0f} s"
+    if done.returncode == 0:
+        return None
+    said = (done.stderr or done.stdout).strip().splitlines()
+    return f"`{shlex.join(probe)}`: " + (said[-1] if said else f"exit {done.returncode}")
+
+
+def _silent_manager(kind: Kind, why: str, full: list[str]) -> list[str]:
+    """What to say when the service manager does not answer: the file is written, how to have
+    a manager that runs it, and the command that runs vaultd meanwhile."""
+    if kind == "systemd":
+        remedy = (
+            "run the steps below from a login that starts your user manager (a desktop or SSH "
+            "login under systemd-logind), or have it run without a login: `loginctl "
+            f"enable-linger {getpass.getuser()}` (as root), then the steps"
+        )
+    else:
+        remedy = "run the steps below from your own logged-in macOS session"
+    return [
+        f"warning: the service manager does not answer ({why}); the service file is written "
+        "but the steps below fail from here",
+        f"  to start it: {remedy}",
+        f"  meanwhile, run vaultd in a terminal: {shlex.join(full)}",
+    ]
 
 
 def uninstall(

@@ -88,7 +88,7 @@ def _status_text(report: dict[str, Any]) -> str:
     import time
 
     from vaultd.cli.indexing import progress_line
-    from vaultd.index.status import kinds_text
+    from vaultd.index.status import by_kind_text, kinds_text
     from vaultd.progress import PHASE_NAMES, Snapshot
 
     lines: list[str] = []
@@ -106,12 +106,17 @@ def _status_text(report: dict[str, Any]) -> str:
         say(f"  {key}: {reason}")
     left_out = report.get("left_out") or []
     aside = f", {len(left_out)} left out" if left_out else ""
-    found = f" of {report['found']} found" if report.get("found") is not None else ""
-    say(f"notes:    {report['notes']}{found} ({report['chunks']} chunks){aside}")
-    lines.extend(kinds_text(report))  # canvases, PDFs...; files of kinds not indexed
+    found = f", of {report['found']} found" if report.get("found") is not None else ""
+    # An answer from before `by_kind` (a daemon not restarted since): its files as notes.
+    by_kind = report.get("by_kind", {"note": report["notes"]})
+    say(
+        f"indexed:  {by_kind_text(by_kind)} ({report['notes']} files{found}; "
+        f"{report['chunks']} chunks){aside}"
+    )
+    lines.extend(kinds_text(report))  # kinds with files failed or left out; kinds not indexed
     if report.get("awaiting"):
         say(
-            f"vectors:  {report.get('embedded', 0)} of {report['notes']} notes embedded, "
+            f"vectors:  {report.get('embedded', 0)} of {report['notes']} files embedded, "
             f"{report['awaiting']} chunks awaiting; every note is searchable by its words"
         )
     if report["daemon"]:

@@ -30,6 +30,7 @@ def index_status(index: Index) -> IndexStatus:
     # a note among the notes and among the failed or left out, or in neither.
     with manifest.snapshot():
         counts = manifest.counts(index.embedder.model_id)
+        kinds = dict(sorted(manifest.kind_counts().items()))
         return IndexStatus(
             vault=str(index.vault),
             notes=counts["notes"],
@@ -45,7 +46,8 @@ def index_status(index: Index) -> IndexStatus:
             model=index.embedder.model_id,
             store=Store(str(index.data_dir), index.store.location),
             languages=languages_of(manifest.get_meta(LANGUAGES_META)),
-            kinds=dict(sorted(manifest.kind_counts().items())),
+            by_kind={kind: n["ok"] for kind, n in kinds.items() if n.get("ok")},
+            kinds=kinds,
             not_indexed=dict(sorted(not_indexed(manifest.get_meta(NOT_INDEXED_META)).items())),
         )
 
@@ -66,13 +68,36 @@ def not_indexed(recorded: str | None) -> dict[str, int]:
     return {str(k): int(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
+#: How `vaultd status` names a number of files of each kind: one, many.
+KIND_NAMES = {
+    "note": ("note", "notes"),
+    "pdf": ("PDF", "PDFs"),
+    "image": ("image", "images"),
+    "code": ("code file", "code files"),
+    "canvas": ("canvas", "canvases"),
+    "excalidraw": ("drawing", "drawings"),
+}
+
+
+def by_kind_text(by_kind: dict[str, int]) -> str:
+    """The files searchable, by kind, notes first: "173 notes, 10 PDFs, 4 code files"."""
+    order = [kind for kind in KIND_NAMES if kind in by_kind]
+    order += sorted(set(by_kind) - set(KIND_NAMES))
+    said = []
+    for kind in order:
+        one, many = KIND_NAMES.get(kind, (kind, kind))
+        said.append(f"{by_kind[kind]} {one if by_kind[kind] == 1 else many}")
+    return ", ".join(said) or "no files"
+
+
 def kinds_text(report: dict[str, Any]) -> list[str]:
-    """`vaultd status`'s lines on the kinds of file: those indexed beside notes, by status,
-    and the files of kinds not indexed (none when the vault holds only notes)."""
+    """`vaultd status`'s lines on the kinds of file: those with files not indexed (failed,
+    left out...), by status, and the files of kinds not indexed (none when every file was
+    indexed)."""
     kinds: dict[str, dict[str, int]] = report.get("kinds") or {}
     lines = []
     for kind, counts in sorted(kinds.items()):
-        if kind == "note":
+        if set(counts) <= {"ok"}:  # said in the line of files indexed
             continue
         parts = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in sorted(counts.items()))
         lines.append(f"  {kind}: {parts}")
