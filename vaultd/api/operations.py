@@ -437,7 +437,7 @@ class Hit(Response):
     ranked_by: KnownTier | None = Field(
         None,
         description="The known-item tier that placed the hit above the hits ranked by score "
-        "(docs/search.md, \"Known items\"); absent when its score placed it. Within a tier "
+        '(docs/search.md, "Known items"); absent when its score placed it. Within a tier '
         "the score orders the hits.",
     )
     explain: dict[str, Any] | None = Field(
