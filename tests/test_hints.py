@@ -47,7 +47,7 @@ DESCRIPTIONS = (
     "`vaultd run --config ",
     "each starts `vaultd mcp` itself",
 )
-#: Modules whose messages are checked elsewhere.
+#: Modules not held to it yet: doctor's remedies still write their commands out by hand.
 ELSEWHERE = {"cli/doctor.py"}
 
 
