@@ -376,6 +376,8 @@ class ParserPool:
     def _after_crash(self, window: deque[_Entry[T]]) -> None:
         """A worker died: parse what the pool had in hand again, one note at a time."""
         lost = {id(e) for e in window if isinstance(e.slot, Future) and _broken(e.slot)}
+        if self._stopped:  # ended by the stop meanwhile: no note's doing
+            raise PassStoppedError()
         if self._workers_failed():
             self._give_up()
         else:
@@ -399,6 +401,8 @@ class ParserPool:
         try:
             return self._done(slot.result())
         except BrokenProcessPool:
+            if self._stopped:  # ended by the stop, not by this note
+                raise PassStoppedError(job[0]) from None
             if self._workers_failed():
                 self._give_up()
                 return self._here(job)
