@@ -6,6 +6,7 @@ The questions are bench/data/questions/known-<vault>-{tune,heldout}.jsonl, which
     python -m bench.quality.known_items measure --vault help --workdir /tmp/i38-help \\
         [--split heldout] [--mode hybrid] [--code before=/tmp/base-i38 --code after=.]
     python -m bench.quality.known_items latency --vault hub --workdir /tmp/i38-hub [--code ...]
+        [--mode hybrid,vector]
     python -m bench.quality.known_items profile --vault hub --workdir /tmp/i38-hub [--mode keyword]
 
 `measure` copies the vault into `--workdir` (kept: later runs re-index only what changed),
@@ -259,18 +260,31 @@ def main() -> int:
         else:
 
             def timed(client: Client, pid: int) -> dict[str, Any]:
-                ask(client, rows[:20], args.mode)  # warm-up
-                samples: list[float] = []
-                cpu = cpu_seconds(pid)
+                # Several modes (`--mode hybrid,vector`) take turns on each question, so the
+                # machine's load falls on all alike.
+                modes = args.mode.split(",")
+                samples: dict[str, list[float]] = {m: [] for m in modes}
+                cpu: dict[str, float] = {m: 0.0 for m in modes}
+                for mode in modes:
+                    ask(client, rows[:20], mode)  # warm-up
                 for _ in range(args.repeat):
                     for row in rows:
-                        body = {"query": row["query"], "k": 10, "mode": args.mode}
-                        started = time.perf_counter()
-                        client.request("POST", "/v1/search", body)
-                        samples.append(time.perf_counter() - started)
-                cpu = cpu_seconds(pid) - cpu
-                per_search = round(cpu * 1000 / len(samples), 1)
-                return {**percentiles(samples), "n": len(samples), "daemon_cpu_ms": per_search}
+                        for mode in modes:
+                            body = {"query": row["query"], "k": 10, "mode": mode}
+                            used = cpu_seconds(pid)
+                            started = time.perf_counter()
+                            client.request("POST", "/v1/search", body)
+                            samples[mode].append(time.perf_counter() - started)
+                            cpu[mode] += cpu_seconds(pid) - used
+                out = {
+                    m: {
+                        **percentiles(samples[m]),
+                        "n": len(samples[m]),
+                        "daemon_cpu_ms": round(cpu[m] * 1000 / len(samples[m]), 1),
+                    }
+                    for m in modes
+                }
+                return out[modes[0]] if len(modes) == 1 else out
 
             report[name] = with_daemon(config, socket, code, log, args.settle, timed)
     report["load_after"] = os.getloadavg()
@@ -306,10 +320,14 @@ def hits_table(report: dict[str, Any], codes: list[str]) -> tuple[list[str], lis
 
 def latency_table(report: dict[str, Any], codes: list[str]) -> tuple[list[str], list[list[str]]]:
     """p50, p99 and the daemon's CPU time per search, a row per checkout."""
-    rows = [
-        [name, *(f"{report[name][key]:.1f} ms" for key in ("p50_ms", "p99_ms", "daemon_cpu_ms"))]
-        for name in codes
-    ]
+    keys = ("p50_ms", "p99_ms", "daemon_cpu_ms")
+    rows = []
+    for name in codes:
+        part = report[name]
+        by_mode = part if "p50_ms" not in part else {"": part}
+        for mode, figures in by_mode.items():
+            label = f"{name} {mode}".strip()
+            rows.append([label, *(f"{figures[key]:.1f} ms" for key in keys)])
     return [f"{report['vault']}, {report['mode']}", "p50", "p99", "daemon CPU per search"], rows
 
 
