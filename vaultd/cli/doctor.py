@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from vaultd.config import Config, load_config
 from vaultd.errors import ConfigError, DaemonError, DataDirError, LockedError, VaultdError
+from vaultd.hints import suggest
 from vaultd.storage.lock import READERS, Holder, LockHolder, holder_pid, read_only
 from vaultd.storage.view import ManifestView, read_manifest
 
@@ -153,7 +154,7 @@ def check_config(
                 "fail",
                 f"{where} is invalid: " + "; ".join(exc.problems),
                 f"correct {'it' if len(exc.problems) == 1 else 'each of these'} in {where}, "
-                "then run `vaultd doctor` again",
+                f"then run {suggest('doctor')} again",
             ),
             None,
         )
@@ -293,7 +294,7 @@ def _converted_model(
             "warn",
             f"{spec_id}: {spec.id} is not converted from {spec.format}'s file yet "
             f"({why}); the next start converts it (10-15 s, offline)",
-            "run `vaultd model build` to do it now",
+            f"run {suggest('model', 'build')} to do it now",
         )
     return ready, f"; converted from {weights}'s file, sha256 verified"
 
@@ -324,7 +325,7 @@ def _derived_model(
             if why == "not built yet"
             else f"{spec_id}: the int8 model derived from {source_id} cannot be used "
             f"({why}); the next start builds it again",
-            "run `vaultd model build` to build it now",
+            f"run {suggest('model', 'build')} to build it now",
         )
     derived = dataclasses.replace(spec, id=spec_id, onnx_path=found.path, onnx_sha256=found.sha256)
     return derived, f"; derived int8 model {found.path} (built {found.built}) sha256 verified"
@@ -866,7 +867,8 @@ def check_socket(path: Path, answer: Answer, vault: Path | None, data_dir: Path)
             "socket",
             "fail",
             f"a process listens on {path} but does not answer within {DAEMON_TIMEOUT:.0f} s",
-            "restart the daemon (systemctl --user restart vaultd, or stop and start `vaultd run`)",
+            "restart the daemon (systemctl --user restart vaultd, or stop and start "
+            f"{suggest('run')})",
         )
     if answer.kind == "failing":
         return Check(
@@ -937,7 +939,7 @@ def _troubled_check(
         if group == "failing":
             remedies.append(
                 "fix or remove the failing notes: vaultd retries a failed note on every pass and "
-                "a quarantined one when it changes; `vaultd reindex PATH` retries one now"
+                f"a quarantined one when it changes; {suggest('reindex', 'PATH')} retries one now"
             )
     # One piece of advice per reason, naming the files it is for.
     advised: dict[str, list[str]] = {}
@@ -1035,7 +1037,7 @@ def check_manifest(
                 "manifest",
                 "warn",
                 f"no index yet in {data_dir}",
-                "run `vaultd index`, or start the daemon (`vaultd run`)",
+                f"run {suggest('index')}, or start the daemon ({suggest('run')})",
             ),
             None,
         )
@@ -1107,7 +1109,7 @@ def check_manifest(
 
 
 def _repair_remedy() -> str:
-    return "start the daemon or run `vaultd index`: the store is repaired from the manifest"
+    return f"start the daemon or run {suggest('index')}: the store is repaired from the manifest"
 
 
 def check_chroma(
@@ -1156,7 +1158,8 @@ def check_chroma(
         remedy = (
             "start the Chroma server, or correct [store] url and [store] token_env"
             if remote
-            else "choose another [store] collection, or move the store aside and run `vaultd index`"
+            else "choose another [store] collection, or move the store aside and run "
+            + suggest("index")
         )
         return Check("chroma", "fail", str(exc), remedy)
     if view is None:
@@ -1202,7 +1205,7 @@ def _check_chroma_files(chroma_dir: Path, expected: frozenset[str]) -> Check | N
         f"{chroma_dir} is damaged: {problem}",
         f"move it aside and let vaultd rebuild it from the manifest (nothing is embedded "
         f"again): mv {_q(chroma_dir)} {_q(aside)}, then start the daemon or run "
-        "`vaultd index`",
+        + suggest("index"),
     )
 
 
@@ -1254,7 +1257,7 @@ def daemon_checks(
             "chroma",
             "warn",
             "the daemon is still starting (its first pass over the vault is running)",
-            "wait for it to finish, then run `vaultd doctor` again",
+            f"wait for it to finish, then run {suggest('doctor')} again",
         )
     else:
         why = "; ".join(f"{k}: {v}" for k, v in reasons.items()) or str(
@@ -1265,7 +1268,7 @@ def daemon_checks(
             "fail",
             f"the daemon reports {health}: {why}",
             "read the daemon's log (journalctl --user -u vaultd); a store fault is repaired "
-            "from the manifest on its next full pass (`vaultd reindex`)",
+            f"from the manifest on its next full pass ({suggest('reindex')})",
         )
     return lock, manifest, chroma
 
@@ -1508,7 +1511,7 @@ def _offline_checks(
                 "lock",
                 "warn",
                 f"held by {who}, but no daemon answers{on}: {_HELD.get(holder.kind, _GUESS)}",
-                "wait for it to finish; `vaultd status` shows the index meanwhile",
+                f"wait for it to finish; {suggest('status')} shows the index meanwhile",
             )
             found["chroma"] = _not_checked("chroma", f"{who} is using the store", "lock")
         else:
