@@ -173,8 +173,9 @@ ACTING = ("api/local.py", "daemon/serving.py", "index/", "storage/")
 #: Acts on some fields: the faces, each field it takes in a form of its own (the CLI's
 #: `--where COND`, `--lines A-B`, a tool's fixed `text`) or shows of an answer (the parts of a
 #: hit the MCP search passes on, a quarantined note's `since` in `vaultd status`); the route
-#: table, which waits for `wait_for`, the answers without a daemon, which cannot, and `--all`,
-#: which gives each daemon the time its wait may take.
+#: table, which waits for `wait_for`, the answers without a daemon, which cannot, `--all`,
+#: which gives each daemon the time its wait may take, and `[mcp] exclude`, which drops the
+#: tags it names from the MCP tags tool's answer.
 FACES = {
     "cli/queries.py": None,
     "cli/mcp_bridge.py": {"text", "start_line", "end_line", "start_page", "end_page", "tags"}
@@ -183,6 +184,7 @@ FACES = {
     "api/routes.py": {"wait_for", "timeout"},
     "cli/common.py": {"wait_for"},
     "cli/every_vault.py": {"wait_for"},
+    "cli/mcp_exclude.py": {"tag"},
 }
 #: Field names that are also ordinary words of the code (a socket's `path`, a client's `timeout`,
 #: a result's `text`): held by the typed tests above instead.
