@@ -175,7 +175,7 @@ ACTING = ("api/local.py", "daemon/serving.py", "index/", "storage/")
 #: hit the MCP search passes on, a quarantined note's `since` in `vaultd status`); the route
 #: table, which waits for `wait_for`, the answers without a daemon, which cannot, `--all`,
 #: which gives each daemon the time its wait may take, and `[mcp] exclude`, which drops the
-#: tags it names from the MCP tags tool's answer.
+#: tags it names from the MCP tags tool's answer (its `tags`, each a `tag`).
 FACES = {
     "cli/queries.py": None,
     "cli/mcp_bridge.py": {"text", "start_line", "end_line", "start_page", "end_page", "tags"}
@@ -184,7 +184,7 @@ FACES = {
     "api/routes.py": {"wait_for", "timeout"},
     "cli/common.py": {"wait_for"},
     "cli/every_vault.py": {"wait_for"},
-    "cli/mcp_exclude.py": {"tag"},
+    "cli/mcp_exclude.py": {"tag", "tags"},
 }
 #: Field names that are also ordinary words of the code (a socket's `path`, a client's `timeout`,
 #: a result's `text`): held by the typed tests above instead.
