@@ -47,17 +47,24 @@ def test_budget_rests_in_proportion_to_the_work() -> None:
 
 
 def test_yielding_waits_longer_while_the_machine_stays_busy() -> None:
+    # Runs of 20 s of work each: the floor (three times the work) is past every rest here.
     clock = FakeClock()
+
+    def rest_after_work(governor: Governor) -> float:
+        governor.resumed()
+        clock.now += 20.0
+        return governor.rest()
+
     governor = Governor(1.0, 0.5, meter=Meter([0.9, 0.9, 0.9, None, 0.2, 0.9]), clock=clock)
-    assert governor.rest() == YIELD_FIRST and governor.yielding
-    assert governor.rest() == 2 * YIELD_FIRST
-    assert governor.rest() == 4 * YIELD_FIRST
+    assert rest_after_work(governor) == YIELD_FIRST and governor.yielding
+    assert rest_after_work(governor) == 2 * YIELD_FIRST
+    assert rest_after_work(governor) == 4 * YIELD_FIRST
     # No reading (too soon to tell): wait as long as last time, neither longer nor not at all.
-    assert governor.rest() == 4 * YIELD_FIRST
-    assert governor.rest() == 0.0 and not governor.yielding
-    assert governor.rest() == YIELD_FIRST
+    assert rest_after_work(governor) == 4 * YIELD_FIRST
+    assert rest_after_work(governor) == 0.0 and not governor.yielding
+    assert rest_after_work(governor) == YIELD_FIRST
     governor = Governor(1.0, 0.5, meter=Meter([0.9] * 12), clock=clock)
-    assert [governor.rest() for _ in range(12)][-1] == YIELD_MAX
+    assert [rest_after_work(governor) for _ in range(12)][-1] == YIELD_MAX
 
 
 def test_a_machine_that_stays_busy_slows_bulk_work_but_never_stops_it() -> None:
@@ -264,7 +271,11 @@ def test_daemon_yields_to_a_busy_machine_but_serves_edits(tmp_path: Path) -> Non
             daemon.wait_idle(timeout=300)
             status = daemon.request("GET", "/v1/status")
             assert status["notes"] == status["embedded"] == total > embedded_then
-            assert "the machine is quiet again; bulk indexing resumes" in daemon.log_text()
+            # Resumed once the machine went quiet; or, slowed to the floor (never stopped),
+            # the pass ended while others still kept the machine busy, as its last reading says.
+            if "the machine is quiet again; bulk indexing resumes" not in daemon.log_text():
+                last = status["governor"]["others_share"]
+                assert last is not None and last > 0.3, status["governor"]
 
 
 def _finishes_unless_others_keep_it_busy(
@@ -339,8 +350,9 @@ def test_a_first_index_beside_two_cpu_burners_per_core_finishes(tmp_path: Path) 
     One folder of the help vault (10 notes, about 200 chunks), not all of it: the whole vault
     takes minutes beside the burners even at the floor (docs/benchmarks.md, "A first index
     beside a busy machine"), and this is about the floor holding, not about speed. Rests alone
-    (30 s after each embedding run) took the folder past the limit; at the floor it takes
-    about a minute on two shared cores.
+    (up to 30 s after each embedding run, whatever the run took) held the folder 335 s on two
+    shared cores, most of it resting, and would on any machine; at the floor it takes about
+    40 s there, a sixth of the limit.
     """
     vault = tmp_path / "vault"
     shutil.copytree(shared_path("corpora", "obsidian-help", "en", "Bases"), vault / "Bases")
@@ -353,7 +365,7 @@ def test_a_first_index_beside_two_cpu_burners_per_core_finishes(tmp_path: Path) 
             wait_until(
                 lambda: daemon.request("GET", "/v1/health")["status"] == "ok",
                 "the first index finishes beside the burners",
-                timeout=360,
+                timeout=240,
             )
             status = daemon.request("GET", "/v1/status")
             assert status["notes"] == status["embedded"] == total, status
