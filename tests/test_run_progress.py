@@ -169,3 +169,28 @@ def test_run_off_a_terminal_logs_the_pass_as_it_goes(tmp_path: Path) -> None:
     # JSON keeps the durations in whole milliseconds, for tools.
     reconciled = [line for line in lines if line.get("event") == "reconciled"]
     assert reconciled and isinstance(reconciled[0]["ms"], int), reconciled
+
+
+def test_systemctl_status_shows_the_phase_of_a_first_index(tmp_path: Path) -> None:
+    """The line `systemctl status` shows (`STATUS=`) names the phase and its share while a
+    full pass runs, where it said `starting; full reconcile` for the whole first index."""
+    from tests.test_notify import Listener
+
+    vault = help_folders(tmp_path / "vault")
+    directory = short_socket_dir()
+    listener = Listener(str(directory / "notify"))
+    try:
+        env = {"NOTIFY_SOCKET": listener.address}
+        with running(vault, tmp_path, env=env, wait_ready=False) as daemon:
+            wait_until(
+                lambda: daemon.request("GET", "/v1/health")["status"] == "ok",
+                "the first index ends",
+                timeout=600,
+            )
+            pid = daemon.process.pid
+            shown = [m.fields.get("STATUS", "") for m in listener.messages(pid=pid)]
+    finally:
+        listener.close()
+    phases = [line for line in shown if "indexing (" in line]
+    assert any("embedding" in line for line in phases), shown
+    assert len(set(phases)) >= 2, shown

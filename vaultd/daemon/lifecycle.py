@@ -44,7 +44,7 @@ from vaultd.index.status import IdentityCheck, index_status
 from vaultd.isolation import stop_children
 from vaultd.logs import iso, ms
 from vaultd.pipeline.watch import Watcher
-from vaultd.progress import Snapshot, pass_display
+from vaultd.progress import PHASE_NAMES, Snapshot, pass_display
 from vaultd.storage.lock import READERS, Holder, LockHolder
 from vaultd.storage.probe import last_moved_aside
 
@@ -317,7 +317,13 @@ class Daemon:
         assert self.worker is not None
         snap = self.state.snapshot()
         queued = self.worker.queue_depth()
-        text = f"{snap['status']}; {snap['indexing'] or 'idle'}; {queued} queued"
+        doing = snap["indexing"] or "idle"
+        progress = self.worker.progress.snapshot() if snap["state"] == "indexing" else None
+        if progress is not None and progress.total:
+            # The phase, and its share in steps of 5%: a message a step, not one a tick.
+            share = 5 * int(20 * progress.done / progress.total)
+            doing = f"indexing ({PHASE_NAMES.get(progress.phase, progress.phase)} {share}%)"
+        text = f"{snap['status']}; {doing}; {queued} queued"
         if snap["reasons"]:
             text += "; " + "; ".join(snap["reasons"].values())
         return text
