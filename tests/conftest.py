@@ -51,6 +51,18 @@ def no_process_left_behind() -> Iterator[None]:
         pytest.fail(f"processes started by the tests outlived them (now killed):\n{listed}")
 
 
+@pytest.fixture(autouse=True)
+def no_options_carried_over() -> Iterator[None]:
+    """The --config and --vault a command was given are kept for its messages' suggestions
+    (vaultd.hints), once per process in real use; a test that runs a command in this process
+    must not lend its options to the next test's messages."""
+    from vaultd import hints
+
+    hints.given(None, None)
+    yield
+    hints.given(None, None)
+
+
 @pytest.fixture(scope="session")
 def counter() -> TokenCounter:
     return TokenCounter.for_spec(default_spec())

@@ -248,7 +248,9 @@ def test_forget_models_is_refused_while_a_daemon_uses_them_and_a_lost_model_is_b
         found = vaultd("search", "--config", str(daemon.config), "watering tomatoes", env=env)
         assert found.returncode == 0, found.stdout + found.stderr
         assert "Garden.md" in found.stdout
-        assert sorted(p.name for p in cache.glob("*.onnx")) == built
+        # The model the daemon used is built again (the cache copied in may hold others).
+        rebuilt = {p.name for p in cache.glob("*.onnx")}
+        assert rebuilt and rebuilt <= set(built), (rebuilt, built)
     # Once nothing uses them, they go.
     done = vaultd("forget", "--models", "--yes", env=env)
     assert done.returncode == 0, done.stdout + done.stderr

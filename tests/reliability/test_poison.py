@@ -263,7 +263,8 @@ def test_a_binary_note_is_left_out_never_quarantined_and_status_says_so(tmp_path
         assert index.manifest.quarantined() == [] and index.manifest.failed() == []
     shown = CliRunner().invoke(main, ["status", "--config", str(config_path)])
     assert shown.exit_code == 0, shown.output
-    assert f"notes:    {len(WORDS)} (" in shown.output and "1 left out" in shown.output
+    assert f"indexed:  {len(WORDS)} notes ({len(WORDS)} files" in shown.output
+    assert "1 left out" in shown.output
     assert "left out: binary.md: binary content (NUL bytes)" in shown.output
     shown = CliRunner().invoke(main, ["status", "--json", "--config", str(config_path)])
     [entry] = json.loads(shown.stdout)["left_out"]
