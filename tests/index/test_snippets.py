@@ -3,8 +3,14 @@ them cut to a snippet at word boundaries."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from tests.storage.outcomes import written
 from vaultd.index import snippets
 from vaultd.index.snippets import merged, snippet, spans_of_marked, unspaced_spans
+from vaultd.query import check_query
+from vaultd.records import Hit
+from vaultd.storage.manifest import Manifest
 
 
 def test_marks_are_read_back_as_spans_of_the_clean_text() -> None:
@@ -48,3 +54,18 @@ def test_a_range_across_the_cut_is_cut_with_it() -> None:
     text = "word " * 200
     shown, ranges = snippet(text, [(0, 900)], limit=50)
     assert ranges == [(0, len(shown) - len(snippets.ELLIPSIS))]
+
+
+def test_hits_get_the_ranges_the_words_index_matched_in_their_text(tmp_path: Path) -> None:
+    manifest = Manifest(tmp_path / "data")
+    try:
+        manifest.apply([written("k.md", ["The keeper climbs the stairs."])])
+        hit = Hit("k.md#0", "k.md", "k", "", 1, 1, 1.0, "The keeper climbs the stairs.")
+        (found,) = snippets.highlighted(manifest, [hit], check_query("keepers"), (), cut=False)
+        assert [found.text[s:e] for s, e in found.highlights] == ["keeper"]
+        # A correction's term is highlighted where it matched too.
+        (found,) = snippets.highlighted(manifest, [hit], check_query("x"), ("stair",), cut=True)
+        assert found.snippet == "The keeper climbs the stairs."
+        assert [found.snippet[s:e] for s, e in found.highlights] == ["stairs"]
+    finally:
+        manifest.close()

@@ -34,9 +34,10 @@ import numpy as np
 
 from vaultd.config import SearchSection
 from vaultd.embedding.embedder import Route, TextEmbedder
-from vaultd.index import known, snippets
+from vaultd.index import corrections, known
 from vaultd.index.known import Evidence, Lexicon
 from vaultd.index.ranking import Ranked, firsts, page, rrf
+from vaultd.index.snippets import highlighted
 from vaultd.query import (
     MAX_K,
     STOP_WORDS,
@@ -49,7 +50,6 @@ from vaultd.records import Hit, SearchResult, Short
 from vaultd.storage.keyword import KEYWORD_WEIGHTS
 from vaultd.storage.manifest import Manifest, StoredChunk
 from vaultd.storage.vectors import VectorStore
-from vaultd.storage.vocabulary import chunks_holding
 
 #: The notes' first passages come from one vector search this many times deeper than the
 #: passages' (`Searcher.retrieve`), not from a second search filtered to first passages:
@@ -66,10 +66,6 @@ ROUTE_COUNTS_SECONDS = 60.0
 #: and Meilisearch's ranking do): BM25 gives it little weight, and ranking every passage that
 #: holds it was most of a search's time on obsidian-hub (docs/benchmarks.md, "Known items").
 COMMON_SHARE = 1 / 3
-#: The known-item tiers that the query as typed decides: when one of them holds the first hit,
-#: the typed query is decisive and is searched as typed, its corrections only offered ("did
-#: you mean").
-TYPED_TIERS = ("name", "phrase", "stemmed phrase")
 #: When the cap per note (or merging) leaves a page short of k hits and a retriever's list was
 #: full, the search runs again this many times deeper, down to at most MAX_DEPTH passages a
 #: retriever (then the answer says `short: "depth"`).
@@ -201,14 +197,13 @@ class Searcher:
         known_items: bool,
         snippets: bool,
     ) -> SearchResult:
-        """The page with what the typo corrections did: applied (`showing` when one decided the
-        first hit), or, when the query as typed decided it, the page searched as typed with the
-        correction offered (`did_you_mean`)."""
-        first = hits[0].parts.get("known", {}).get("tier") if hits else None
-        if evidence.corrections and first in TYPED_TIERS:
+        """The page with what the typo corrections did (`vaultd.index.corrections`): applied
+        (`showing` when one decided the first hit), or, when the query as typed decided it, the
+        page searched as typed with the correction offered (`did_you_mean`)."""
+        if corrections.typed_decides(hits, evidence):
             # The query as typed found what it names (a note's name, its words in order): it is
             # searched as typed, and the corrections are only offered.
-            offered = known.spelled(evidence.corrections, [h.text for h in hits])
+            offered = corrections.did_you_mean(self.manifest, query, evidence.corrections, hits)
             fetched: dict[str, StoredChunk] = {}
             ranked, evidence = self._retrieve(
                 query, parsed, mode, depth, paths, filters, settings.rrf_k, leads=leads,
@@ -218,57 +213,10 @@ class Searcher:
                 self.manifest, self.embedder.model_id, parsed, mode, ranked, k, cap, merge,
                 settings, evidence, fetched,
             )  # fmt: skip
-            hits = self._highlighted(hits, parsed, (), cut=snippets)
-            if not all(c.shown for c in offered):
-                offered = known.spelled(offered, self._holding([c.term for c in offered]))
-            return SearchResult(tuple(hits), did_you_mean=known.showing(query, offered))
-        hits = self._highlighted(hits, parsed, evidence.extra_terms, cut=snippets)
-        corrections = known.spelled(evidence.corrections, [h.text for h in hits[:3]])
-        decided = bool(corrections) and (first == "corrected phrase" or bool(evidence.replaced))
-        shown = known.showing(query, corrections) if decided else None
-        return SearchResult(tuple(hits), corrections, shown)
-
-    def _holding(self, terms: Sequence[str], limit: int = 3) -> list[str]:
-        """The texts of a few passages holding one of the index's `terms` (to spell them)."""
-        match = " OR ".join(known.quoted(t) for t in dict.fromkeys(terms))
-        found = self.manifest.read_with(lambda q: chunks_holding(q, match, limit))
-        return [c.text for c in self.manifest.chunks_by_id([i for i, _ in found]).values()]
-
-    def _highlighted(
-        self, hits: list[Hit], parsed: ParsedQuery, corrected: Sequence[str], cut: bool
-    ) -> list[Hit]:
-        """The hits with the ranges of the query's terms in their text (with `cut`, their
-        snippets instead of their text): the words where the words index matched them (the
-        `corrected` terms a typo's corrections added too), unspaced runs where they occur (see
-        `vaultd.index.snippets`)."""
-        ids = {h.id: [str(i) for i in h.parts.get("merged", [h.id])] for h in hits}
-        every = [i for chunk_ids in ids.values() for i in chunk_ids]
-        match = " OR ".join(p for p in (parsed.word_match(), *corrected) if p)
-        marked = self.manifest.marked(match, every, *snippets.marks_asked())
-        # A merged hit's text is its passages' joined (as in `ranking._hits`): their own texts
-        # say where each begins.
-        several = [i for chunk_ids in ids.values() if len(chunk_ids) > 1 for i in chunk_ids]
-        texts = self.manifest.chunks_by_id(several) if several else {}
-        out: list[Hit] = []
-        for hit in hits:
-            spans: list[snippets.Span] = []
-            at = 0
-            for chunk_id in ids[hit.id]:
-                record = texts.get(chunk_id)
-                raw = hit.text if len(ids[hit.id]) == 1 else record.text if record else ""
-                if chunk_id in marked:
-                    text, found = snippets.spans_of_marked(marked[chunk_id])
-                    # Unless the passage holds the marker characters itself, or changed since.
-                    if text == raw and hit.text.startswith(raw, at):
-                        spans += [(s + at, e + at) for s, e in found]
-                at += len(raw) + 2  # the "\n\n" between merged passages
-            spans += snippets.unspaced_spans(hit.text, parsed.unspaced)
-            if cut:
-                shown, ranges = snippets.snippet(hit.text, spans)
-                out.append(replace(hit, snippet=shown, highlights=tuple(ranges)))
-            else:
-                out.append(replace(hit, highlights=tuple(snippets.merged(spans))))
-        return out
+            hits = highlighted(self.manifest, hits, parsed, (), cut=snippets)
+            return SearchResult(tuple(hits), did_you_mean=offered)
+        hits = highlighted(self.manifest, hits, parsed, evidence.extra_terms, cut=snippets)
+        return SearchResult(tuple(hits), *corrections.applied(query, hits, evidence))
 
     def select(self, filters: Filters) -> list[str] | None:
         """The notes passing the filters, or None when nothing is filtered."""

@@ -16,6 +16,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from vaultd.query import ParsedQuery
+from vaultd.records import Hit
+from vaultd.storage.manifest import Manifest
 
 #: About how long a snippet is.
 SNIPPET_CHARS = 280
@@ -51,6 +56,46 @@ def spans_of_marked(marked: str) -> tuple[str, list[Span]]:
 def marks_asked() -> tuple[str, str]:
     """What to ask the index to mark a match with (see `spans_of_marked`)."""
     return _START, _END
+
+
+def highlighted(
+    manifest: Manifest,
+    hits: Sequence[Hit],
+    parsed: ParsedQuery,
+    corrected: Sequence[str],
+    cut: bool,
+) -> list[Hit]:
+    """The hits with the ranges of the query's terms in their text (with `cut`, their
+    snippets instead of their text): the words where the words index matched them (the
+    `corrected` terms a typo's corrections added too), unspaced runs where they occur."""
+    ids = {h.id: [str(i) for i in h.parts.get("merged", [h.id])] for h in hits}
+    every = [i for chunk_ids in ids.values() for i in chunk_ids]
+    match = " OR ".join(p for p in (parsed.word_match(), *corrected) if p)
+    marked = manifest.marked(match, every, *marks_asked())
+    # A merged hit's text is its passages' joined (as in `ranking._hits`): their own texts
+    # say where each begins.
+    several = [i for chunk_ids in ids.values() if len(chunk_ids) > 1 for i in chunk_ids]
+    texts = manifest.chunks_by_id(several) if several else {}
+    out: list[Hit] = []
+    for hit in hits:
+        spans: list[Span] = []
+        at = 0
+        for chunk_id in ids[hit.id]:
+            record = texts.get(chunk_id)
+            raw = hit.text if len(ids[hit.id]) == 1 else record.text if record else ""
+            if chunk_id in marked:
+                text, found = spans_of_marked(marked[chunk_id])
+                # Unless the passage holds the marker characters itself, or changed since.
+                if text == raw and hit.text.startswith(raw, at):
+                    spans += [(s + at, e + at) for s, e in found]
+            at += len(raw) + 2  # the "\n\n" between merged passages
+        spans += unspaced_spans(hit.text, parsed.unspaced)
+        if cut:
+            shown, ranges = snippet(hit.text, spans)
+            out.append(replace(hit, snippet=shown, highlights=tuple(ranges)))
+        else:
+            out.append(replace(hit, highlights=tuple(merged(spans))))
+    return out
 
 
 def unspaced_spans(text: str, runs: Iterable[str]) -> list[Span]:
