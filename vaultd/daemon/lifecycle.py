@@ -24,9 +24,10 @@ from typing import Any
 import structlog
 
 from vaultd.answers import DaemonStatus, DaemonStore, Lag, Skipped
-from vaultd.config import Config, load_config
+from vaultd.config import Config
 from vaultd.daemon.identity import check_manifest
 from vaultd.daemon.notify import Notifier
+from vaultd.daemon.reloading import Reloads, apply_live
 from vaultd.daemon.serving import DaemonService
 from vaultd.daemon.signals import Signals
 from vaultd.daemon.state import State
@@ -39,9 +40,7 @@ from vaultd.daemon.worker import (
 )
 from vaultd.errors import LockedError, ManifestLostError, ReaderHeldError, VaultdError
 from vaultd.index.open import Index, open_index
-from vaultd.index.parsers import stop_pools
 from vaultd.index.status import IdentityCheck, index_status
-from vaultd.isolation import stop_children
 from vaultd.logs import iso, ms
 from vaultd.pipeline.watch import Watcher
 from vaultd.progress import PHASE_NAMES, Snapshot, pass_display
@@ -81,14 +80,10 @@ class Daemon:
         notifier: Notifier | None = None,
     ) -> None:
         self.config = config
-        #: The configuration the index, the model and the watcher were opened with: a reload
-        #: that changes any of it waits for a restart (`restart_only`).
-        self.started_with = config
-        #: What a reload changed that waits for a restart, for status.
-        self.restart_pending: tuple[str, ...] = ()
-        self.config_file = config_file
-        self.vault_override = vault_override
         self.env = os.environ if env is None else env
+        self.reloads = Reloads(
+            config, config_file=config_file, vault_override=vault_override, env=self.env
+        )
         self.notifier = notifier or Notifier(self.env)
         self.state = State()
         self.signals = Signals()
@@ -275,18 +270,8 @@ class Daemon:
         )
 
     def _stop_worker(self) -> None:
-        worker = self.worker
-        if worker is None:
-            return
-        worker.stop()
-        # The pass may be waiting on a parser worker or a file reader (an image's OCR: seconds,
-        # up to extract_timeout), where no stop is looked at: they are ended now, the pass
-        # stops at once, and what they had in hand is read again by the next start.
-        stop_pools()
-        stop_children()
-        worker.join(STOP_TIMEOUT)
-        if worker.is_alive():
-            log.warning("the batch in flight did not finish in time; abandoning it")
+        if self.worker is not None:
+            self.worker.end(STOP_TIMEOUT)
 
     def _main_loop(self) -> None:
         assert self.index is not None and self.watcher is not None and self.worker is not None
@@ -395,40 +380,18 @@ class Daemon:
         )
 
     def reload(self) -> None:
-        """SIGHUP: re-read the configuration; an invalid one is logged and the old one kept."""
+        """SIGHUP: re-read the configuration and apply what can be applied live
+        (`vaultd.daemon.reloading`); an invalid one is logged and the old one kept."""
         self.notifier.reloading()
-        try:
-            config = load_config(self.config_file, vault=self.vault_override, env=self.env)
-        except VaultdError as exc:
-            log.error("reload failed; keeping the running configuration", error=str(exc))
+        config = self.reloads.read()
+        if config is None:
             self.notifier.ready("reload failed; running the previous configuration")
             return
-        from vaultd.logs import configure
-
-        try:
-            configure(config.log)  # first: it is the part that can still fail
-        except VaultdError as exc:
-            log.error("reload failed; keeping the running configuration", error=str(exc))
-            self.notifier.ready("reload failed; running the previous configuration")
-            return
-        pending = restart_only(self.started_with, config)
-        # Only what this reload changed is logged; status lists every change still waiting.
-        news = [part for part in pending if part not in self.restart_pending]
-        self.restart_pending = tuple(pending)
-        if news:
-            log.warning("these sections change only on restart", sections=news)
+        self.reloads.leave_pending(config)
         self.config = config
-        if self.watcher is not None:
-            self.watcher.settle = config.watch.debounce_seconds
-        if self.worker is not None:
-            self.worker.unload_after = config.schedule.unload_seconds
-            self.worker.governor.configure(
-                config.embedding.cpu_budget, config.embedding.yield_above
-            )
-        if self.scheduler is not None:
-            from vaultd.daemon.scheduler import reschedule
-
-            reschedule(self.scheduler, config.schedule, self._rescan, self._log_health)
+        apply_live(
+            config, self.watcher, self.worker, self.scheduler, self._rescan, self._log_health
+        )
         log.info("configuration reloaded")
         self.notifier.ready("configuration reloaded")
 
@@ -476,7 +439,7 @@ class Daemon:
             lag_seconds=Lag(**snapshot["lag_seconds"]),
             queue_depth=self.worker.queue_depth(),
             governor=self.worker.governor.status(),
-            restart_pending=self.restart_pending,
+            restart_pending=self.reloads.pending,
             progress=None if progress is None else progress.as_json(),
             watch={"mode": self.watcher.mode, "fallback_reason": self.watcher.fallback_reason},
             embedded_total=self.index.embedder.embedded,
@@ -495,28 +458,6 @@ class Daemon:
             ),
             events={"readers": self.state.events.readers, "dropped": self.state.events.dropped},
         )
-
-
-#: Sections the index was opened with (search settings and attachment kinds included).
-RESTART_SECTIONS = ("vault", "store", "chunking", "server", "search", "attachments")
-
-
-def restart_only(running: Config, new: Config) -> list[str]:
-    """What differs between `running` and `new` that a reload cannot apply: a section the
-    index was opened with, an `[embedding]` setting the model was loaded with (all but
-    `governor.LIVE_SETTINGS`), the watcher's backend."""
-    from vaultd.daemon.governor import LIVE_SETTINGS
-
-    found = [s for s in RESTART_SECTIONS if getattr(new, s) != getattr(running, s)]
-    found += [
-        f"embedding {f.name}"
-        for f in fields(new.embedding)
-        if f.name not in LIVE_SETTINGS
-        and getattr(new.embedding, f.name) != getattr(running.embedding, f.name)
-    ]
-    if new.watch.backend != running.watch.backend:
-        found.append("watch backend")
-    return found
 
 
 def _kinds(

@@ -18,7 +18,8 @@ from vaultd.daemon.state import State
 from vaultd.errors import PassStoppedError, VaultdError
 from vaultd.index.indexer import Summary
 from vaultd.index.open import Index
-from vaultd.isolation import children_cpu, release_children
+from vaultd.index.parsers import stop_pools
+from vaultd.isolation import children_cpu, release_children, stop_children
 from vaultd.pipeline.watch import Settled, Watcher
 from vaultd.progress import Bar, Tracker
 from vaultd.records import kind_of
@@ -136,6 +137,18 @@ class Worker(threading.Thread):
     def stop(self) -> None:
         self.stop_event.set()
         self._wake.set()
+
+    def end(self, timeout: float) -> None:
+        """Stop, and wait up to `timeout` for the batch in flight to finish."""
+        self.stop()
+        # The pass may be waiting on a parser worker or a file reader (an image's OCR: seconds,
+        # up to extract_timeout), where no stop is looked at: they are ended now, the pass
+        # stops at once, and what they had in hand is read again by the next start.
+        stop_pools()
+        stop_children()
+        self.join(timeout)
+        if self.is_alive():
+            log.warning("the batch in flight did not finish in time; abandoning it")
 
     # -- the loop ------------------------------------------------------------------------------
 
