@@ -848,6 +848,25 @@ def check_socket(path: Path, answer: Answer, vault: Path | None, data_dir: Path)
                 f"{path} is mode {mode:03o}, not 600",
                 "restart the daemon: it creates its socket 0600",
             )
+    answered = _answer_problem(path, answer, vault)
+    if answered is not None:
+        return answered
+    if problem is not None:
+        return Check("socket", *problem)
+    if answer.kind == "daemon":
+        found = f"{path}: the daemon answers (health {answer.health.get('status', '?')})"
+    elif path.parent.exists():
+        found = f"{path}: no daemon listening; the directory is ready"
+    elif path.parent == data_dir:
+        found = f"{path}: no daemon; it goes in the data directory when one starts"
+    else:
+        found = f"{path}: no daemon; its directory is created 0700 when one starts"
+    return Check("socket", "ok", f"{found} ({size} of {MAX_SOCKET_PATH - 1} bytes)")
+
+
+def _answer_problem(path: Path, answer: Answer, vault: Path | None) -> Check | None:
+    """What answers on the socket, when it is not the daemon of this vault answering: another
+    vault's daemon, nobody, a process that does not answer, an error, something else."""
     if answer.kind == "daemon" and vault is not None and answer.status["vault"] != str(vault):
         return Check(
             "socket",
@@ -884,17 +903,7 @@ def check_socket(path: Path, answer: Answer, vault: Path | None, data_dir: Path)
             f"something on {path} does not answer like vaultd: {answer.error}",
             "stop whatever listens there, or choose another [server] socket",
         )
-    if problem is not None:
-        return Check("socket", *problem)
-    if answer.kind == "daemon":
-        found = f"{path}: the daemon answers (health {answer.health.get('status', '?')})"
-    elif path.parent.exists():
-        found = f"{path}: no daemon listening; the directory is ready"
-    elif path.parent == data_dir:
-        found = f"{path}: no daemon; it goes in the data directory when one starts"
-    else:
-        found = f"{path}: no daemon; its directory is created 0700 when one starts"
-    return Check("socket", "ok", f"{found} ({size} of {MAX_SOCKET_PATH - 1} bytes)")
+    return None
 
 
 # -- the lock ----------------------------------------------------------------------------------
@@ -1048,37 +1057,9 @@ def check_manifest(
         return Check("manifest", "fail", found, _rebuild_remedy(data_dir)), None
     except StoreError as exc:
         return Check("manifest", "fail", str(exc), _rebuild_remedy(data_dir)), None
-    if view.integrity != "ok":
-        return (
-            Check(
-                "manifest",
-                "fail",
-                f"{data_dir / MANIFEST} is damaged: {view.integrity}",
-                _rebuild_remedy(data_dir),
-            ),
-            None,
-        )
-    if view.schema > SCHEMA_VERSION:
-        return (
-            Check(
-                "manifest",
-                "fail",
-                f"written by a newer vaultd (schema {view.schema}, this one reads "
-                f"{SCHEMA_VERSION})",
-                "upgrade vaultd",
-            ),
-            None,
-        )
-    if vault is not None and view.vault is not None and view.vault != str(vault):
-        return (
-            Check(
-                "manifest",
-                "fail",
-                f"{data_dir} holds the index of {view.vault}, not {vault}",
-                "give this vault its own [store] path",
-            ),
-            None,
-        )
+    unusable = _unusable(view, data_dir, vault)
+    if unusable is not None:
+        return unusable, None
     checked = _troubled_check(
         view.notes, len(view.chunk_ids), view.troubled, view.left_out, view.in_part, ocr_on
     )
@@ -1103,6 +1084,36 @@ def check_manifest(
             view,
         )
     return checked, view
+
+
+def _unusable(view: ManifestView, data_dir: Path, vault: Path | None) -> Check | None:
+    """Why a manifest that could be read cannot serve: damaged inside, of a newer schema, or
+    another vault's index."""
+    from vaultd.layout import MANIFEST
+    from vaultd.storage.schema import SCHEMA_VERSION
+
+    if view.integrity != "ok":
+        return Check(
+            "manifest",
+            "fail",
+            f"{data_dir / MANIFEST} is damaged: {view.integrity}",
+            _rebuild_remedy(data_dir),
+        )
+    if view.schema > SCHEMA_VERSION:
+        return Check(
+            "manifest",
+            "fail",
+            f"written by a newer vaultd (schema {view.schema}, this one reads {SCHEMA_VERSION})",
+            "upgrade vaultd",
+        )
+    if vault is not None and view.vault is not None and view.vault != str(vault):
+        return Check(
+            "manifest",
+            "fail",
+            f"{data_dir} holds the index of {view.vault}, not {vault}",
+            "give this vault its own [store] path",
+        )
+    return None
 
 
 # -- the Chroma store --------------------------------------------------------------------------

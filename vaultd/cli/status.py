@@ -85,14 +85,22 @@ def _never_indexed(exc: Any, as_json: bool) -> None:
 
 def _status_text(report: dict[str, Any]) -> str:
     """`vaultd status` for a person: one line per fact, problems last."""
-    import time
+    lines = [f"vault:    {report['vault']}", *_state_lines(report), *_count_lines(report)]
+    if report["daemon"]:
+        lines += _daemon_lines(report)
+    lines.append(f"model:    {report['model']}")
+    if report.get("languages"):
+        lines.append(f"text:     {report['languages']['summary']}")
+    lines.append(f"data:     {report['store']['data_dir']}")
+    if report.get("socket"):
+        lines.append(f"socket:   {report['socket']}")
+    return "\n".join(lines + _problem_lines(report))
 
-    from vaultd.cli.indexing import progress_line
-    from vaultd.index.status import by_kind_text, kinds_text
-    from vaultd.progress import PHASE_NAMES, Snapshot
 
-    lines: list[str] = []
-    say = lines.append
+def _state_lines(report: dict[str, Any]) -> list[str]:
+    """The health, or what the daemon is doing, and the reasons it is not healthy."""
+    from vaultd.progress import PHASE_NAMES
+
     state = report["status"] if report["daemon"] else "no daemon running"
     if report["daemon"] and report.get("state") == "indexing":
         # Health says "starting" until the first pass is done; a person is told what it does.
@@ -100,73 +108,90 @@ def _status_text(report: dict[str, Any]) -> str:
         state = f"indexing ({PHASE_NAMES.get(phase, phase)})" if phase else "indexing"
         if report["status"] == "degraded":
             state += "; degraded"
-    say(f"vault:    {report['vault']}")
-    say(f"state:    {state}")
-    for key, reason in (report.get("reasons") or {}).items():
-        say(f"  {key}: {reason}")
+    reasons = (report.get("reasons") or {}).items()
+    return [f"state:    {state}", *(f"  {key}: {reason}" for key, reason in reasons)]
+
+
+def _count_lines(report: dict[str, Any]) -> list[str]:
+    """What is indexed, by kind of file, and what still awaits its vectors."""
+    from vaultd.index.status import by_kind_text, kinds_text
+
     left_out = report.get("left_out") or []
     aside = f", {len(left_out)} left out" if left_out else ""
     found = f", of {report['found']} found" if report.get("found") is not None else ""
     # An answer from before `by_kind` (a daemon not restarted since): its files as notes.
     by_kind = report.get("by_kind", {"note": report["notes"]})
-    say(
+    lines = [
         f"indexed:  {by_kind_text(by_kind)} ({report['notes']} files{found}; "
         f"{report['chunks']} chunks){aside}"
-    )
+    ]
     lines.extend(kinds_text(report))  # kinds with files failed or left out; kinds not indexed
     if report.get("awaiting"):
-        say(
+        lines.append(
             f"vectors:  {report.get('embedded', 0)} of {report['notes']} files embedded, "
             f"{report['awaiting']} chunks awaiting; every note is searchable by its words"
         )
-    if report["daemon"]:
-        lag = report["lag_seconds"]
-        say(f"queue:    {report['queue_depth']}")
-        if report.get("progress"):
-            say(f"progress: {progress_line(Snapshot.from_json(report['progress']))}")
-        if report.get("reading"):
-            reading = report["reading"]
-            say(f"reading:  {reading['path']} (for {reading['seconds']:.0f} s)")
-        governor = report.get("governor") or {}
-        if governor.get("waiting_for_busy_machine"):
-            others = governor.get("others_share")
-            share = f" (others use {others:.0%} of the CPU)" if others is not None else ""
-            floor = governor.get("floor")
-            least = f", to no less than {floor:.0%} of the time" if floor else ""
-            say(f"slowed:   bulk indexing slows down while the machine is busy{share}{least}")
-        if report.get("restart_pending"):
-            waiting = ", ".join(report["restart_pending"])
-            say(f"restart:  changed settings apply once the daemon restarts: {waiting}")
-        if lag["samples"]:
-            say(f"lag:      p50 {lag['p50']:.2f} s, p95 {lag['p95']:.2f} s")
-        say(f"watching: {report['watch']['mode']}")
-        closed = [
-            what
-            for what, loaded in (
-                ("vector index", report["store"].get("loaded", True)),
-                ("model", report.get("model_loaded", True)),
-            )
-            if not loaded
-        ]
-        unused = f" ({' and '.join(closed)} closed while unused)" if closed else ""
-        if report.get("rss_mb") is not None:
-            say(f"memory:   {report['rss_mb']} MB{unused}")
-    say(f"model:    {report['model']}")
-    if report.get("languages"):
-        say(f"text:     {report['languages']['summary']}")
-    say(f"data:     {report['store']['data_dir']}")
-    if report.get("socket"):
-        say(f"socket:   {report['socket']}")
-    for key in ("left_out", "in_part", "skipped", "failed"):
-        for entry in report.get(key) or []:
-            say(f"{key.replace('_', ' ') + ':':9} {entry['path']}: {entry['reason']}")
+    return lines
+
+
+def _daemon_lines(report: dict[str, Any]) -> list[str]:
+    """What only a running daemon knows: its queue and pass, pacing, pending settings, lag,
+    watching and memory."""
+    from vaultd.cli.indexing import progress_line
+    from vaultd.progress import Snapshot
+
+    lines: list[str] = []
+    say = lines.append
+    lag = report["lag_seconds"]
+    say(f"queue:    {report['queue_depth']}")
+    if report.get("progress"):
+        say(f"progress: {progress_line(Snapshot.from_json(report['progress']))}")
+    if report.get("reading"):
+        reading = report["reading"]
+        say(f"reading:  {reading['path']} (for {reading['seconds']:.0f} s)")
+    governor = report.get("governor") or {}
+    if governor.get("waiting_for_busy_machine"):
+        others = governor.get("others_share")
+        share = f" (others use {others:.0%} of the CPU)" if others is not None else ""
+        floor = governor.get("floor")
+        least = f", to no less than {floor:.0%} of the time" if floor else ""
+        say(f"slowed:   bulk indexing slows down while the machine is busy{share}{least}")
+    if report.get("restart_pending"):
+        waiting = ", ".join(report["restart_pending"])
+        say(f"restart:  changed settings apply once the daemon restarts: {waiting}")
+    if lag["samples"]:
+        say(f"lag:      p50 {lag['p50']:.2f} s, p95 {lag['p95']:.2f} s")
+    say(f"watching: {report['watch']['mode']}")
+    closed = [
+        what
+        for what, loaded in (
+            ("vector index", report["store"].get("loaded", True)),
+            ("model", report.get("model_loaded", True)),
+        )
+        if not loaded
+    ]
+    unused = f" ({' and '.join(closed)} closed while unused)" if closed else ""
+    if report.get("rss_mb") is not None:
+        say(f"memory:   {report['rss_mb']} MB{unused}")
+    return lines
+
+
+def _problem_lines(report: dict[str, Any]) -> list[str]:
+    """Each file left out, read in part, skipped, failed or quarantined, with its reason."""
+    import time
+
+    lines = [
+        f"{key.replace('_', ' ') + ':':9} {entry['path']}: {entry['reason']}"
+        for key in ("left_out", "in_part", "skipped", "failed")
+        for entry in report.get(key) or []
+    ]
     for held in report.get("quarantined", []):
         since = time.strftime("%Y-%m-%d %H:%M", time.localtime(held["since"]))
-        say(
+        lines.append(
             f"quarantined: {held['path']}: {held['reason']} "
             f"({held['attempts']} attempts, since {since})"
         )
-    return "\n".join(lines)
+    return lines
 
 
 def _no_socket(config: Any) -> str:
