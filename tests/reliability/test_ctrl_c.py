@@ -114,3 +114,36 @@ def test_one_ctrl_c_stops_a_first_index_at_once_and_costs_no_file(
     # The next run reads what the stop left, and nothing was recorded against a file.
     subprocess.run(index_command(config), check=True, stderr=subprocess.DEVNULL)
     assert_same(export_of(config), reference)
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.1, 0.2, 0.3, 0.5])
+def test_a_ctrl_c_while_vaultd_run_loads_ends_it_without_a_traceback(
+    tmp_path: Path, delay: float
+) -> None:
+    """The command's modules take a few tenths of a second to load, before `run` installs its
+    handlers: a Ctrl-C then printed a KeyboardInterrupt traceback. Whatever the moment, it
+    now ends the command quietly and at once."""
+    import sys
+    import time
+
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "Note.md").write_text("# Note\n\nA line.\n", encoding="utf-8")
+    config = write_config(
+        tmp_path / "vaultd.toml", vault, tmp_path / "data", short_socket_dir() / "s"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vaultd", "run", "--config", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    time.sleep(delay)  # the moment of the Ctrl-C is what the case is about, not a wait
+    os.killpg(process.pid, signal.SIGINT)
+    try:
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert b"Traceback" not in stderr, stderr.decode(errors="replace")
