@@ -48,6 +48,8 @@ def every_tool(config: Path) -> dict[str, Any]:
     calls: dict[str, tuple[str, dict[str, Any]]] = {
         "search": ("search", {"query": "otter token", "k": 20}),
         "search snippets": ("search", {"query": TOKEN, "k": 20, "snippets": True}),
+        # A typo of a word only an excluded note holds: no correction may name it.
+        "search typo": ("search", {"query": "otter heisst", "k": 20}),
         "read excluded": ("read_note", {"path": "Private/Token.md"}),
         "read by name": ("read_note", {"path": "Token"}),
         "read tagged": ("read_note", {"path": "Secret plans"}),
@@ -97,6 +99,7 @@ def assert_kept_out(found: dict[str, Any]) -> None:
     # Not one excluded note named, nor a word of theirs (Otter.md's own text links to them).
     assert not paths_in(found) & set(EXCLUDED), found
     assert TOKEN not in json.dumps(found)
+    assert "heist" not in json.dumps(found).replace("heisst", "")
     assert not [t for t in found["tags"]["tags"] if t["tag"].startswith("secret")]
     # The notes not excluded are still answered about.
     assert {h["path"] for h in found["search"]["hits"]} >= {"Otter.md", "Kelp.md"}

@@ -8,7 +8,8 @@ Bridge.run`), with a daemon or without, so no tool can get round them:
 - a tool asked about an excluded note (read it, its links, related notes, backlinks,
   mentions, outline) answers as for a note that is not indexed, before anything is asked;
 - every note an answer names (a hit, a related note, a backlink, a mention, a link's target,
-  a recent note) is dropped when excluded, and `tags` drops the tags named in the rules.
+  a recent note) is dropped when excluded, and `tags` drops the tags named in the rules;
+- a search's corrections are not told (a corrected word may be one only excluded notes hold).
 
 The rules are vaultd.index.exclusion's. A tag or kind rule needs the note's
 tags and kind: a hit carries them, any other note is looked up (once per call); a note that
@@ -58,6 +59,12 @@ class Screen:
                 for hit in found.get("hits", [])
                 if not self.excluded(hit["path"], hit.get("tags", []), hit.get("kind"))
             ]
+            # A correction is a word of the vault, which excluded notes alone may hold (a
+            # token's neighbour, a secret plan's name): an assistant is told no correction.
+            # Its hits are still those of the corrected search, screened like any others.
+            for key, empty in (("corrections", []), ("showing", None), ("did_you_mean", None)):
+                if key in out:
+                    out[key] = empty
         for key in ("related", "mentions", "backlinks", "notes"):
             items = found.get(key)
             if operation != "note" and isinstance(items, list):
