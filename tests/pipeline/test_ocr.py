@@ -222,6 +222,19 @@ def test_pages_past_the_ocr_time_limit_are_left_out_of_the_pdf_not_its_text_laye
     )
 
 
+def test_ocr_reads_no_page_past_max_pages() -> None:
+    """A scanned PDF's pages past `max_pages` are not even looked at by the OCR worker: it
+    read all 200 scans (a minute) and only then was its answer cut to the cap, so a page tree
+    naming one scan 200,000 times was bounded by the time limit alone."""
+    note = extract_note(
+        "Manuals/scanned.pdf",
+        scanned_pdf(),
+        extraction=Extraction(ocr_on=True, timeout=20, max_pages=3),
+    )
+    assert {block.page for block in note.blocks} == {1, 2, 3}
+    assert not [e for e in note.errors if "OCR" in e], note.errors
+
+
 def test_an_image_ocr_runs_out_of_memory_on_is_too_costly_and_the_next_is_read(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

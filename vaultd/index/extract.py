@@ -254,7 +254,7 @@ def _with_ocr(
             raise
         reason = exc.reason.removesuffix("; skipped")
         return {**found, "errors": [f"{_named(wanted)} not read by OCR: {reason}"]}
-    seen = answer["pages"][: extraction.max_pages]  # OCR reads past the cap's pages
+    seen = answer["pages"][: extraction.max_pages]
     merged = [
         own if text is None else text
         for own, text in itertools.zip_longest(pages, seen, fillvalue="")
@@ -274,14 +274,15 @@ def _with_ocr(
 
 def _read_by_ocr(path: str, data: bytes, extraction: Extraction) -> dict[str, Any]:
     """The OCR worker's answer for an image or a PDF; a PDF's pages are rendered within the
-    pixel limit an image has, the worker told it on its command line."""
+    pixel limit an image has, and only its first `max_pages` are read, the worker told both
+    on its command line."""
     return run_child(
         OCR_CHILD,
         path,
         data,
         timeout=extraction.timeout,
         memory_mb=extraction.ocr_memory_mb,
-        args=(str(extraction.max_image_pixels),),
+        args=(str(extraction.max_image_pixels), str(extraction.max_pages)),
     )
 
 

@@ -279,21 +279,28 @@ def read(data: bytes, *, threads: int = DEFAULT_THREADS) -> dict[str, Any]:
 
 
 def read_pdf(
-    data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS, threads: int = DEFAULT_THREADS
+    data: bytes,
+    *,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    threads: int = DEFAULT_THREADS,
+    max_pages: int | None = None,
 ) -> dict[str, Any]:
     """The text OCR reads on each page of a PDF that has no text layer of its own:
     {"pages": [text, or None for a page with its own text, ...], "failed": [[page, kind,
     reason], ...]}. Each such page is rendered at `RENDER_SCALE` (less for a page so big it
     would pass `max_pixels`). A page OCR fails on (out of memory, the engine's error) is a
     page of no text, listed in "failed" with the kind and reason of `isolation.failure`:
-    one page costs that page, never the other pages or the PDF's text layer."""
+    one page costs that page, never the other pages or the PDF's text layer. Only the first
+    `max_pages` pages are looked at (all when None): a page tree may name one page 200,000
+    times."""
     import pypdfium2 as pdfium  # in the extraction worker only, as for the text layer
 
     document = pdfium.PdfDocument(data)
     pages: list[str | None] = []
     failed: list[list[Any]] = []
     try:
-        for index in range(len(document)):
+        count = len(document) if max_pages is None else min(len(document), max_pages)
+        for index in range(count):
             page = document[index]
             try:
                 textpage = page.get_textpage()
@@ -322,11 +329,14 @@ def read_pdf(
     return {"pages": pages, "failed": failed}
 
 
-def read_any(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> dict[str, Any]:
-    """The extraction worker's request: the pages of a PDF without a text layer, each
-    rendered within `max_pixels`, or an image (whose header the parent has checked)."""
+def read_any(
+    data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS, max_pages: int | None = None
+) -> dict[str, Any]:
+    """The extraction worker's request: the first `max_pages` pages of a PDF without a text
+    layer, each rendered within `max_pixels`, or an image (whose header the parent has
+    checked)."""
     if b"%PDF-" in data[:1024]:
-        return read_pdf(data, max_pixels=max_pixels)
+        return read_pdf(data, max_pixels=max_pixels, max_pages=max_pages)
     return read(data)
 
 
@@ -383,4 +393,6 @@ if __name__ == "__main__":
 
     # `[attachments] max_image_megapixels`, as pixels, follows the memory limit (extract.py).
     pixels = int(sys.argv[2]) if len(sys.argv) > 2 else DEFAULT_MAX_PIXELS
-    child_main(partial(read_any, max_pixels=pixels))
+    # `[attachments] max_pages`: a PDF's pages past it are not looked at.
+    pages = int(sys.argv[3]) if len(sys.argv) > 3 else None
+    child_main(partial(read_any, max_pixels=pixels, max_pages=pages))
