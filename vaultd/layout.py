@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from vaultd.errors import SetupError
+
 #: The manifest, vaultd's own database and the index's source of truth (vaultd.storage.manifest).
 MANIFEST = "vaultd.db"
 #: Held (flock) by the one process that owns the data directory (vaultd.storage.lock).
@@ -179,3 +181,20 @@ def tighten(*roots: Path) -> list[Loose]:
             continue
         fixed.append(entry)
     return fixed
+
+
+def made_folder(path: Path, made: str, *, missing: Path | None = None) -> None:
+    """Raise SetupError unless `path` is a folder in its own right: not a link, which removing
+    would follow into what it leads to, nor a file. `made` names what vaultd made there ("the
+    cache"), `missing` the path to name when nothing is there (`path` itself by default)."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        raise SetupError(f"nothing to forget: {missing or path} does not exist") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise SetupError(
+            f"{path} is a symbolic link (to {os.readlink(path)}): vaultd removes only {made} "
+            "it made, never what a link leads to; nothing removed"
+        )
+    if not stat.S_ISDIR(info.st_mode):
+        raise SetupError(f"{path} is not a folder vaultd made; nothing removed")

@@ -26,7 +26,7 @@ import click
 from vaultd.cli.common import config_option, handle_errors
 from vaultd.config import config_path, load_config
 from vaultd.errors import DeclinedError, LockedError, SetupError
-from vaultd.layout import CHROMA, LOCK, MANIFEST, MARKER, made_by_vaultd
+from vaultd.layout import CHROMA, LOCK, MANIFEST, MARKER, made_by_vaultd, made_folder
 
 
 def _megabytes(size: int) -> str:
@@ -95,17 +95,7 @@ def data_dir_to_forget(
     real = data_dir.resolve()
     if notes is not None and (real.is_relative_to(notes) or notes.is_relative_to(real)):
         raise SetupError(f"{data_dir} is or holds the vault {notes}: nothing removed")
-    try:
-        info = data_dir.lstat()
-    except FileNotFoundError:
-        raise SetupError(f"nothing to forget: {data_dir} does not exist") from None
-    if stat.S_ISLNK(info.st_mode):
-        raise SetupError(
-            f"{data_dir} is a symbolic link (to {os.readlink(data_dir)}): vaultd removes only "
-            "the folder it made, never what a link leads to; nothing removed"
-        )
-    if not stat.S_ISDIR(info.st_mode):
-        raise SetupError(f"{data_dir} is not a folder vaultd made: nothing removed")
+    made_folder(data_dir, "the folder")
     entries = _entries(data_dir)
     return data_dir, notes, _size(data_dir, entries)
 

@@ -52,6 +52,7 @@ from vaultd.config import Precision
 from vaultd.embedding.recipe import RECIPE
 from vaultd.embedding.spec import ModelSpec, file_sha256, remember_verified, verify
 from vaultd.errors import LockedError, ModelError, SetupError
+from vaultd.layout import made_folder
 from vaultd.logs import ms
 
 log = structlog.get_logger(__name__)
@@ -380,17 +381,7 @@ def removable(cache: Path) -> int:
     alone to remove: a link at its place or its parent's (removing would follow it into what
     it leads to), or an entry no build writes."""
     for path in (cache.parent, cache):
-        try:
-            info = path.lstat()
-        except FileNotFoundError:
-            raise SetupError(f"nothing to forget: {cache} does not exist") from None
-        if stat.S_ISLNK(info.st_mode):
-            raise SetupError(
-                f"{path} is a symbolic link (to {os.readlink(path)}): vaultd removes only the "
-                "cache it made, never what a link leads to; nothing removed"
-            )
-        if not stat.S_ISDIR(info.st_mode):
-            raise SetupError(f"{path} is not a folder vaultd made; nothing removed")
+        made_folder(path, "the cache", missing=cache)
     with os.scandir(cache) as entries:
         listed = list(entries)
     foreign = sorted(p for p in map(_entry_problem, listed) if p is not None)
