@@ -116,7 +116,7 @@ def test_the_distribution_is_ours() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["name"] == DISTRIBUTION
     # The command keeps its name: only the distribution changed.
-    assert project["scripts"]["vaultd"] == "vaultd.cli.commands:main"
+    assert project["scripts"]["vaultd"] == "vaultd.__main__:run"
     assert f"pip install '{DISTRIBUTION}[multilingual]'" == INSTALL_MULTILINGUAL
 
 
