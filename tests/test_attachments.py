@@ -68,6 +68,13 @@ def make_pdf(pages: list[str], *, encrypt: bool = False) -> bytes:
         objects.append(
             b"<< /Filter /Standard /V 1 /R 2 /O <%s> /U <%s> /P -4 >>" % (b"11" * 32, b"22" * 32)
         )
+    extra = b" /Encrypt %d 0 R /ID [<%s> <%s>]" % (len(objects), b"ab" * 16, b"ab" * 16)
+    return pdf_file(objects, extra if encrypt else b"")
+
+
+def pdf_file(objects: list[bytes], trailer: bytes = b"") -> bytes:
+    """A PDF of these objects, numbered from 1 (the first the catalog), with its cross-reference
+    table; `trailer` adds to the trailer's dictionary."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, 1):
@@ -76,10 +83,9 @@ def make_pdf(pages: list[str], *, encrypt: bool = False) -> bytes:
     xref = len(out)
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
     out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    extra = b" /Encrypt %d 0 R /ID [<%s> <%s>]" % (len(objects), b"ab" * 16, b"ab" * 16)
     out += b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n" % (
         len(objects) + 1,
-        extra if encrypt else b"",
+        trailer,
         xref,
     )
     return bytes(out)
