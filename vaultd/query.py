@@ -461,6 +461,15 @@ def has_phrase(text: str, phrase: str) -> bool:
     needle = _fold(phrase)
     if _HAS_UNSPACED.search(phrase):
         return needle.strip() in _fold(text)
+    # Most passages a search looks at lack a word of the phrase: say so from the text's ASCII
+    # letters alone, before folding it character by character. An ASCII word of the folded
+    # text is a run of the same letters there (the marks folding drops are not ASCII either).
+    if text.isascii():
+        letters = text.lower()
+    else:
+        letters = unicodedata.normalize("NFKD", text.casefold()).encode("ascii", "ignore").decode()
+    if any(word.isascii() and word not in letters for word in needle.split()):
+        return False
     return needle in _fold(text)
 
 

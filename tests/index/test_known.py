@@ -7,7 +7,7 @@ import pytest
 
 from tests.storage.outcomes import written
 from vaultd.index import known
-from vaultd.query import check_query
+from vaultd.query import check_query, has_phrase
 from vaultd.storage.manifest import Manifest
 
 KEEPER = "Lighthouse Keeper.md#0"
@@ -65,3 +65,28 @@ def test_the_word_helpers() -> None:
     assert [known.edits_allowed(w) for w in ("pier", "keeper", "lighthouses")] == [0, 1, 2]
     edits = known.one_edit("cat")
     assert {"at", "act", "cut", "cart"} <= edits and "cat" not in edits
+
+
+@pytest.mark.parametrize(
+    ("text", "phrase", "held"),
+    [
+        ("Cafe\u0301 au lait, twice", "cafe au lait", True),  # a mark written apart
+        ("Café au lait, twice", "CAFE au lait", True),
+        ("the naïve view’s end", "naive view", True),
+        ("the naïve view’s end", "naive views", False),
+        ("a straße to walk", "strasse to", True),  # casefolded before the letters are compared
+        ("plain ascii text here", "ascii text", True),
+        ("plain ascii text here", "ascii here", False),
+        ("日本語のテキスト and more", "and more", True),
+    ],
+)
+def test_has_phrase_folds_case_and_accents_and_misses_a_missing_word(
+    text: str, phrase: str, held: bool
+) -> None:
+    assert has_phrase(text, phrase) is held
+
+
+def test_display_leaves_text_without_links_as_it_is() -> None:
+    text = "a [bracket] and (parens) [^1]"
+    assert known.display(text) == text
+    assert known.display("[[a]] and [[b|B]]") == "[[a]] and B"

@@ -126,3 +126,14 @@ def test_kind_counts_go_by_status_and_kind(db: sqlite3.Connection, query: Query)
 def test_batches_cut_a_list_into_pieces_of_at_most_size() -> None:
     assert list(notes.batches(list(range(5)), 2)) == [[0, 1], [2, 3], [4]]
     assert list(notes.batches([], 2)) == []
+
+
+def test_first_chunk_ids_names_only_each_notes_first_passage(
+    db: sqlite3.Connection, query: Query
+) -> None:
+    notes.write(db, written("a.md", ["one", "two"]), now=5.0)
+    notes.write(db, written("b.md", ["three"]), now=5.0)
+
+    asked = ["a.md#1", "b.md#0", "a.md#0", "gone.md#0"]
+    assert notes.first_chunk_ids(query, asked) == {"a.md#0", "b.md#0"}
+    assert notes.first_chunk_ids(query, []) == set()

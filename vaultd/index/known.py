@@ -118,7 +118,10 @@ class Evidence:
 def display(text: str) -> str:
     """Markdown links as a reader sees them: `[[target|shown]]` and `[shown](url)` as `shown`
     (`**`, backticks and the like are punctuation to the phrase check already)."""
-    return _MDLINK.sub(r"\1", _WIKILINK.sub(r"\2", text))
+    # Most passages hold neither kind; a search asks this of every candidate passage.
+    if "[[" in text:
+        text = _WIKILINK.sub(r"\2", text)
+    return _MDLINK.sub(r"\1", text) if "](" in text else text
 
 
 def query_words(query: str) -> tuple[str, ...]:

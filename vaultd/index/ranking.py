@@ -54,23 +54,17 @@ def page(
     merge: bool,
     settings: SearchSection,
     evidence: Evidence | None = None,
-    fetched: Mapping[str, StoredChunk] | None = None,
 ) -> list[Hit]:
     """The top `k` hits of the retrievers' `ranked` candidates, at most `cap` of one note
-    (0: any number), neighbours merged with `merge`; `fetched` holds the chunks the search
-    read already."""
+    (0: any number), neighbours merged with `merge`."""
     weights = {"keyword": settings.keyword_weight, "vector": settings.vector_weight}
     leads = ranked.get("lead", [])
     if mode == "hybrid":
         pool = rrf({n: ranked[n] for n in weights if n in ranked}, settings.rrf_k, weights)
     else:
         pool = list(ranked[mode])
-    # The chunks this search read already (the vector side's deeper list, for the notes'
-    # first passages) are not read again: on obsidian-hub a read of 250 costs 12 ms.
-    fetched = fetched or {}
     wanted = dict.fromkeys([i for i, _ in pool] + [i for i, _ in leads])
-    records = {i: fetched[i] for i in wanted if i in fetched}
-    records.update(manifest.chunks_by_id([i for i in wanted if i not in fetched]))
+    records = manifest.chunks_by_id(list(wanted))
     notes: dict[str, dict[str, Any]] = {}
     if mode == "hybrid":
         if leads:

@@ -36,7 +36,7 @@ from vaultd.config import SearchSection
 from vaultd.embedding.embedder import Route, TextEmbedder
 from vaultd.index import corrections, known
 from vaultd.index.known import Evidence, Lexicon
-from vaultd.index.ranking import Ranked, firsts, page, rrf
+from vaultd.index.ranking import Ranked, page, rrf
 from vaultd.index.snippets import highlighted
 from vaultd.query import (
     MAX_K,
@@ -48,7 +48,7 @@ from vaultd.query import (
 )
 from vaultd.records import Hit, SearchResult, Short
 from vaultd.storage.keyword import KEYWORD_WEIGHTS
-from vaultd.storage.manifest import Manifest, StoredChunk
+from vaultd.storage.manifest import Manifest
 from vaultd.storage.vectors import VectorStore
 
 #: The notes' first passages come from one vector search this many times deeper than the
@@ -154,14 +154,13 @@ class Searcher:
         depth = max(settings.candidates, k)
         leads = settings.lead_weight > 0
         while True:
-            fetched: dict[str, StoredChunk] = {}
             ranked, evidence = self._retrieve(
                 query, parsed, mode, depth, paths, filters, settings.rrf_k, leads=leads,
-                known_items=known_items, typos=settings.typos, fetched=fetched,
+                known_items=known_items, typos=settings.typos,
             )  # fmt: skip
             hits = page(
                 self.manifest, self.embedder.model_id, parsed, mode, ranked, k, cap, merge,
-                settings, evidence, fetched,
+                settings, evidence,
             )  # fmt: skip
             # The cap per note (or merging) thinned the page below k while a retriever's list
             # was full, so more notes may be deeper: search again, deeper.
@@ -204,14 +203,13 @@ class Searcher:
             # The query as typed found what it names (a note's name, its words in order): it is
             # searched as typed, and the corrections are only offered.
             offered = corrections.did_you_mean(self.manifest, query, evidence.corrections, hits)
-            fetched: dict[str, StoredChunk] = {}
             ranked, evidence = self._retrieve(
                 query, parsed, mode, depth, paths, filters, settings.rrf_k, leads=leads,
-                known_items=known_items, typos=False, fetched=fetched,
+                known_items=known_items, typos=False,
             )  # fmt: skip
             hits = page(
                 self.manifest, self.embedder.model_id, parsed, mode, ranked, k, cap, merge,
-                settings, evidence, fetched,
+                settings, evidence,
             )  # fmt: skip
             hits = highlighted(self.manifest, hits, parsed, (), cut=snippets)
             return SearchResult(tuple(hits), did_you_mean=offered)
@@ -267,10 +265,8 @@ class Searcher:
         leads: bool = False,
         known_items: bool = True,
         typos: bool = True,
-        fetched: dict[str, StoredChunk] | None = None,
     ) -> tuple[dict[str, Ranked], Evidence]:
-        """`retrieve`, with the known-item evidence; the chunks it read from the manifest are
-        added to `fetched` (so that the page does not read them again)."""
+        """`retrieve`, with the known-item evidence."""
         rrf_k = self.settings.rrf_k if rrf_k is None else rrf_k
         filters = filters or Filters()
         ranked: dict[str, Ranked] = {}
@@ -292,7 +288,7 @@ class Searcher:
                     routes, max(depth, min(depth * LEAD_DEPTH, MAX_DEPTH)), paths, filters
                 )
                 ranked["vector"] = deeper[:depth]
-                ranked["lead"] = self._first_passages(deeper, fetched)[:depth]
+                ranked["lead"] = self._first_passages(deeper)[:depth]
             else:
                 ranked["vector"] = self.nearest(routes, depth, paths, filters)
             ranked["keyword"], evidence = keyword.result()
@@ -395,13 +391,9 @@ class Searcher:
         weights = {str(i): share for i, share in enumerate(shares)}
         return rrf(named, self.settings.rrf_k, weights)[:depth]
 
-    def _first_passages(
-        self, ranked: Ranked, fetched: dict[str, StoredChunk] | None = None
-    ) -> Ranked:
-        records = self.manifest.chunks_by_id([i for i, _ in ranked])
-        if fetched is not None:
-            fetched.update(records)
-        return firsts(ranked, records)
+    def _first_passages(self, ranked: Ranked) -> Ranked:
+        firsts = self.manifest.first_chunk_ids([i for i, _ in ranked])
+        return [(i, s) for i, s in ranked if i in firsts]
 
     def _shares(self, routes: Sequence[Route]) -> list[float]:
         """Each route's share of the passages it may rank (counted at most every

@@ -95,6 +95,9 @@ class Manifest(Connection):
     def chunks_by_id(self, ids: Sequence[str]) -> dict[str, StoredChunk]:
         return notes.chunks_by_id(self._query, ids)
 
+    def first_chunk_ids(self, ids: Sequence[str]) -> set[str]:
+        return notes.first_chunk_ids(self._query, ids)
+
     def chunk_counts(self, paths: Sequence[str]) -> dict[str, int]:
         return notes.chunk_counts(self._query, paths)
 

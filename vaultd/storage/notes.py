@@ -133,6 +133,15 @@ def chunks_by_id(query: Query, ids: Sequence[str]) -> dict[str, StoredChunk]:
     return {row[0]: stored(row) for row in rows}
 
 
+def first_chunk_ids(query: Query, ids: Sequence[str]) -> set[str]:
+    """Those of `ids` that are their note's first passage (read without the passages' text:
+    a search asks this of a few hundred ids)."""
+    if not ids:
+        return set()
+    sql = f"SELECT id FROM chunks WHERE idx = 0 AND id {IN_KEYS}"
+    return {r[0] for r in query(sql, (keys(ids),))}
+
+
 def chunk_counts(query: Query, paths: Sequence[str]) -> dict[str, int]:
     """How many passages each note has (notes without any are left out)."""
     if not paths:
