@@ -1,7 +1,7 @@
 """`vaultd ui`: the page in the browser, over the vault's running daemon (vaultd.ui.server).
 
 A light client, like `vaultd status`: it opens no index and needs the daemon running. The
-page's one-time link goes into a file only the user can read (vaultd.ui.link); the browser is
+page's link goes into a file only the user can read (vaultd.ui.link); the browser is
 started with that file's path, and the terminal is told the path, never the secret: a command
 line is every local user's to read. It serves until its terminal goes, Ctrl-C, or `--idle`
 without use.
@@ -22,7 +22,7 @@ from vaultd.cli.common import vault_command
 from vaultd.config import load_config
 from vaultd.errors import NoDaemonError, StartupError
 from vaultd.hints import suggest
-from vaultd.ui.link import LinkFile, write_link
+from vaultd.ui.link import write_link
 from vaultd.ui.owner import can_tell
 from vaultd.ui.server import IDLE, serve
 
@@ -49,8 +49,8 @@ def ui(
 
     Served on 127.0.0.1 by this process for the vault's running daemon (start it with `vaultd
     run`), to your own processes only. The browser opens a file only you can read, which holds
-    a link that works once. Stops with its terminal, on Ctrl-C, or after --idle seconds without
-    use."""
+    a link that lets a browser in while this runs (a bookmark of the page then works too).
+    Stops with its terminal, on Ctrl-C, or after --idle seconds without use."""
     config = load_config(config_file, vault=vault, env=os.environ)
     root = config.require_vault()
     if not can_tell():
@@ -66,23 +66,20 @@ def ui(
             f"no daemon is running for {root}; start it with {suggest('run')} (or "
             f"{suggest('service', 'install')}), then run {suggest('ui')} again"
         )
-    link: LinkFile | None = None
-
-    def spent() -> None:
-        if link is not None:
-            link.remove()
-
     def stop(signum: int, frame: FrameType | None) -> None:
         server.stop()
 
-    server = serve(client, root, idle=idle, port=port, on_exchange=spent)
+    server = serve(client, root, idle=idle, port=port)
     try:
         with write_link(server.url, os.environ) as link:
             for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, stop)
             click.echo(f"vaultd ui for {root} (daemon on {client.path})")
             click.echo(f"open: {link.uri}")
-            click.echo("(a file only you can read; its link works once) Ctrl-C stops the page")
+            click.echo(
+                "(a file only you can read: it opens the page in any of your browsers while this "
+                "runs) Ctrl-C stops the page"
+            )
             if not no_browser and not webbrowser.open(link.uri):
                 click.echo(f"no browser could be started: open {link.path} in yours")
             server.stopped.wait()

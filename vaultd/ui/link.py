@@ -1,4 +1,4 @@
-"""The page's one-time link, handed to the browser through a file only the user can read.
+"""The page's link, handed to the browser through a file only the user can read.
 
 Every local user can read every process's command line (`ps -eo args`), so a browser started
 with the link would show its secret to all of them. Instead the link goes into `open.html`, a
@@ -8,7 +8,9 @@ only if no other user can rename a directory on the way, which vaultd.trust chec
 the browser is started with the file's path, which holds nothing secret, and the file sends
 it on to the link. Notebook servers hand their token to the browser the same way.
 
-The file is removed once the link is used (it can do no more) and when the page stops.
+The file stays while the page is served, so that another browser, or the same one after a
+restart, can be let in again by opening it; it is removed when the page stops, and its secret
+is worthless then.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ PAGE = """<!DOCTYPE html>
 </head>
 <body>
 <p>Opening the page of vaultd&hellip; If nothing happens, <a href="{url}">open it</a>.
-The link works once.</p>
+This file lets a browser in for as long as this run of vaultd ui serves the page: keep it
+to yourself.</p>
 </body>
 </html>
 """

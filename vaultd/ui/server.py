@@ -1,4 +1,4 @@
-"""The page's server: 127.0.0.1 only, a one-time secret exchanged for a cookie, the daemon's read
+"""The page's server: 127.0.0.1 only, a secret exchanged for a cookie, the daemon's read
 operations (and reindex) passed through to its socket, nothing else.
 
 Safe by construction, against a web page in the same browser and against another local user:
@@ -7,10 +7,12 @@ Safe by construction, against a web page in the same browser and against another
   only the user's own processes are served, whatever address they come from (127.0.0.2,
   ::ffff:127.0.0.1 are anyone's); when the owner cannot be known the connection is refused.
   So another user can neither read a page nor spend the link's secret.
-- The link holds a one-time secret, handed to the browser in a file only the user can read
-  (vaultd.ui.link), never on a command line. Asked once, it is exchanged for a random cookie
-  (HttpOnly, SameSite=Strict, Path=/) and works no more; a wrong secret changes nothing.
-  Every other request needs the cookie.
+- The link holds a secret, handed to the browser in a file only the user can read
+  (vaultd.ui.link), never on a command line. It is exchanged for a random cookie (HttpOnly,
+  SameSite=Strict, Path=/, kept by the browser for SESSION_DAYS), as often as the user opens
+  the file: a new browser, or the same one after a restart, gets in again while this server
+  runs; a wrong secret changes nothing. Every other request needs the cookie. Both die with
+  the server: a new `vaultd ui` makes new ones.
 - Every request's Host must be this server's own address (127.0.0.1:PORT or localhost:PORT):
   a DNS-rebinding page's requests carry its own name. An Origin, when sent, must be this
   server's too, and a POST must carry one; `Sec-Fetch-Site: cross-site` is refused, but for
@@ -66,6 +68,9 @@ EXCHANGED = (
     b'<meta http-equiv="refresh" content="0;url=/"><title>vaultd</title></head>'
     b'<body><a href="/">Open the page</a></body></html>'
 )
+#: How long the browser keeps the cookie: a bookmark opens the page for as long as this server
+#: runs, across browser restarts (the cookie is worthless once the server stops).
+SESSION_DAYS = 30
 #: Seconds without a request or an open stream after which the server stops (0: never).
 IDLE = 3600.0
 
@@ -103,10 +108,10 @@ class UiServer(ThreadingHTTPServer):
         self.daemon = daemon
         self.vault = vault
         self.idle = idle
-        #: Called once the secret is spent (the file that handed it over can go).
+        #: Called at each exchange of the secret for the cookie.
         self.on_exchange = on_exchange
-        #: The URL's secret: exchanged once for the cookie, then void.
-        self._secret: str | None = secrets.token_urlsafe(32)
+        #: The URL's secret: exchanged for the cookie as often as it is asked.
+        self._secret = secrets.token_urlsafe(32)
         self._cookie = secrets.token_urlsafe(32)
         self._lock = threading.Lock()
         self.last_used = time.monotonic()
@@ -125,8 +130,8 @@ class UiServer(ThreadingHTTPServer):
 
     @property
     def url(self) -> str:
-        """The one-time link (holds the secret: hand it over in a private file, never on a
-        command line, never in a log)."""
+        """The link (holds the secret: hand it over in a private file, never on a command
+        line, never in a log)."""
         return f"http://127.0.0.1:{self.port}/?key={self._secret}"
 
     def verify_request(self, request: Any, client_address: Any) -> bool:
@@ -139,12 +144,9 @@ class UiServer(ThreadingHTTPServer):
         return socket_owner(client_address, local) == os.getuid()
 
     def exchange(self, key: str) -> str | None:
-        """The cookie for the link's secret, once; None for any other key (which changes
-        nothing) or a second time."""
-        with self._lock:
-            if self._secret is None or not hmac.compare_digest(key.encode(), self._secret.encode()):
-                return None
-            self._secret = None
+        """The cookie for the link's secret; None for any other key (which changes nothing)."""
+        if not hmac.compare_digest(key.encode(), self._secret.encode()):
+            return None
         if self.on_exchange is not None:
             self.on_exchange()
         return self._cookie
@@ -209,7 +211,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         if not self.server.has_cookie(self.headers.get("Cookie")):
             self._refuse(
-                HTTPStatus.FORBIDDEN, "open the page with the link `vaultd ui` gave (it works once)"
+                HTTPStatus.FORBIDDEN,
+                "open the page with the link file `vaultd ui` printed (open.html); this browser "
+                "has not been let in by this run of it",
             )
             return
         if method == "GET" and url.path in ("/", "/index.html"):
@@ -261,7 +265,10 @@ class Handler(BaseHTTPRequestHandler):
     def _exchange(self, key: str) -> None:
         cookie = self.server.exchange(key)
         if cookie is None:
-            self._refuse(HTTPStatus.FORBIDDEN, "this link was used already or is wrong")
+            self._refuse(
+                HTTPStatus.FORBIDDEN,
+                "this link is not the running `vaultd ui`'s: open the link file it printed",
+            )
             return
         # A page that moves on by itself, not a redirect: after the link file's cross-site
         # start, a redirect's next request is cross-site too and the browser would withhold
@@ -270,7 +277,10 @@ class Handler(BaseHTTPRequestHandler):
             HTTPStatus.OK,
             EXCHANGED,
             "text/html; charset=utf-8",
-            Set_Cookie=f"{COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/",
+            Set_Cookie=(
+                f"{COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/; "
+                f"Max-Age={SESSION_DAYS * 86400}"
+            ),
         )
 
     def _asset(self, name: str) -> None:
