@@ -31,7 +31,7 @@ from click.testing import CliRunner
 
 from harness.daemon import PATIENCE, RunningDaemon, running, wait_until
 from harness.vaults import write_vault
-from tests.ui import ui_server
+from tests.page_server import ui_server
 from vaultd.cli.commands import main as cli
 from vaultd.errors import EXIT_CONFIG
 from vaultd.ui.server import CSP, UiServer

@@ -61,7 +61,10 @@ class _Child:
         self.used = time.monotonic()
 
     def _started(self) -> subprocess.Popen[bytes]:
-        if self._process is None or self._process.poll() is not None:
+        if self._process is not None and self._process.poll() is not None:
+            _close_pipes(self._process)  # ended between files (idle release, a kill)
+            self._process = None
+        if self._process is None:
             command = [sys.executable, "-m", self.module, str(self.memory_mb), *self.args]
             self._process = subprocess.Popen(
                 command,

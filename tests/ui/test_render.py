@@ -680,7 +680,8 @@ def shown(fragment: str) -> str:
     ("source", "expected"),
     [
         ("[[target|shown]] and [[Plain]]", "shown and Plain"),
-        ("![[img.png]] and ![[pic.png|300]]", "img.png and pic.png"),
+        ("![[img.png]] and ![[pic.png|300]] or ![[icon.svg#icon]]", "and or"),  # pictures: no words
+        ("![[Note]] and ![[Note#Part|shown]]", "Note and Note#Part"),
         ("[text *here*](https://x.example/(a)) ![alt](p.png)", "text here alt"),
         ("**bold** __strong__ *it* _em_ ~~del~~ ==hi==", "bold strong it em del hi"),
         ("## Heading\n\nText", "Heading Text"),

@@ -22,6 +22,7 @@ from vaultd.cli.common import vault_command
 from vaultd.config import load_config
 from vaultd.errors import NoDaemonError, StartupError
 from vaultd.hints import suggest
+from vaultd.pipeline.discover.rules import IgnoreRules
 from vaultd.ui.link import write_link
 from vaultd.ui.owner import can_tell
 from vaultd.ui.server import IDLE, serve
@@ -66,10 +67,18 @@ def ui(
             f"no daemon is running for {root}; start it with {suggest('run')} (or "
             f"{suggest('service', 'install')}), then run {suggest('ui')} again"
         )
+
     def stop(signum: int, frame: FrameType | None) -> None:
         server.stop()
 
-    server = serve(client, root, idle=idle, port=port)
+    server = serve(
+        client,
+        root,
+        idle=idle,
+        port=port,
+        rules=IgnoreRules.from_config(config.vault),
+        max_pdf_bytes=int(config.attachments.max_pdf_mb * 1024 * 1024),
+    )
     try:
         with write_link(server.url, os.environ) as link:
             for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):

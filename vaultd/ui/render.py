@@ -698,6 +698,10 @@ class _Shown:
         inner_start, inner_end = m.span("inner")
         inner = m.group("inner")
         embed = m.group("wikilink").startswith("!")
+        if embed and _extension(inner.split("|", 1)[0].split("#", 1)[0]) in IMAGE_EXTENSIONS:
+            # A picture (a screenshot, an icon like `lucide-x.svg#icon`) has no words to read.
+            self.drop(m.start(), m.end())
+            return
         bar = inner.find("|")
         shown = (inner_start, inner_end)
         if bar >= 0:

@@ -41,11 +41,21 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
+from vaultd import isolation
 from vaultd.api.client import Client
 from vaultd.api.operations import OPERATIONS
-from vaultd.errors import VaultdError
+from vaultd.errors import (
+    LeftOutError,
+    NoteUnavailableError,
+    QueryError,
+    VaultdError,
+    VaultPathError,
+)
+from vaultd.hints import command
+from vaultd.pipeline.discover.rules import IgnoreRules
+from vaultd.ui import files, views
 from vaultd.ui.owner import socket_owner
 
 COOKIE = "vaultd_ui"
@@ -54,6 +64,9 @@ CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
+#: The policy of a vault file's answer: an SVG opened by itself could run its script, so the
+#: browser is told to sandbox it (images inside the page never run script anyway).
+FILE_CSP = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
 #: The longest body passed on (a search's or a reindex's JSON).
 MAX_BODY = 65536
 #: The page's files, by the name asked for, with their types.
@@ -103,10 +116,16 @@ class UiServer(ThreadingHTTPServer):
         idle: float = IDLE,
         port: int = 0,
         on_exchange: Callable[[], None] | None = None,
+        rules: IgnoreRules | None = None,
+        max_pdf_bytes: int = files.MAX_FILE_BYTES,
     ) -> None:
         super().__init__(("127.0.0.1", port), Handler)
         self.daemon = daemon
         self.vault = vault
+        #: The vault's ignore rules and the largest PDF drawn: what the daemon reads, the page
+        #: may show (vaultd.ui.files).
+        self.rules = rules
+        self.max_pdf_bytes = max_pdf_bytes
         self.idle = idle
         #: Called at each exchange of the secret for the cookie.
         self.on_exchange = on_exchange
@@ -177,6 +196,7 @@ class UiServer(ThreadingHTTPServer):
         if not self.stopped.is_set():
             self.stopped.set()
             threading.Thread(target=self.shutdown, daemon=True).start()
+            isolation.close_children()  # the worker drawing PDF pages, if one was started
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -220,6 +240,8 @@ class Handler(BaseHTTPRequestHandler):
             self._asset("index.html")
         elif method == "GET" and url.path.startswith("/static/"):
             self._asset(url.path.removeprefix("/static/"))
+        elif method == "GET" and url.path.startswith(("/file/", "/pdf-page/")):
+            self._vault_file(url.path, url.query)
         elif url.path.startswith("/api/") and allowed(method, url.path.removeprefix("/api")):
             self._proxy(method, self.path.removeprefix("/api"))
         else:
@@ -292,7 +314,39 @@ class Handler(BaseHTTPRequestHandler):
         if name == "index.html":
             data = data.replace(b"{{vault}}", _html(self.server.vault.name).encode())
             data = data.replace(b"{{socket}}", _html(str(self.server.daemon.path)).encode())
+            data = data.replace(b"{{start}}", _html(command("run")).encode())
         self._send(HTTPStatus.OK, data, kind)
+
+    def _vault_file(self, path: str, query: str) -> None:
+        """An image of the vault (`/file/PATH`) or a PDF's page as a picture
+        (`/pdf-page/PATH?page=N`), as vaultd.ui.files allows."""
+        server = self.server
+        try:
+            if path.startswith("/file/"):
+                served = files.vault_file(
+                    server.vault, unquote(path.removeprefix("/file/")), rules=server.rules
+                )
+            else:
+                page = parse_qs(query).get("page", ["1"])[-1]
+                served = files.pdf_page(
+                    server.vault,
+                    unquote(path.removeprefix("/pdf-page/")),
+                    int(page) if page.isdigit() else 0,
+                    rules=server.rules,
+                    max_bytes=server.max_pdf_bytes,
+                )
+        except (VaultPathError, QueryError) as exc:
+            self._refuse(HTTPStatus.BAD_REQUEST, str(exc))
+            return
+        except NoteUnavailableError as exc:
+            self._refuse(HTTPStatus.NOT_FOUND, str(exc))
+            return
+        except LeftOutError as exc:
+            self._refuse(HTTPStatus.UNPROCESSABLE_ENTITY, str(exc))
+            return
+        self._send(
+            HTTPStatus.OK, served.body, served.content_type, Content_Security_Policy=FILE_CSP
+        )
 
     def _proxy(self, method: str, target: str) -> None:
         body = None
@@ -316,6 +370,10 @@ class Handler(BaseHTTPRequestHandler):
                 self._relay(answer.status, answer)
                 return
             data = answer.read()
+            if answer.status == HTTPStatus.OK and kind.startswith("application/json"):
+                data = json.dumps(
+                    views.enrich(method, target, json.loads(data)), ensure_ascii=False
+                ).encode()
             self._send(HTTPStatus(answer.status), data, kind)
         finally:
             answer.close()
@@ -355,9 +413,14 @@ def serve(
     idle: float = IDLE,
     port: int = 0,
     on_exchange: Callable[[], None] | None = None,
+    rules: IgnoreRules | None = None,
+    max_pdf_bytes: int = files.MAX_FILE_BYTES,
 ) -> UiServer:
     """A started server (serving on a thread of its own, its idle watch on another)."""
-    server = UiServer(daemon, vault, idle=idle, port=port, on_exchange=on_exchange)
+    server = UiServer(
+        daemon, vault, idle=idle, port=port, on_exchange=on_exchange, rules=rules,
+        max_pdf_bytes=max_pdf_bytes,
+    )  # fmt: skip
     threading.Thread(target=server.serve_forever, name="vaultd-ui", daemon=True).start()
     threading.Thread(target=server.watch_idle, name="vaultd-ui-idle", daemon=True).start()
     return server
