@@ -3,11 +3,10 @@ daemon on a subset of obsidian-help/en: search as you type, a hit's note with it
 the health view changing while a first index runs and while a note is edited, and a PDF read in
 part named there with what of it was not read.
 
-With VAULTD_UI_SCREENSHOTS=DIR the views are saved there as PNG files (docs/ui/ is made so)."""
+The screenshots in docs/ui/ are tests/test_ui_page.py's."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -108,13 +107,6 @@ def page(ui: UiServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any
             browser.close()
 
 
-def shot(page: Any, name: str) -> None:
-    folder = os.environ.get("VAULTD_UI_SCREENSHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=False)
-
-
 def events_seen(page: Any) -> int:
     return int(page.evaluate("Number(document.body.dataset.events || 0)"))
 
@@ -164,7 +156,6 @@ def test_2_typing_shows_hits_within_300_ms_of_the_last_keystroke(
     first = page.locator("#hits li").first
     assert first.locator(".kind").text_content() == "note"
     assert first.locator("a[href^='obsidian://open?vault=']").count() == 1
-    shot(page, "search")
 
 
 def test_3_opening_a_hit_shows_its_note_and_related_notes(page: Any, daemon: RunningDaemon) -> None:
@@ -176,7 +167,6 @@ def test_3_opening_a_hit_shows_its_note_and_related_notes(page: Any, daemon: Run
         timeout=PATIENCE * 1000,
     )
     assert page.locator("#note-outline li").count() > 0
-    shot(page, "note")
 
 
 def test_4_the_health_view_changes_while_a_note_is_edited(
@@ -189,7 +179,6 @@ def test_4_the_health_view_changes_while_a_note_is_edited(
     wait_until(lambda: events_seen(page) > before, "the page saw the edit's events")
     wait_until(lambda: "Home.md" in page.text_content("#h-events"), "the edit on the page")
     wait_until(lambda: "p50" in page.text_content("#h-lag"), "the lag shown")
-    shot(page, "health")
 
 
 def test_5_a_pdf_read_in_part_is_named_with_what_was_not_read(

@@ -131,6 +131,9 @@ def open_page(
         page.goto(link.uri)
         page.wait_for_url(f"http://127.0.0.1:{ui.port}/", timeout=PATIENCE * 1000)
     page.wait_for_function("() => document.body.dataset.homeShown", timeout=PATIENCE * 1000)
+    page.wait_for_function(
+        "() => document.getElementById('live').textContent === 'live'", timeout=PATIENCE * 1000
+    )
     return page
 
 

@@ -893,3 +893,16 @@ def test_cut_never_cuts_mid_word_and_keeps_the_limit(limit: int) -> None:
         longest = max(len(w) for w in words[:n])
         if longest < limit:
             assert text[len(head)] in " ,!." or head == "", (text, out)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("… [!faq]- Are callouts foldable? Yes!", "… Are callouts foldable? Yes!"),
+        ("… > [!tip]\n> Body", "… tip Body"),
+    ],
+)
+def test_a_snippet_that_begins_inside_a_callouts_first_line_hides_its_marker(
+    text: str, shown: str
+) -> None:
+    assert render.plain(text)[0] == shown

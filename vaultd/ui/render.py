@@ -552,6 +552,7 @@ def passage(text: str, resolve: Resolve | None = None) -> str:
 _QUOTE = re.compile(r"[ \t]*+(?:>[ \t]?)+")
 _FENCE = re.compile(r"[ \t]*+(`{3,}|~{3,})")
 _HEADING = re.compile(r"#{1,6}(?:[ \t]+|$)")
+_SNIPPET_LEAD = re.compile(r"…([ \t]*)(?:>[ \t]?)*")
 _CALLOUT_MARK = re.compile(r"\[!(?P<kind>[^\]\n]*)\][+-]?")
 #: A thematic break, a setext underline or a table's delimiter row: nothing a reader sees.
 #: (Possessive indents and a `|` between cells: no line can be matched in many ways, which
@@ -642,13 +643,16 @@ class _Shown:
         if _RULE_LINE.fullmatch(self.text, body, end) and self.text[body:end].strip():
             self.drop(body, end)
             return
-        callout = _CALLOUT_MARK.match(self.text, body, end)
+        # A snippet may begin inside a callout's first line, after its "…".
+        lead = _SNIPPET_LEAD.match(self.text, body, end)
+        callout = _CALLOUT_MARK.match(self.text, lead.end() if lead else body, end)
         if callout:
+            start = lead.end(1) if lead else body  # the "…" and its space stay
             if self.text[callout.end() : end].strip():
-                self.drop(body, callout.end())
+                self.drop(start, callout.end())
             else:
                 # No title: the type's word stands for it, as Obsidian shows it.
-                self.drop(body, callout.start("kind"))
+                self.drop(start, callout.start("kind"))
                 self.drop(callout.end("kind"), callout.end())
         heading = _HEADING.match(self.text, body, end)
         if heading:

@@ -67,8 +67,7 @@ function setDaemon(up) {
   $("gone").hidden = up;
   document.body.classList.toggle("daemon-down", !up);
   document.body.dataset.daemon = up ? "up" : "down";
-  $("live").textContent = up ? "connecting…" : "daemon stopped";
-  $("live").className = "live" + (up ? "" : " down");
+  drawLive();
   if (!up) {
     for (const id of ["h-status", "home-status"]) {
       $(id).textContent = "unreachable";
@@ -76,6 +75,14 @@ function setDaemon(up) {
     }
   }
   if (up && wasDown) { route(); listen(); }
+}
+
+// The corner's word for the daemon: stopped, live (its event stream open), or on the way.
+let streamOpen = false;
+function drawLive() {
+  const [text, state] = daemonUp === false ? ["daemon stopped", "down"] : streamOpen ? ["live", "on"] : ["connecting…", ""];
+  $("live").textContent = text;
+  $("live").className = "live " + state;
 }
 
 async function watchDaemon() {
@@ -258,7 +265,8 @@ document.addEventListener("keydown", (event) => {
   const typing = /^(INPUT|SELECT|TEXTAREA)$/.test(document.activeElement.tagName);
   if (event.key === "/" && !typing) {
     event.preventDefault();
-    if (!location.hash.startsWith("#search")) location.hash = "#search";
+    // Shown at once (a hash change would show it only after this keystroke is done).
+    if (!location.hash.startsWith("#search")) { history.pushState(null, "", "#search"); route(); }
     $("q").focus();
     $("q").select(); // typing replaces the last query
   } else if (event.key === "Escape" && location.hash.startsWith("#note/")) {
@@ -540,12 +548,14 @@ function soon() {
 let source = null;
 function listen() {
   if (source) source.close();
+  streamOpen = false;
   source = new EventSource("/api/v1/events");
   const mine = source;
-  source.onopen = () => { $("live").textContent = "live"; $("live").className = "live on"; };
+  source.onopen = () => { streamOpen = true; drawLive(); };
   source.onerror = () => {
     if (mine !== source) return;
-    if (daemonUp !== false) { $("live").textContent = "reconnecting…"; $("live").className = "live"; }
+    streamOpen = false;
+    drawLive();
     // A refused stream (no daemon yet, or it restarted) is not retried by the browser itself.
     if (source.readyState === EventSource.CLOSED) setTimeout(() => { if (mine === source) listen(); }, 1000);
   };
