@@ -48,6 +48,7 @@ IMAGES = (
     "Roam-exporting.png",
 )
 PDFS = ("asyRefCard.pdf", "TeXShopAndAsymptote.pdf")
+CANVAS = "jsoncanvas-sample.canvas"
 #: Notes that hold callouts, wiki-links, embeds, code and a table between them.
 RICH = (
     "Editing and formatting/Callouts.md",
@@ -79,6 +80,7 @@ def vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copy2(attachments / "images" / name, target / "Attachments" / name)
     for name in PDFS:
         shutil.copy2(attachments / "pdf" / name, target / "Attachments" / name)
+    shutil.copy2(attachments / "canvas" / CANVAS, target / CANVAS)
     return target
 
 
@@ -299,6 +301,13 @@ def test_an_image_hit_shows_its_picture_and_the_text_read_from_it(page: Any) -> 
     thumb = hit.locator("img.thumb")
     wait_until(lambda: image_loaded(thumb), "the image shown beside the hit")
     assert "Create" in hit.locator(".snippet").text_content()
+
+
+def test_a_canvas_hit_names_its_card(page: Any) -> None:
+    search(page, "learn more apps spec github", kind="canvas")
+    hit = page.locator("#hits li[id]").first
+    assert hit.locator(".kind").text_content() == "canvas"
+    assert "card “Learn more:”" in hit.locator(".section").text_content()
 
 
 def test_the_keyboard_moves_through_hits_and_opens_one(page: Any) -> None:

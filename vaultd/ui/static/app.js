@@ -164,6 +164,11 @@ function hitMedia(hit) {
   return img;
 }
 
+function cardName(hit) {
+  const first = (hit.snippet ?? hit.text ?? "").replace(/^…\s*/, "").split("\n")[0];
+  return short(first.replace(/^#+\s*/, "").replace(/[*_=`[\]]/g, "").trim() || hit.node, 60);
+}
+
 function hitItem(hit, index) {
   const li = el("li");
   li.id = "hit-" + index;
@@ -175,7 +180,8 @@ function hitItem(hit, index) {
   li.append(" ", open);
   const where = [hit.path, hit.section].filter(Boolean);
   if (hit.page) where.push(hit.page_end && hit.page_end !== hit.page ? `pages ${hit.page}–${hit.page_end}` : `page ${hit.page}`);
-  if (hit.node) where.push("card " + hit.node);
+  // A canvas card has an id, not a name: it is named by its first line, as a reader sees it.
+  if (hit.node && hit.kind === "canvas") where.push("card “" + cardName(hit) + "”");
   if (hit.symbol) where.push(hit.symbol);
   li.append(el("div", where.join(" › "), "section"));
   const media = hitMedia(hit);
@@ -195,10 +201,10 @@ function drawHits(data) {
   const hits = (data.hits || []).filter((hit) => !kind || hit.kind === kind);
   $("hits").replaceChildren(...hits.map(hitItem));
   selected = -1;
-  const short = $("search-short");
-  short.hidden = !(data.short && hits.length);
-  if (data.short === "exhausted") short.textContent = `Only ${hits.length} notes match.`;
-  else if (data.short === "depth") short.textContent = "More may match than a search looks through; narrow it with a filter.";
+  const shortNote = $("search-short");
+  shortNote.hidden = !(data.short && hits.length);
+  if (data.short === "exhausted") shortNote.textContent = `Only ${hits.length} notes match.`;
+  else if (data.short === "depth") shortNote.textContent = "More may match than a search looks through; narrow it with a filter.";
   if (!hits.length && $("q").value.trim()) $("hits").append(el("li", "Nothing matches.", "small"));
   drawCorrection(data);
 }
