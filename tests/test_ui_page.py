@@ -49,6 +49,7 @@ IMAGES = (
 )
 PDFS = ("asyRefCard.pdf", "TeXShopAndAsymptote.pdf")
 CANVAS = "jsoncanvas-sample.canvas"
+TAGGED = "Rose beds.md"
 #: Notes that hold callouts, wiki-links, embeds, code and a table between them.
 RICH = (
     "Editing and formatting/Callouts.md",
@@ -81,6 +82,10 @@ def vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in PDFS:
         shutil.copy2(attachments / "pdf" / name, target / "Attachments" / name)
     shutil.copy2(attachments / "canvas" / CANVAS, target / CANVAS)
+    (target / TAGGED).write_text(
+        "# Rose beds\n\nPruning notes for the #gardening/roses beds, see [[Callouts]].\n",
+        encoding="utf-8",
+    )
     return target
 
 
@@ -301,6 +306,22 @@ def test_an_image_hit_shows_its_picture_and_the_text_read_from_it(page: Any) -> 
     thumb = hit.locator("img.thumb")
     wait_until(lambda: image_loaded(thumb), "the image shown beside the hit")
     assert "Create" in hit.locator(".snippet").text_content()
+
+
+def test_a_tag_in_a_passage_searches_within_it(page: Any) -> None:
+    show_note(page, TAGGED)
+    page.locator("#note-chunks a.tag").first.click()
+    page.wait_for_function("() => document.body.dataset.view === 'search'")
+    assert page.input_value("#f-tag") == "gardening/roses"
+    assert "#gardening/roses" in page.text_content("#search-short")
+    page.fill("#q", "pruning")
+    page.wait_for_function(
+        "() => document.body.dataset.lastQuery === 'pruning'", timeout=PATIENCE * 1000
+    )
+    assert {a.get_attribute("href") for a in page.locator("#hits .hit-title").all()} == {
+        "#note/" + quote(TAGGED, safe="")
+    }
+    page.fill("#f-tag", "")
 
 
 def test_a_canvas_hit_names_its_card(page: Any) -> None:

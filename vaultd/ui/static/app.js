@@ -605,7 +605,12 @@ function route() {
     if (params.has("tag")) $("f-tag").value = params.get("tag");
     if (params.has("q") && params.get("q") !== $("q").value) $("q").value = params.get("q");
     $("q").focus();
-    if ($("q").value || params.has("tag")) search();
+    if ($("q").value) search();
+    else if (params.has("tag")) {
+      // A tag followed from a note: the filter is set, the words are the reader's to type.
+      $("search-short").textContent = `Searching the notes tagged #${params.get("tag")}: type what to look for.`;
+      $("search-short").hidden = false;
+    }
   }
   document.body.dataset.view = view;
 }
