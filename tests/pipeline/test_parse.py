@@ -421,3 +421,20 @@ def test_blocks_inside_a_multi_paragraph_comment_are_dropped() -> None:
 def test_comment_followed_by_visible_text_is_kept() -> None:
     note = parse("%% note to self %% Visible text.\n")
     assert block_lines(note) == [("paragraph", 1, 1, "%% note to self %% Visible text.")]
+
+
+@pytest.mark.parametrize(
+    ("source", "kept"),
+    [
+        ("a text[^1]\n\n[^1]: <img src=x>\n[^2]: two\n", ["[^1]: <img src=x>\n[^2]: two"]),
+        ("x\n\n[ref]: http://a.b\n[^3]: three\n", ["[^3]: three"]),
+        ("y[^n]\n\n[^n]: word\n", ["[^n]: word"]),
+    ],
+)
+def test_a_footnote_is_text_even_where_it_would_read_as_a_link_reference(
+    source: str, kept: list[str]
+) -> None:
+    """A footnote of one word, or of `<...>`, is what a link reference looks like: it was
+    dropped from the note, and every footnote after it with it."""
+    texts = [b.text for b in parse_note("a.md", source.encode()).blocks]
+    assert texts[1:] == kept, texts

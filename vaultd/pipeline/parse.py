@@ -112,6 +112,14 @@ class _PositionedState(BlockState):
 class _PositionedParser(BlockParser):
     state_cls: ClassVar[type[BlockState]] = _PositionedState  # type: ignore[misc]
 
+    def parse_ref_link(self, m: re.Match[str], state: BlockState) -> int | None:
+        # `[^1]: text` is an Obsidian footnote, not a link reference: read as one (a single
+        # word, or a `<...>` "destination"), its text was dropped from the note, and so was
+        # every footnote after it.
+        if m.group("reflink_1").startswith("^"):
+            return None
+        return super().parse_ref_link(m, state)
+
     def parse_method(self, m: re.Match[str], state: BlockState) -> int | None:
         if isinstance(state, _PositionedState) and state.parent is None:
             # Block quotes parse the blank line that ends them from inside their own call.
