@@ -311,6 +311,9 @@ class NoteWritten:
     state: FileState
     sha256: str
     chunks: tuple[Chunk, ...]
+    #: The package a source file belongs to (vaultd.pipeline.packages); None for other
+    #: kinds, and for a file no manifest above names a package for.
+    package: str | None = None
 
     @property
     def path(self) -> str:
@@ -375,6 +378,8 @@ class Hit:
     page_end: int | None = None
     node: str | None = None
     symbol: str | None = None
+    #: A source passage's package (vaultd.pipeline.packages), None where it has none.
+    package: str | None = None
     #: Where the query's terms are in `snippet` if there is one, else in `text`: [start, end)
     #: in code points, sorted and apart. Ranges, not markup: the text stays the note's own.
     highlights: tuple[tuple[int, int], ...] = ()
@@ -407,6 +412,8 @@ class Hit:
             **self.location.as_json(),
             "highlights": [[start, end] for start, end in self.highlights],
         }
+        if self.package is not None:
+            out["package"] = self.package
         if self.ranked_by is not None:
             out["ranked_by"] = self.ranked_by
         if self.snippet is not None:
@@ -439,6 +446,7 @@ class Hit:
             page_end=item.get("page_end"),
             node=item.get("node"),
             symbol=item.get("symbol"),
+            package=item.get("package"),
             highlights=tuple((start, end) for start, end in item.get("highlights", ())),
         )
 

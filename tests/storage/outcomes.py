@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import replace
 
 from vaultd.records import Chunk, FileState, Link, Note, NoteFailed, NoteLeftOut, NoteWritten
 
@@ -65,3 +66,9 @@ def failed(path: str, sha256: str = "bytes-1", reason: str = "cannot parse") -> 
 
 def left_out(path: str, kind: str = "binary", reason: str = "holds NUL bytes") -> NoteLeftOut:
     return NoteLeftOut(FileState(path, 10, 3), "bytes-2", kind, reason)
+
+
+def source(path: str, package: str | None, texts: Sequence[str] = ("fn x() {}",)) -> NoteWritten:
+    """A source file indexed, in `package`."""
+    made = written(path, texts)
+    return replace(made, note=replace(made.note, kind="code"), package=package)

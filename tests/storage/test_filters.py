@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from tests.storage.outcomes import failed, left_out, written
+from tests.storage.outcomes import failed, left_out, source, written
 from vaultd.query import Condition
 from vaultd.storage import filters, notes, quarantine
 from vaultd.storage.schema import Query
@@ -87,3 +87,20 @@ def test_recent_lists_the_newest_searchable_notes(db: sqlite3.Connection, query:
     ]
     assert [r["path"] for r in filters.recent(query, 1)] == ["new.md"]
     assert [r["path"] for r in filters.recent(query, 10, since_ns=2)] == ["new.md"]
+
+
+def test_packages_keep_the_source_files_of_one_of_them_in_any_case(
+    db: sqlite3.Connection, query: Query
+) -> None:
+    notes.write(db, source("a/lib.rs", "Serde"), now=1.0)
+    notes.write(db, source("b/index.ts", "@scope/b"), now=1.0)
+    notes.write(db, source("c/main.go", None), now=1.0)
+    notes.write(db, written("a/README.md"), now=1.0)
+
+    assert filters.paths_matching(query, packages=["serde"]) == ["a/lib.rs"]
+    assert filters.paths_matching(query, packages=["serde", "@scope/b"]) == [
+        "a/lib.rs",
+        "b/index.ts",
+    ]
+    assert filters.paths_matching(query, packages=["nothing"]) == []
+    assert filters.paths_matching(query, "", "a", packages=["@scope/b"]) == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from tests.storage.outcomes import written
+from tests.storage.outcomes import source, written
 from vaultd.records import FileState
 from vaultd.storage import notes
 from vaultd.storage.schema import Query
@@ -137,3 +137,31 @@ def test_first_chunk_ids_names_only_each_notes_first_passage(
     asked = ["a.md#1", "b.md#0", "a.md#0", "gone.md#0"]
     assert notes.first_chunk_ids(query, asked) == {"a.md#0", "b.md#0"}
     assert notes.first_chunk_ids(query, []) == set()
+
+
+def test_a_source_files_package_is_written_read_and_set_alone(
+    db: sqlite3.Connection, query: Query
+) -> None:
+    notes.write(db, source("crates/a/src/lib.rs", "crate-a"), now=1.0)
+    notes.write(db, source("crates/b/src/lib.rs", None), now=1.0)
+    notes.write(db, source("tool.py", "tool"), now=1.0)
+    notes.write(db, written("crates/README.md"), now=1.0)
+    assert notes.packages_of(query, ["crates/a/src/lib.rs", "crates/b/src/lib.rs"]) == {
+        "crates/a/src/lib.rs": "crate-a"
+    }
+    assert notes.records(query, ["crates/a/src/lib.rs"])["crates/a/src/lib.rs"].row["package"] == (
+        "crate-a"
+    )
+    # Only source files, under the folders asked for ("" is the whole vault).
+    assert notes.code_packages(query, ["crates"]) == {
+        "crates/a/src/lib.rs": "crate-a",
+        "crates/b/src/lib.rs": None,
+    }
+    assert notes.code_packages(query, [""]) == notes.code_packages(query)
+    assert len(notes.code_packages(query)) == 3
+    before = notes.chunks_of(query, "crates/b/src/lib.rs")
+    notes.set_packages(db, [("crates/b/src/lib.rs", "crate-b"), ("tool.py", None)])
+    assert notes.code_packages(query, ["crates/b", "tool.py"]) == {"crates/b/src/lib.rs": "crate-b"}
+    assert notes.packages_of(query, ["tool.py"]) == {}
+    # Nothing else of the note changes: its chunks are as they were.
+    assert notes.chunks_of(query, "crates/b/src/lib.rs") == before

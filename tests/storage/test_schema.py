@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.storage.outcomes import written
+from tests.storage.outcomes import source, written
 from vaultd.errors import StoreError
 from vaultd.storage import keyword, notes, schema
 from vaultd.storage.manifest import Manifest
@@ -81,6 +81,23 @@ def test_an_older_file_is_migrated_keeping_its_notes(tmp_path: Path) -> None:
     assert (chunk.text, chunk.page, chunk.symbol) == ("kept words", None, None)
     assert notes.kinds_of(query, ["a.md"]) == {"a.md": "note"}
     assert [h[0] for h in keyword.bm25(query, "kept", 5)] == ["a.md#0"]
+
+
+def test_a_schema_10_file_gains_the_notes_package_in_place(tmp_path: Path) -> None:
+    """Its source files have no package until a full pass names it; nothing else changes."""
+    path = tmp_path / "m.db"
+    db = _open(path)
+    notes.write(db, source("src/lib.rs", "crate", ["fn kept() {}"]), now=1.0)
+    db.execute("ALTER TABLE notes DROP COLUMN package")
+    db.execute("PRAGMA user_version=10")
+    db.close()
+
+    db = _open(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+    query = _query(db)
+    assert notes.code_packages(query) == {"src/lib.rs": None}
+    assert [c.text for c in notes.chunks_of(query, "src/lib.rs")] == ["fn kept() {}"]
+    assert notes.kinds_of(query, ["src/lib.rs"]) == {"src/lib.rs": "code"}
 
 
 def test_a_schema_1_file_has_its_keyword_index_rebuilt_from_the_chunks(tmp_path: Path) -> None:

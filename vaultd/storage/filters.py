@@ -1,6 +1,6 @@
 """The note_tags table and the filters search applies before ranking: tags (nested tags match
-their parents), folders, frontmatter conditions, modification times, kinds; and the ways into
-the vault besides a query (tags with counts, recent notes).
+their parents), folders, frontmatter conditions, modification times, kinds, packages; and the
+ways into the vault besides a query (tags with counts, recent notes).
 
 The functions take the manifest's connection inside its transaction (writes) or its query
 function (reads); the manifest decides when they run.
@@ -82,15 +82,23 @@ def paths_matching(
     conditions: Sequence[Condition] = (),
     modified_since_ns: int | None = None,
     kinds: Sequence[str] = (),
+    packages: Sequence[str] = (),
 ) -> list[str] | None:
     """Notes passing every filter, or None when there is no filter.
 
     `tags` must all be present and one of `tags_any` must be (nested tags match their
     parents); `conditions` test frontmatter fields (see `Condition`); `modified_since_ns`
-    compares with the file's mtime; `kinds` keeps the files indexed as one of them.
+    compares with the file's mtime; `kinds` keeps the files indexed as one of them, and
+    `packages` (lower-case) the source files of one of these packages, in any case.
     """
     if not (
-        tags or path_prefix or tags_any or conditions or kinds or modified_since_ns is not None
+        tags
+        or path_prefix
+        or tags_any
+        or conditions
+        or kinds
+        or packages
+        or modified_since_ns is not None
     ):
         return None
     # Failed, quarantined and left-out notes keep their last good chunks, and filters find
@@ -116,6 +124,9 @@ def paths_matching(
     if kinds:
         sql += " AND kind IN (SELECT value FROM json_each(?))"
         params.append(json.dumps(list(kinds)))
+    if packages:
+        sql += " AND lower(package) IN (SELECT value FROM json_each(?))"
+        params.append(json.dumps(list(packages), ensure_ascii=False))
     for condition in conditions:
         clause, more = condition_sql(condition)
         sql += f" AND {clause}"

@@ -110,6 +110,17 @@ class Manifest(Connection):
     def kinds_of(self, paths: Sequence[str]) -> dict[str, str]:
         return notes.kinds_of(self._query, paths)
 
+    def packages_of(self, paths: Sequence[str]) -> dict[str, str]:
+        return notes.packages_of(self._query, paths)
+
+    def code_packages(self, folders: Iterable[str] | None = None) -> dict[str, str | None]:
+        return notes.code_packages(self._query, folders)
+
+    def set_packages(self, packages: Mapping[str, str | None]) -> None:
+        """Give these notes their package (path -> package); nothing else of them changes."""
+        with self._transaction() as db:
+            notes.set_packages(db, packages.items())
+
     def note_paths(self) -> list[str]:
         return notes.note_paths(self._query)
 
@@ -421,6 +432,7 @@ class Manifest(Connection):
         conditions: Sequence[Condition] = (),
         modified_since_ns: int | None = None,
         kinds: Sequence[str] = (),
+        packages: Sequence[str] = (),
     ) -> list[str] | None:
         return filters.paths_matching(
             self._query,
@@ -430,6 +442,7 @@ class Manifest(Connection):
             conditions=conditions,
             modified_since_ns=modified_since_ns,
             kinds=kinds,
+            packages=packages,
         )
 
 

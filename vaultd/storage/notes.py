@@ -90,8 +90,8 @@ def records(query: Query, paths: Iterable[str]) -> dict[str, NoteRecord]:
     if not paths:
         return {}
     rows = query(
-        f"SELECT {_KNOWN_COLUMNS}, title, aliases, tags, links, frontmatter, error, kind "
-        f"FROM notes WHERE path {IN_KEYS}",
+        f"SELECT {_KNOWN_COLUMNS}, title, aliases, tags, links, frontmatter, error, kind, "
+        f"package FROM notes WHERE path {IN_KEYS}",
         (keys(paths),),
     )
     return {
@@ -109,6 +109,7 @@ def records(query: Query, paths: Iterable[str]) -> dict[str, NoteRecord]:
                 "status": r[4],
                 "error": r[15],
                 "kind": r[16],
+                "package": r[17],
             },
         )
         for r in rows
@@ -168,6 +169,34 @@ def kinds_of(query: Query, paths: Sequence[str]) -> dict[str, str]:
     if not paths:
         return {}
     return dict(query(f"SELECT path, kind FROM notes WHERE path {IN_KEYS}", (keys(paths),)))
+
+
+def packages_of(query: Query, paths: Sequence[str]) -> dict[str, str]:
+    """The package of each of these notes that has one (a source file's), by path."""
+    if not paths:
+        return {}
+    sql = f"SELECT path, package FROM notes WHERE package IS NOT NULL AND path {IN_KEYS}"
+    return dict(query(sql, (keys(paths),)))
+
+
+def code_packages(query: Query, folders: Iterable[str] | None = None) -> dict[str, str | None]:
+    """The recorded package of every source file (kind `code`), or of those under `folders`
+    ("" for the whole vault), by path."""
+    sql = "SELECT path, package FROM notes WHERE kind = 'code'"
+    if folders is None:
+        return dict(query(sql, ()))
+    out: dict[str, str | None] = {}
+    for folder in set(folders):
+        if not folder:
+            return dict(query(sql, ()))
+        prefix = folder.strip("/") + "/"
+        out.update(query(f"{sql} AND substr(path, 1, ?) = ?", (len(prefix), prefix)))
+    return out
+
+
+def set_packages(db: sqlite3.Connection, packages: Iterable[tuple[str, str | None]]) -> None:
+    """Give these notes (path, package) their package; nothing else of them changes."""
+    db.executemany("UPDATE notes SET package = ? WHERE path = ?", [(p, n) for n, p in packages])
 
 
 def note_paths(query: Query) -> list[str]:
@@ -263,7 +292,7 @@ def write(db: sqlite3.Connection, w: NoteWritten, now: float) -> None:
     db.execute(
         "INSERT OR REPLACE INTO notes(path, size, mtime_ns, sha256, status, error, attempts, "
         "title, aliases, tags, links, frontmatter, indexed_at, ctime_ns, inode, hashed_ns, "
-        "kind) VALUES (?, ?, ?, ?, 'ok', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "kind, package) VALUES (?, ?, ?, ?, 'ok', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             note.path,
             w.state.size,
@@ -281,6 +310,7 @@ def write(db: sqlite3.Connection, w: NoteWritten, now: float) -> None:
             w.state.inode,
             w.state.hashed_ns,
             note.kind,
+            w.package,
         ),
     )
 

@@ -34,7 +34,7 @@ def keys(items: Iterable[str]) -> str:
     return json.dumps(sorted(set(items)), ensure_ascii=False)
 
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 _UNSPACED_GLOB = "*[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in UNSPACED_RANGES) + "]*"
 _FTS_COLUMNS = "title, aliases, section, text"
@@ -103,7 +103,9 @@ CREATE TABLE IF NOT EXISTS notes (
     hashed_ns INTEGER NOT NULL DEFAULT 0,  -- the clock before that read (0: unknown; not trusted)
     -- What kind of file (records.NoteKind). No commas in these last comments: SQLite looks
     -- back for one when a column is dropped (as tests of older schemas do).
-    kind TEXT NOT NULL DEFAULT 'note'
+    kind TEXT NOT NULL DEFAULT 'note',
+    -- A source file's package (pipeline/packages.py): NULL for other kinds or none named.
+    package TEXT
 );
 CREATE TABLE IF NOT EXISTS note_tags (
     tag TEXT NOT NULL,               -- every tag and each of its parents: a/b gives a and a/b
@@ -228,7 +230,8 @@ def create_or_migrate(db: sqlite3.Connection, path: Path) -> None:
         # status), schema 6 the notes' crashes column, schema 7 the pairs index in place of
         # the trigrams, schema 8 the chunks' context column, schema 9 the notes' ctime_ns,
         # inode and hashed_ns, schema 10 the notes' kind and the chunks' page, page_end, node
-        # and symbol: the migration adds what is missing and touches nothing else.
+        # and symbol, schema 11 the notes' package: the migration adds what is missing and
+        # touches nothing else.
         _run(
             db,
             f"BEGIN IMMEDIATE;\n{_added_columns(db)}{_SCHEMA}"
@@ -256,7 +259,11 @@ def _keep_pairs_current(db: sqlite3.Connection) -> None:
 
 def _added_columns(db: sqlite3.Connection) -> str:
     """The statements older tables need: schema 5's left_out, schema 6's crashes, schema 8's
-    context, schema 9's ctime_ns, inode and hashed_ns, schema 10's kind and locations.
+    context, schema 9's ctime_ns, inode and hashed_ns, schema 10's kind and locations,
+    schema 11's package.
+
+    Source files recorded before schema 11 have no package (NULL) until the first full pass
+    after the upgrade names it from their manifests; nothing is read or embedded again.
 
     Every note recorded before schema 10 was a Markdown note (kind 'note'), and its chunks have
     no location (NULL): nothing is read or embedded again for them.
@@ -285,6 +292,8 @@ def _added_columns(db: sqlite3.Connection) -> str:
             script += f"ALTER TABLE chunks ADD COLUMN {name} {sql_type};\n"
     if "kind" not in columns:
         script += "ALTER TABLE notes ADD COLUMN kind TEXT NOT NULL DEFAULT 'note';\n"
+    if "package" not in columns:
+        script += "ALTER TABLE notes ADD COLUMN package TEXT;\n"
     for name in ("ctime_ns", "inode", "hashed_ns"):
         if name not in columns:
             script += f"ALTER TABLE notes ADD COLUMN {name} INTEGER NOT NULL DEFAULT 0;\n"
