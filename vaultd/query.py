@@ -1,8 +1,9 @@
 """The query language: what a search may ask and how it is read, with no model or store.
 
-A query's text is checked and cut into keyword terms (`check_query`, `ParsedQuery`); filters
-(tags, a path prefix, frontmatter `where` conditions, modified-since) are parsed and checked
-into `Filters` and `Condition`s; the caps on all of it are here. Search (`vaultd.index.search`)
+A query's text is checked and cut into keyword terms (`check_query`, `ParsedQuery`), less the
+filters written in it (`package:NAME`); filters (tags, a path prefix, frontmatter `where`
+conditions, modified-since, kinds, packages) are parsed and checked into `Filters` and
+`Condition`s; the caps on all of it are here. Search (`vaultd.index.search`)
 runs what this module has checked, the keyword index (`vaultd.storage`) shares its idea of
 scripts written without spaces, and clients check a query here before sending it to a daemon:
 importing this module loads neither onnxruntime nor chromadb.
@@ -10,6 +11,7 @@ importing this module loads neither onnxruntime nor chromadb.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 import re
@@ -66,6 +68,8 @@ MAX_PER_NOTE = 100
 #: Frontmatter conditions per search, and values in one `$in`: each is a piece of SQL.
 MAX_CONDITIONS = 32
 MAX_IN_VALUES = 256
+#: Packages one search may name.
+MAX_PACKAGES = 64
 #: The longest query taken, in characters: a cheap check before any parsing. Far more than the
 #: embedding model reads (its window of 256-512 tokens is one to two thousand characters of
 #: English; the rest is cut), and a pasted paragraph still fits.
@@ -116,6 +120,9 @@ class Filters:
     modified_since_ns: int | None = None
     #: Only files of these kinds (`records.NOTE_KINDS`: "note", "pdf", "canvas" ...).
     kinds: tuple[str, ...] = ()
+    #: Only source files of one of these packages (vaultd.pipeline.packages), lower-case:
+    #: a name matches in any case.
+    packages: tuple[str, ...] = ()
 
     @classmethod
     def build(
@@ -126,6 +133,7 @@ class Filters:
         where: Mapping[str, Any] | Sequence[Condition] | None = None,
         modified_since: str | float | None = None,
         kinds: Sequence[str] = (),
+        packages: Sequence[str] = (),
     ) -> Filters:
         """Filters from request values, raising QueryError for anything malformed."""
         if where is None:
@@ -141,6 +149,7 @@ class Filters:
             where=conditions,
             modified_since_ns=None if modified_since is None else parse_since(modified_since),
             kinds=_kinds(kinds),
+            packages=_packages(packages),
         )
 
     @property
@@ -152,7 +161,20 @@ class Filters:
             or self.where
             or self.modified_since_ns is not None
             or self.kinds
+            or self.packages
         )
+
+    def with_packages(self, packages: Sequence[str]) -> Filters | None:
+        """These filters and, as well, "one of `packages`" (a query's `package:` terms); None
+        when no package can pass both (the packages asked for and these are disjoint)."""
+        named = _packages(packages)
+        if not named:
+            return self
+        if self.packages:
+            named = tuple(p for p in named if p in self.packages)
+            if not named:
+                return None
+        return dataclasses.replace(self, packages=named)
 
 
 def _path_prefix(prefix: str) -> str:
@@ -173,6 +195,17 @@ def _kinds(kinds: Sequence[str]) -> tuple[str, ...]:
         raise QueryError(
             f"kinds: {unknown[0]!r} is not a kind; one of {', '.join(NOTE_KINDS)}", "kinds"
         )
+    return out
+
+
+def _packages(packages: Sequence[str]) -> tuple[str, ...]:
+    """The package names asked for, lower-case, each once; a name holds no whitespace."""
+    out = tuple(dict.fromkeys(p.strip().lower() for p in packages if p.strip()))
+    spaced = [p for p in out if any(c.isspace() for c in p)]
+    if spaced:
+        raise QueryError(f"packages: {spaced[0]!r} is no package name", "packages")
+    if len(out) > MAX_PACKAGES:
+        raise QueryError(f"packages: at most {MAX_PACKAGES}", "packages")
     return out
 
 
@@ -331,6 +364,29 @@ def parse_since(value: str | float) -> int:
 # -- the query ---------------------------------------------------------------------------------
 
 
+#: `package:NAME` written in a query, outside quotes: a filter (`Filters.packages`), not words
+#: to search for. The name runs to the next whitespace (`package:@changesets/config`).
+_PACKAGE_TERM = re.compile(r"(?<!\S)package:(\S+)", re.IGNORECASE)
+
+
+def package_terms(query: str) -> tuple[str, tuple[str, ...]]:
+    """The query without its `package:NAME` terms, and the names, each once in order."""
+    names: list[str] = []
+
+    def taken(match: re.Match[str]) -> str:
+        names.append(match[1])
+        return " "
+
+    pieces = query.split('"')
+    # Every other piece is outside quotes, and so is the last after an unmatched quote.
+    outside = set(range(0, len(pieces), 2)) | ({len(pieces) - 1} if len(pieces) % 2 == 0 else set())
+    for i in sorted(outside):
+        pieces[i] = _PACKAGE_TERM.sub(taken, pieces[i])
+    if not names:
+        return query, ()
+    return " ".join('"'.join(pieces).split()), tuple(dict.fromkeys(names))
+
+
 @dataclass(frozen=True, slots=True)
 class ParsedQuery:
     """A query split the way the indexes see it."""
@@ -341,16 +397,27 @@ class ParsedQuery:
     words: tuple[str, ...]
     #: Runs of unspaced-script characters (for the pairs index or a substring scan).
     unspaced: tuple[str, ...]
+    #: The packages its `package:NAME` terms name (a filter, searched for as no words).
+    packages: tuple[str, ...] = ()
+    #: The query less those terms: what is searched for, by words and by meaning.
+    text: str = ""
 
     @classmethod
     def parse(cls, query: str) -> ParsedQuery:
-        phrases = tuple(p.strip() for p in _PHRASE.findall(query) if _WORD.search(p))
+        text, packages = package_terms(query)
+        phrases = tuple(p.strip() for p in _PHRASE.findall(text) if _WORD.search(p))
         words: list[str] = []
         unspaced: list[str] = []
-        for token in _WORD.findall(query.replace('"', " ")):
+        for token in _WORD.findall(text.replace('"', " ")):
             unspaced.extend(_UNSPACED_RUN.findall(token))
             words.extend(w for w in _WORD.findall(_UNSPACED_RUN.sub(" ", token)) if w != "_")
-        return cls(phrases, tuple(dict.fromkeys(words)), tuple(dict.fromkeys(unspaced)))
+        return cls(
+            phrases,
+            tuple(dict.fromkeys(words)),
+            tuple(dict.fromkeys(unspaced)),
+            packages,
+            text,
+        )
 
     def word_match(self, leave_out: Collection[str] = ()) -> str:
         """The word index's MATCH expression: spaced phrases and every word but stop words
@@ -422,6 +489,12 @@ def check_query(query: str) -> ParsedQuery:
             f"the query is {len(query)} characters long; at most {MAX_QUERY_CHARS} are searched"
         )
     parsed = ParsedQuery.parse(query)
+    _packages(parsed.packages)
+    if parsed.packages and not parsed.text.strip():
+        raise QueryError(
+            "the query names a package but nothing to search for in it; give some words "
+            "besides package:NAME"
+        )
     terms = parsed.term_count()
     if terms > MAX_QUERY_TERMS:
         raise QueryError(

@@ -48,6 +48,7 @@ from vaultd.query import (
     MAX_IN_VALUES,
     MAX_K,
     MAX_LIST,
+    MAX_PACKAGES,
     MAX_PER_NOTE,
     MAX_QUERY_CHARS,
     MAX_QUERY_TERMS,
@@ -159,6 +160,14 @@ class Filtered(Request):
         description="Only files of these kinds: notes, canvases, PDFs, images (their text), "
         "source code, Excalidraw drawings.",
     )
+    packages: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_PACKAGES,
+        description="Only source files of one of these packages, as their nearest manifest "
+        "names them (a Cargo.toml [package], a package.json name, a pyproject.toml [project] "
+        "name, a go.mod module), in any case. A search may also write `package:NAME` in its "
+        "query.",
+    )
     _filters: Filters = PrivateAttr(default_factory=Filters)
 
     @model_validator(mode="after")
@@ -171,6 +180,7 @@ class Filtered(Request):
                 getattr(self, "where", None),
                 self.since,
                 self.kinds,
+                self.packages,
             )
         except VaultdError as exc:
             raise _refusal(exc) from None
@@ -222,8 +232,9 @@ class SearchRequest(Filtered):
     """Search the vault's notes by words and by meaning.
 
     Hybrid search fuses the keyword (BM25) and vector rankings; `keyword` and `vector` use one.
-    Filters narrow the notes before ranking: tags, a folder, frontmatter conditions (`where`)
-    and a modification time (`since`)."""
+    Filters narrow the notes before ranking: tags, a folder, frontmatter conditions (`where`),
+    a modification time (`since`), kinds of file and packages (`package:NAME` in the query
+    too)."""
 
     query: Annotated[str, _rule(check_query)] = Field(
         # Checked by vaultd.query.check_query, whose words every way in shares; stated here.
@@ -434,6 +445,11 @@ class Hit(Response):
     symbol: str | None = Field(
         None, description="A source passage's symbol, such as `class Indexer > def reconcile`."
     )
+    package: str | None = Field(
+        None,
+        description="A source passage's package, named by the nearest manifest above its "
+        "file (absent where none names one).",
+    )
     ranked_by: KnownTier | None = Field(
         None,
         description="The known-item tier that placed the hit above the hits ranked by score "
@@ -594,6 +610,9 @@ class NoteResponse(Response):
     sha256: str
     status: Literal["ok", "failed", "quarantined", "left_out"]
     error: str | None
+    package: str | None = Field(
+        None, description="A source file's package, named by the nearest manifest above it."
+    )
     chunks: list[NoteChunk]
     text: str | None = Field(None, description="With text: the note's lines asked for.")
     start_line: int | None = None

@@ -67,8 +67,9 @@ INSTRUCTIONS = (
     "find one's way in. Ask `search` for `snippets` to get short passages instead of whole "
     "ones. Each hit's `highlights` are the [start, end) ranges (in code points) of the matched "
     "words in its snippet or text, which is the note's own: a `**bold**` in it is the note's "
-    "markup, not a match. A note is named by its path ('Plugins/Canvas.md') or, as in "
-    "Obsidian, by its name ('Canvas')."
+    "markup, not a match. A hit in source code names its symbol and the package its file is "
+    "in; write package:NAME in a query to search one package only. A note is named by its "
+    "path ('Plugins/Canvas.md') or, as in Obsidian, by its name ('Canvas')."
 )
 # The messages below suggest commands with the bridge's own --config and --vault (vaultd.hints):
 # built when said, after the command line was read.

@@ -62,6 +62,7 @@ SPELLINGS: dict[str, tuple[str, str]] = {
     "path_prefix": ("--path", "PREFIX"),
     "since": ("--since", "WHEN"),
     "kinds": ("--kind", ""),
+    "packages": ("--package", "NAME"),
     "vectors": ("--with-vectors", ""),
     "wait_for": ("--wait-for", "NOTE|idle"),
     "timeout": ("--timeout", "SECONDS"),
@@ -309,7 +310,10 @@ def _show_search(answer: Answer) -> None:
         # A code passage's section is its symbol, said in its place already.
         shown = h["section"] and not (h.get("symbol") and h["section"] == h["symbol"])
         section = f" › {h['section']}" if shown else ""
-        click.echo(click.style(f"{rank}. {place}", bold=True) + f"  {h['title']}{section}  {why}")
+        # A source passage says which package it is in: what "where is X in package Y" asks.
+        package = f" · package {h['package']}" if h.get("package") else ""
+        heading = f"  {h['title']}{section}{package}  {why}"
+        click.echo(click.style(f"{rank}. {place}", bold=True) + heading)
         if h.get("explain") is not None:
             from vaultd.query import explain_line
 

@@ -40,6 +40,7 @@ from vaultd.daemon.worker import (
 )
 from vaultd.errors import LockedError, ManifestLostError, ReaderHeldError, VaultdError
 from vaultd.index.open import Index, open_index
+from vaultd.index.packages import watch_rule
 from vaultd.index.status import IdentityCheck, index_status
 from vaultd.logs import iso, ms
 from vaultd.pipeline.watch import Watcher
@@ -143,7 +144,8 @@ class Daemon:
                 index.vault,
                 settle=self.config.watch.debounce_seconds,
                 backend=self.config.watch.backend,
-                is_ignored=lambda path, is_dir: discovery.is_ignored(path, is_dir=is_dir),
+                # Package manifests too, where source files are indexed (vaultd.index.packages).
+                is_ignored=watch_rule(discovery),
             )
             # Watch first: whatever is written while the first reconcile runs is seen.
             watcher.start()

@@ -47,6 +47,7 @@ from vaultd.index.extract import Extraction
 from vaultd.index.keyword_phase import KeywordPhase
 from vaultd.index.ledger import Ledger
 from vaultd.index.outcomes import Outcomes, Summary
+from vaultd.index.packages import Packages
 from vaultd.index.parsers import POOL_ABOVE, ParserPool
 from vaultd.index.passes import Parts, PausePoint, Pauses, Progress, quiet
 from vaultd.index.prepare import Preparer
@@ -118,7 +119,10 @@ class Indexer:
             max_bytes=max_bytes,
             extraction=self.extraction,
         )
-        self.keyword = KeywordPhase(parts, preparer, self.sync)
+        #: Each source file's package: named as it is written, re-attributed when a manifest
+        #: changes and after every full pass.
+        self.packages = Packages(discovery, manifest)
+        self.keyword = KeywordPhase(parts, preparer, self.sync, self.packages)
         self.embedding = EmbeddingPhase(
             parts,
             batch_chunks=batch_chunks,
@@ -223,6 +227,9 @@ class Indexer:
         (progress or quiet)("scan", 0, 0)
         verify = due_for_check(known, check)
         self._reconcile(known, self.discovery.walk(), summary, progress, verify=verify)
+        # A manifest may have changed while nothing watched (or before schema 11 recorded
+        # packages): every source file's package is named again, each manifest read once.
+        self.packages.refresh()
         summary.store_repaired = repaired
         self.manifest.prune_vectors(self.model_id)
         # Every suspect still on disk was tried in this pass, or is as last recorded.
@@ -296,6 +303,8 @@ class Indexer:
 
         summary = Summary()
         self._reconcile(known, states(), summary, progress, embed=paths, verify=verify)
+        # A manifest saved, created, deleted or moved: its files change package, not text.
+        self.packages.changed(paths)
         return summary
 
     def _reconcile(
@@ -313,6 +322,7 @@ class Indexer:
         started = time.perf_counter()
         embedded_before = self.embedder.embedded
         reads_before = self.reads
+        self.packages.begin()
         report = progress or quiet
         result, went = self.detection.scan(known, walk, summary, full=embed is None, verify=verify)
         with self._parser_pool(len(result.candidates)) as pool:

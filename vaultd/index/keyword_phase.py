@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from vaultd.index.detection import Read
 from vaultd.index.metadata import chunk_metadata, links_within
 from vaultd.index.outcomes import Failed, Summary
+from vaultd.index.packages import Packages
 from vaultd.index.parsers import ParserPool
 from vaultd.index.passes import Parts, Progress
 from vaultd.index.prepare import Prepared, Preparer
@@ -49,10 +50,14 @@ class _Tally:
 
 
 class KeywordPhase:
-    def __init__(self, parts: Parts, preparer: Preparer, sync: StoreSync) -> None:
+    def __init__(
+        self, parts: Parts, preparer: Preparer, sync: StoreSync, packages: Packages
+    ) -> None:
         self.parts = parts
         self.preparer = preparer
         self.sync = sync
+        #: Names the package of each source file written.
+        self.packages = packages
 
     def apply(
         self,
@@ -270,7 +275,10 @@ class KeywordPhase:
             if change.old_path:  # a move, even one whose content changed on the way
                 moved_from.append(change.old_path)
                 stale.extend(p.moved_ids)
-            written.append(NoteWritten(p.note, change.state, change.sha256, tuple(p.chunks)))
+            package = self.packages.of(p.note)
+            written.append(
+                NoteWritten(p.note, change.state, change.sha256, tuple(p.chunks), package)
+            )
             summary.chunks_reused += sum(1 for c in p.chunks if c.id in published)
             if change.kind == "moved":
                 summary.notes_moved += 1

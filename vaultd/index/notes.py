@@ -16,6 +16,8 @@ def note_view(manifest: Manifest, path: str) -> dict[str, Any] | None:
         return None
     chunks = manifest.chunks_of(path)
     row.pop("mtime_ns", None)
+    if row.get("package") is None:
+        row.pop("package", None)  # only a source file in a package has one
     targets = [str(link.get("target", "")) for link in row.get("links", [])]
     row["links"] = [
         {**link, "path": resolved}

@@ -182,6 +182,7 @@ def _hits(manifest: Manifest, model_id: str, groups: list[_Group]) -> list[Hit]:
     tags_by_path = manifest.tags_of(paths)
     awaiting = manifest.awaiting_paths(model_id, paths, any_status=True)
     kinds = manifest.kinds_of(paths)
+    packages = manifest.packages_of(paths)
     hits: list[Hit] = []
     for group in groups:
         best = group.best
@@ -207,6 +208,7 @@ def _hits(manifest: Manifest, model_id: str, groups: list[_Group]) -> list[Hit]:
                 page_end=max((c.page_end or 0 for c in chunks), default=0) or None,
                 node=best.node,
                 symbol=best.symbol,
+                package=packages.get(best.path),
             )
         )
     return hits

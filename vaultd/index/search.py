@@ -5,9 +5,10 @@ weighted reciprocal rank fusion (RRF), which needs no score calibration between 
 retrievers; its parameters come from the `[search]` config section (docs/search.md says how
 they were chosen). The two retrievers run concurrently.
 
-- Filters (tags all-of and any-of, path prefix, frontmatter conditions, modified-since) select
-  notes first, and both retrievers rank only inside them, so a filter never empties a page that
-  a larger top-k would have filled.
+- Filters (tags all-of and any-of, path prefix, frontmatter conditions, modified-since, kinds,
+  packages, and `package:NAME` written in the query) select notes first, and both retrievers
+  rank only inside them, so a filter never empties a page that a larger top-k would have
+  filled.
 - The keyword side knows Obsidian: title, aliases and heading path are indexed columns with their
   own BM25 weights. Text in scripts written without spaces (Chinese, Japanese, Korean, Thai,
   ...) is searched as overlapping pairs of characters in an index of its own, or by substring
@@ -146,6 +147,13 @@ class Searcher:
             filters = Filters.build(tags=tags, path_prefix=path_prefix)
         elif tags or path_prefix:
             raise ValueError("pass tags and path_prefix inside filters, not beside them")
+        if parsed.packages:
+            # `package:NAME` in the query is a filter: what is searched for is the rest.
+            query = parsed.text
+            narrowed = filters.with_packages(parsed.packages)
+            if narrowed is None:
+                return SearchResult((), short="exhausted")
+            filters = narrowed
         cap = settings.per_note if per_note is None else max(0, per_note)
         merge = settings.merge if merge is None else merge
         paths = self.select(filters)
@@ -227,6 +235,7 @@ class Searcher:
             conditions=filters.where,
             modified_since_ns=filters.modified_since_ns,
             kinds=filters.kinds,
+            packages=filters.packages,
         )
 
     def retrieve(

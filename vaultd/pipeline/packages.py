@@ -1,7 +1,7 @@
 """Package membership: the package a source file belongs to, named by the nearest manifest
 above it.
 
-The rule (also in docs/parsing.md, "Packages"):
+The rule (also in docs/search.md, "Packages"):
 - Walking up from the file's folder to the vault root, the first folder holding a manifest
   that names a package decides. The manifests, in the order they are tried in one folder:
   `Cargo.toml` (`[package] name`), `package.json` (`"name"`), `pyproject.toml`

@@ -77,8 +77,9 @@ class NoteReader:
                 return False
         return True
 
-    def open_note(self, rel_path: str) -> int:
-        """A descriptor open for reading on the note `rel_path`, as the rules admit it now.
+    def open_note(self, rel_path: str, *, any_kind: bool = False) -> int:
+        """A descriptor open for reading on the note `rel_path`, as the rules admit it now
+        (with `any_kind`, a file of any kind, as every rule but the kind's admits it).
 
         The file opened is the one the walk would reach by that name, whatever was swapped in
         since it was indexed: each component is opened relative to the one before without
@@ -89,7 +90,7 @@ class NoteReader:
         NoteUnavailableError (a FileNotFoundError) when there is no such note.
         """
         rel = "/".join(nfc(p) for p in rel_path.split("/") if p not in ("", "."))
-        if not rel or self.rules.is_ignored(rel):
+        if not rel or self.rules.is_ignored(rel, any_kind=any_kind):
             raise NoteUnavailableError(rel_path, "not a note the vault's rules admit", "excluded")
         try:
             path = self.locate(rel)
@@ -149,9 +150,9 @@ class NoteReader:
         finally:
             os.close(here)
 
-    def read_note(self, rel_path: str) -> tuple[bytes, os.stat_result]:
+    def read_note(self, rel_path: str, *, any_kind: bool = False) -> tuple[bytes, os.stat_result]:
         """The note's bytes and the stat they were read under (see `open_note`)."""
-        fd = self.open_note(rel_path)
+        fd = self.open_note(rel_path, any_kind=any_kind)
         with os.fdopen(fd, "rb") as handle:
             info = os.fstat(handle.fileno())
             return handle.read(), info

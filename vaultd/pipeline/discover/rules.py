@@ -237,8 +237,10 @@ class CompiledRules:
                 problems.append((printable(where), f"cannot read: {exc.strerror or exc}"))
         return _compile(lines), tuple(problems)
 
-    def is_ignored(self, rel_path: str, *, is_dir: bool = False) -> bool:
-        """Whether the walk would leave out this vault-relative path (a note unless `is_dir`).
+    def is_ignored(self, rel_path: str, *, is_dir: bool = False, any_kind: bool = False) -> bool:
+        """Whether the walk would leave out this vault-relative path (a note unless `is_dir`);
+        with `any_kind`, a file of any kind, as every rule but the first would (a package
+        manifest beside the source files, read for their package).
 
         Only ignore files and, for the iCloud rule, a note's siblings are looked at on disk;
         the size and symlink rules need the file itself and are the walk's business.
@@ -246,10 +248,13 @@ class CompiledRules:
         parts = [nfc(p) for p in rel_path.replace(os.sep, "/").split("/") if p not in ("", ".")]
         if not parts:
             return not is_dir
-        return self.ignored(parts, is_dir, names_too=True)
+        return self.ignored(parts, is_dir, names_too=True, any_kind=any_kind)
 
-    def ignored(self, parts: Sequence[str], is_dir: bool, *, names_too: bool) -> bool:
-        """`is_ignored` for parts, the rule on UTF-8 names only with `names_too`."""
+    def ignored(
+        self, parts: Sequence[str], is_dir: bool, *, names_too: bool, any_kind: bool = False
+    ) -> bool:
+        """`is_ignored` for parts, the rule on UTF-8 names only with `names_too`, of any kind
+        of file with `any_kind`."""
         ignores: list[tuple[int, pathspec.GitIgnoreSpec]] = []
         for depth in range(len(parts)):
             parent = parts[:depth]
@@ -262,7 +267,9 @@ class CompiledRules:
             def sibling_exists(name: str, parent: Sequence[str] = parent) -> bool:
                 return os.path.lexists(os.path.join(self.root, *parent, name))
 
-            if self.rejected(parts[: depth + 1], here_is_dir, ignores, sibling_exists):
+            if self.rejected(
+                parts[: depth + 1], here_is_dir, ignores, sibling_exists, any_kind=any_kind
+            ):
                 return True
             if names_too and not is_utf8(parts[depth]):
                 return True

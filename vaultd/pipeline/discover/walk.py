@@ -73,13 +73,14 @@ class Discovery:
         """The kind of file a vault path names (`records.NoteKind`), or "other"."""
         return self._rules.kind(rel_path)
 
-    def is_ignored(self, rel_path: str, *, is_dir: bool = False) -> bool:
-        """Whether the walk would leave out this vault-relative path (a note unless `is_dir`).
+    def is_ignored(self, rel_path: str, *, is_dir: bool = False, any_kind: bool = False) -> bool:
+        """Whether the walk would leave out this vault-relative path (a note unless `is_dir`;
+        with `any_kind`, a file of any kind: see `CompiledRules.is_ignored`).
 
         Only ignore files and, for the iCloud rule, a note's siblings are looked at on disk;
         the size and symlink rules need the file itself and are the walk's business.
         """
-        return self._rules.is_ignored(rel_path, is_dir=is_dir)
+        return self._rules.is_ignored(rel_path, is_dir=is_dir, any_kind=any_kind)
 
     def report_undecodable(self, rel_paths: Iterable[str]) -> None:
         """Report names the watcher met that are not UTF-8 as a walk reports them (in
@@ -235,9 +236,10 @@ class Discovery:
         """A descriptor open for reading on the note (see `NoteReader.open_note`)."""
         return self._reader.open_note(rel_path)
 
-    def read_note(self, rel_path: str) -> tuple[bytes, os.stat_result]:
-        """The note's bytes and the stat they were read under (see `NoteReader.open_note`)."""
-        return self._reader.read_note(rel_path)
+    def read_note(self, rel_path: str, *, any_kind: bool = False) -> tuple[bytes, os.stat_result]:
+        """The note's bytes and the stat they were read under (see `NoteReader.open_note`);
+        with `any_kind`, a file of any kind the other rules admit (a package manifest)."""
+        return self._reader.read_note(rel_path, any_kind=any_kind)
 
     # -- what the walk left out -----------------------------------------------------------
 
