@@ -117,6 +117,7 @@ function searchBody(query) {
   if ($("f-folder").value.trim()) body.path_prefix = $("f-folder").value.trim();
   if ($("f-since").value) body.since = $("f-since").value;
   if ($("f-kind").value) body.kinds = [$("f-kind").value];
+  if ($("f-package").value.trim()) body.packages = [$("f-package").value.trim()];
   return body;
 }
 
@@ -183,6 +184,8 @@ function hitItem(hit, index) {
   // A canvas card has an id, not a name: it is named by its first line, as a reader sees it.
   if (hit.node && hit.kind === "canvas") where.push("card “" + cardName(hit) + "”");
   if (hit.symbol) where.push(hit.symbol);
+  // A source passage's package, as its nearest manifest names it.
+  if (hit.package) where.push("package " + hit.package);
   li.append(el("div", where.join(" › "), "section"));
   const media = hitMedia(hit);
   if (media) {
@@ -260,7 +263,7 @@ $("q").addEventListener("keydown", (event) => {
     if (chosen) location.hash = chosen.getAttribute("href");
   } else if (event.key === "Escape") { $("q").value = ""; search(); }
 });
-for (const id of ["q", "f-tag", "f-folder", "f-kind", "f-since"]) $(id).addEventListener("input", search);
+for (const id of ["q", "f-tag", "f-folder", "f-kind", "f-package", "f-since"]) $(id).addEventListener("input", search);
 for (const id of ["search-form", "home-form"]) $(id).addEventListener("submit", (event) => event.preventDefault());
 $("home-q").addEventListener("input", () => {
   $("q").value = $("home-q").value;
