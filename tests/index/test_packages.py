@@ -7,6 +7,7 @@ tests/test_packages.py's."""
 from __future__ import annotations
 
 import os
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -180,3 +181,15 @@ def test_the_watcher_passes_on_manifests_only_where_source_files_are_indexed(
     assert ignored(".git/package.json", False)
     notes_only = Discovery(vault, IgnoreRules.from_config(section, AttachmentsSection()))
     assert watch_rule(notes_only)("crates/alpha/Cargo.toml", False)
+
+
+def test_a_manifest_in_a_folder_named_in_nfd_on_disk_is_read(tmp_path: Path) -> None:
+    """Paths are NFC; a folder synced from macOS may be named NFD on disk."""
+    vault = make_vault(tmp_path)
+    folder = vault / unicodedata.normalize("NFD", "Café")
+    (folder / "src").mkdir(parents=True)
+    (folder / "Cargo.toml").write_text('[package]\nname = "cafe"\n')
+    (folder / "src" / "lib.rs").write_text("/// Brews the lanterns.\npub fn brew() {}\n")
+    with open_code_index(tmp_path, vault) as index:
+        index.indexer.reconcile()
+        assert packages(index)[unicodedata.normalize("NFC", "Café/src/lib.rs")] == "cafe"

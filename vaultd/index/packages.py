@@ -13,6 +13,8 @@ column of its row, never a chunk, a vector or a record of the store, and embeds 
 
 from __future__ import annotations
 
+import os
+import unicodedata
 from collections.abc import Callable, Iterable
 
 import structlog
@@ -51,17 +53,37 @@ class Packages:
         self.discovery = discovery
         self.manifest = manifest
         self.finder = PackageFinder(self._read)
+        #: Folder -> the names in it, as listed this pass (see `_names`).
+        self._listed: dict[str, frozenset[str] | None] = {}
 
     def _read(self, path: str) -> bytes | None:
+        folder, _, name = path.rpartition("/")
+        names = self._names(folder)
+        if names is not None and name not in names:
+            return None
         try:
             data, _ = self.discovery.read_note(path, any_kind=True)
         except (NoteError, OSError, ValueError):  # none there, left out, or unreadable
             return None
         return data
 
+    def _names(self, folder: str) -> frozenset[str] | None:
+        """The names in a folder (NFC), listed once a pass, or None when it cannot be listed
+        as named. Only a shortcut: most folders hold no manifest, and the safe reading of a
+        name that is not there costs a listing of its own."""
+        if folder not in self._listed:
+            try:
+                listed = os.listdir(os.path.join(self.discovery.root, folder))
+            except (OSError, ValueError):
+                self._listed[folder] = None
+            else:
+                self._listed[folder] = frozenset(unicodedata.normalize("NFC", n) for n in listed)
+        return self._listed[folder]
+
     def begin(self) -> None:
         """A pass begins: manifests are read again, once each for the whole pass."""
         self.finder.forget()
+        self._listed.clear()
 
     def of(self, note: Note) -> str | None:
         """The package of a note written now: a source file's, None for other kinds."""
@@ -74,7 +96,7 @@ class Packages:
         if not folders:
             return 0
         # Read again even within a pass: the change may have come since its start.
-        self.finder.forget()
+        self.begin()
         return self.refresh(folders)
 
     def refresh(self, folders: Iterable[str] | None = None) -> int:
