@@ -222,6 +222,20 @@ def test_a_wiki_link_in_a_passage_opens_the_linked_note(page: Any) -> None:
     assert page.text_content("#note-path") == target
 
 
+def test_a_link_to_a_heading_of_the_same_note_scrolls_to_it(page: Any) -> None:
+    show_note(page, RICH[0])
+    link = page.locator("#note-chunks a[href='#heading-supported-types']").first
+    link.click()
+    page.wait_for_function(
+        "() => document.body.dataset.inNoteTarget === 'heading-supported-types'",
+        timeout=PATIENCE * 1000,
+    )
+    assert page.evaluate("document.body.dataset.view") == "note"
+    section = page.locator("#note-chunks [data-anchor='heading-supported-types']").first
+    top = section.evaluate("p => p.getBoundingClientRect().top")
+    assert 0 <= top < page.viewport_size["height"] / 2, top
+
+
 def test_an_outline_entry_scrolls_to_its_passage(page: Any) -> None:
     show_note(page, RICH[1])
     entries = page.locator("#note-outline a")

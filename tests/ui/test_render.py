@@ -906,3 +906,15 @@ def test_a_snippet_that_begins_inside_a_callouts_first_line_hides_its_marker(
     text: str, shown: str
 ) -> None:
     assert render.plain(text)[0] == shown
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("window.top.__pwned=1", "window.top.__pwned=1"),
+        ("a lone * star and 3*4", "a lone * star and 3*4"),
+        ("__dunder__ and **bold**", "dunder and bold"),
+    ],
+)
+def test_an_emphasis_mark_without_its_other_half_is_text(text: str, shown: str) -> None:
+    assert render.plain(text)[0] == shown

@@ -58,7 +58,7 @@ def _attr(value: str) -> str:
     return html.escape(value, quote=True)
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
     """A heading's anchor: lowercased, spaces to '-', only [a-z0-9-]. A heading with no such
     character (CJK, emoji) gets a checksum instead, so that it still has an anchor and a
     `[[#heading]]` link still finds it."""
@@ -314,7 +314,7 @@ class _Renderer(mistune.HTMLRenderer):
     def _heading(self, token: dict[str, Any], state: BlockState) -> str:
         level = int(token["attrs"]["level"])
         text = self.render_tokens(token["children"], state)
-        anchor = _slug(_tokens_text(token["children"]))
+        anchor = slug(_tokens_text(token["children"]))
         given: dict[str, int] = state.env.setdefault(_IDS, {})
         seen = given.get(anchor, 0)
         given[anchor] = seen + 1
@@ -409,7 +409,7 @@ class _Renderer(mistune.HTMLRenderer):
         if not heading or heading.startswith("^"):
             # A block of this note: nothing on the page to jump to.
             return f'<span class="internal-link">{shown}</span>'
-        return f'<a class="internal-link" href="#heading-{_slug(heading)}">{shown}</a>'
+        return f'<a class="internal-link" href="#heading-{slug(heading)}">{shown}</a>'
 
     @staticmethod
     def _resolve(target: str, state: BlockState) -> str | None:
@@ -736,7 +736,33 @@ class _Shown:
             return
         if self.text[start] == "_" and before.isalnum() and after.isalnum():
             return
+        if not self._paired(start, end, opens=not after.isspace(), closes=not before.isspace()):
+            return  # `window.__flag`, a lone `*`: no emphasis without its other half
         self.drop(start, end)
+
+    def _paired(self, start: int, end: int, *, opens: bool, closes: bool) -> bool:
+        """Whether the run at [start, end) has its other half on its line: after it for an
+        opening run, before it for a closing one, either side for one inside a word."""
+        run = self.text[start:end]
+        line_start = self.text.rfind("\n", 0, start) + 1
+        line_end = self.text.find("\n", end)
+        line_end = len(self.text) if line_end < 0 else line_end
+        # The other half must be able to act as one: a closer touches a word on its left, an
+        # opener on its right (the `*` of `3 * 4` is neither).
+        pattern = re.compile(re.escape(run))
+        later = any(
+            not self.text[m.start() - 1].isspace()
+            for m in pattern.finditer(self.text, end, line_end)
+        )
+        earlier = any(
+            m.end() < line_end and not self.text[m.end()].isspace()
+            for m in pattern.finditer(self.text, line_start, start)
+        )
+        if opens and not closes:
+            return later
+        if closes and not opens:
+            return earlier
+        return later or earlier
 
     def display(self) -> tuple[str, list[int]]:
         """The kept code points, each whitespace run (newlines too) as one space, trimmed."""

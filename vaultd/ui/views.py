@@ -40,6 +40,10 @@ def enrich(method: str, route: str, data: Any) -> Any:
         resolve = resolver(data.get("links") or ())
         for chunk in data.get("chunks") or ():
             chunk["html"] = render.passage(chunk.get("text") or "", resolve)
+            headings = chunk.get("headings") or ()
+            if headings:
+                # What a `[[#heading]]` link in the note points at: its section's passages.
+                chunk["anchor"] = "heading-" + render.slug(str(headings[-1]))
     elif part == "/related":
         for note in data.get("related") or ():
             passage = note.get("target") or note.get("source") or {}

@@ -310,11 +310,25 @@ function drawPassages(note) {
     if (where && where !== section) div.prepend(el("div", where, "passage-where"));
     section = where;
     div.id = "passage-" + chunk.start_line;
+    if (chunk.anchor) div.dataset.anchor = chunk.anchor;
     div.dataset.start = chunk.start_line;
     div.dataset.end = chunk.end_line;
     box.append(div);
   }
 }
+
+// A link inside the note (a heading of it, a footnote) scrolls to it; it is no view of its own.
+$("note-chunks").addEventListener("click", (event) => {
+  const link = event.target.closest("a[href^='#']");
+  const href = link && link.getAttribute("href");
+  if (!href || href.startsWith("#note/") || href.startsWith("#search")) return;
+  event.preventDefault();
+  const id = href.slice(1);
+  const box = $("note-chunks");
+  const target = box.querySelector(`[id="${CSS.escape(id)}"]`) || box.querySelector(`[data-anchor="${CSS.escape(id)}"]`);
+  if (target) target.scrollIntoView({ block: "start" });
+  document.body.dataset.inNoteTarget = target ? id : "";
+});
 
 // The passage a heading opens: the first that starts at or after its line and within its
 // section, else the one holding the line.
@@ -605,7 +619,12 @@ function route() {
   if (view === "home") { showHome(); $("home-q").value = ""; }
   if (view === "search") {
     const params = new URLSearchParams(location.hash.split("?")[1] || "");
-    if (params.has("tag")) $("f-tag").value = params.get("tag");
+    if (params.has("tag")) {
+      // A tag followed from a note starts a search of its own: that tag, nothing else.
+      $("f-tag").value = params.get("tag");
+      if (!params.has("q")) $("q").value = "";
+      $("f-kind").value = "";
+    }
     if (params.has("q") && params.get("q") !== $("q").value) $("q").value = params.get("q");
     $("q").focus();
     if ($("q").value) search();
