@@ -20,13 +20,12 @@ from click.testing import CliRunner
 
 from harness.daemon import PATIENCE, RunningDaemon, running, wait_until
 from tests.conftest import shared_path
-from tests.page_server import ui_server
+from tests.page_server import CHROMIUM, chromium, enter, ui_server
 from vaultd.api.client import Client
 from vaultd.cli.commands import main
 from vaultd.cli.common import DaemonOrIndex
 from vaultd.cli.mcp_bridge import TOOLS, Bridge
 from vaultd.layout import vault_id
-from vaultd.ui.link import LinkFile
 
 pytestmark = pytest.mark.corpus
 
@@ -122,38 +121,26 @@ def test_the_cli_and_mcp_filter_by_package_and_show_it(daemon: RunningDaemon) ->
     assert found and {h["package"] for h in found} == {"@changesets/config"}
 
 
-CHROMIUM = Path("/usr/bin/chromium")
-
-
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent")
 def test_the_pages_package_filter_and_hit_line(daemon: RunningDaemon, tmp_path: Path) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     vault = Path(daemon.request("GET", "/v1/health")["vault"])
     client = Client(daemon.socket, timeout=90, vault_id=vault_id(vault))
-    with ui_server(client, vault) as ui, sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"]
+    with ui_server(client, vault) as ui, chromium() as browser:
+        page = enter(browser.new_context(), ui, tmp_path)
+        page.goto(page.url.split("#")[0] + "#search")
+        page.get_by_label("Package").fill("tokio-macros")
+        page.fill("#q", "select")
+        page.wait_for_function(
+            "() => document.body.dataset.lastQuery === 'select'"
+            " && document.querySelectorAll('#hits li[id]').length",
+            timeout=PATIENCE * 1000,
         )
-        try:
-            page = browser.new_page()
-            with LinkFile(ui.url, tmp_path) as link:
-                page.goto(link.uri)
-                page.wait_for_url(f"http://127.0.0.1:{ui.port}/", timeout=PATIENCE * 1000)
-            page.goto(page.url.split("#")[0] + "#search")
-            page.get_by_label("Package").fill("tokio-macros")
-            page.fill("#q", "select")
-            page.wait_for_function(
-                "() => document.body.dataset.lastQuery === 'select'"
-                " && document.querySelectorAll('#hits li[id]').length",
-                timeout=PATIENCE * 1000,
-            )
-            lines = page.locator("#hits li[id] .section").all_inner_texts()
-            assert lines and all(
-                line.startswith("tokio/tokio-macros/") and line.endswith("› package tokio-macros")
-                for line in lines
-            ), lines
-        finally:
-            browser.close()
+        lines = page.locator("#hits li[id] .section").all_inner_texts()
+        assert lines and all(
+            line.startswith("tokio/tokio-macros/") and line.endswith("› package tokio-macros")
+            for line in lines
+        ), lines
 
 
 def test_a_crate_renamed_in_its_manifest_is_re_attributed_with_nothing_embedded(

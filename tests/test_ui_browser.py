@@ -25,14 +25,12 @@ from harness.daemon import (
 )
 from tests.conftest import shared_path
 from tests.highlighted import NOTE, PATH, QUERIES
-from tests.page_server import ui_server
+from tests.page_server import CHROMIUM, chromium, enter, ui_server
 from tests.pipeline.test_ocr import scanned_pdf
 from vaultd.api.client import Client
 from vaultd.layout import vault_id
-from vaultd.ui.link import LinkFile
 from vaultd.ui.server import UiServer
 
-CHROMIUM = Path("/usr/bin/chromium")
 #: obsidian-help/en's folders the vault takes: about a third of its notes, enough for related
 #: notes and backlinks, quick to index.
 FOLDERS = ("Editing and formatting", "Linking notes and files", "Getting started")
@@ -90,21 +88,12 @@ def daemon(
 
 @pytest.fixture(scope="module")
 def page(ui: UiServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"]
-        )
-        try:
-            context = browser.new_context(viewport={"width": 1200, "height": 800})
-            page = context.new_page()
-            # As `vaultd ui` opens it: the private file, its one-time link, the cookie, the page.
-            with LinkFile(ui.url, tmp_path_factory.mktemp("run")) as link:
-                page.goto(link.uri)
-                page.wait_for_url(f"http://127.0.0.1:{ui.port}/", timeout=PATIENCE * 1000)
-            page.goto(page.url + "#health")
-            yield page
-        finally:
-            browser.close()
+    with chromium() as browser:
+        # As `vaultd ui` opens it: the private file, its link, the cookie, the page.
+        context = browser.new_context(viewport={"width": 1200, "height": 800})
+        page = enter(context, ui, tmp_path_factory.mktemp("run"))
+        page.goto(page.url + "#health")
+        yield page
 
 
 def events_seen(page: Any) -> int:

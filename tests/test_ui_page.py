@@ -30,13 +30,11 @@ from harness.daemon import (
     write_config,
 )
 from tests.conftest import shared_path
-from tests.page_server import ui_server
+from tests.page_server import CHROMIUM, chromium, enter, ui_server
 from vaultd.api.client import Client
 from vaultd.layout import vault_id
-from vaultd.ui.link import LinkFile
 from vaultd.ui.server import UiServer
 
-CHROMIUM = Path("/usr/bin/chromium")
 FOLDERS = ("Editing and formatting", "Linking notes and files", "Getting started")
 #: The screenshots the notes of FOLDERS embed that the corpus holds, and one whose text OCR reads.
 IMAGES = (
@@ -114,14 +112,8 @@ def ui(daemon: RunningDaemon, vault: Path) -> Iterator[UiServer]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"]
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
+    with chromium() as launched:
+        yield launched
 
 
 def open_page(
@@ -133,10 +125,7 @@ def open_page(
         color_scheme="dark" if dark else "light",
         bypass_csp=bypass_csp,
     )
-    page = context.new_page()
-    with LinkFile(ui.url, tmp) as link:
-        page.goto(link.uri)
-        page.wait_for_url(f"http://127.0.0.1:{ui.port}/", timeout=PATIENCE * 1000)
+    page = enter(context, ui, tmp)
     page.wait_for_function("() => document.body.dataset.homeShown", timeout=PATIENCE * 1000)
     page.wait_for_function(
         "() => document.getElementById('live').textContent === 'live'", timeout=PATIENCE * 1000

@@ -39,13 +39,10 @@ from harness.daemon import (
     start,
     write_config,
 )
-from tests.page_server import ui_server
+from tests.page_server import CHROMIUM, chromium, enter, ui_server
 from vaultd.api.client import Client
 from vaultd.layout import vault_id
-from vaultd.ui.link import LinkFile
 from vaultd.ui.server import UiServer
-
-CHROMIUM = Path("/usr/bin/chromium")
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent (apt-get install chromium)"
@@ -358,14 +355,8 @@ def ui(daemon: RunningDaemon, sockets: Path, vault: Path) -> Iterator[UiServer]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"]
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
+    with chromium() as launched:
+        yield launched
 
 
 # --- Watching the browser -----------------------------------------------------------------------
@@ -440,15 +431,6 @@ class Watch:
             "windows opened": self.popups,
         }
         return "\n".join(f"{name}:\n  " + "\n  ".join(got) for name, got in parts.items() if got)
-
-
-def enter(context: Any, ui: UiServer, tmp: Path) -> Any:
-    """A page of `context` let in as `vaultd ui` lets a browser in: the link file, the cookie."""
-    page = context.new_page()
-    with LinkFile(ui.url, tmp) as link:
-        page.goto(link.uri)
-        page.wait_for_url(f"http://127.0.0.1:{ui.port}/", timeout=WAIT_MS)
-    return page
 
 
 def go(page: Any, watch: Watch, hash_: str, ready: str, arg: str) -> None:
