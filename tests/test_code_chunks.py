@@ -1,4 +1,5 @@
-"""Source code by symbol: real modules of an installed package, parsed by tree-sitter."""
+"""Source code by symbol: real modules of an installed package, and a real project in each
+language of ../shared/corpora/code, parsed by tree-sitter."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import click
 import pytest
 
+from tests.conftest import shared_path
 from vaultd.config import load_config
 from vaultd.embedding.tokens import TokenCounter
 from vaultd.errors import NoteError
@@ -149,6 +151,111 @@ def test_a_file_that_does_not_parse_falls_back_to_lines(counter: TokenCounter) -
     note = code.extract("bad.py", source, counter=counter)
     assert note.errors and "does not parse as python" in note.errors[0]
     assert [(b.symbol, b.start_line, b.end_line) for b in note.blocks] == [(None, 1, 5)]
+
+
+#: One real file of each language added, and paths of definitions in it as a person writes
+#: them: (file under ../shared/corpora/code, grammar, symbols it must have).
+CORPUS_FILES = [
+    (
+        "fluentvalidation/AbstractValidator.cs",
+        "csharp",
+        {
+            "namespace FluentValidation > class AbstractValidator > ValidateInternalAsync",
+            "namespace FluentValidation > class AbstractValidator > RuleLevelCascadeMode",
+        },
+    ),
+    (
+        "kotlinpoet/kotlinpoet/src/jvmMain/kotlin/com/squareup/kotlinpoet/CodeBlock.kt",
+        "kotlin",
+        {
+            "class CodeBlock > class Builder > fun addNamed",
+            "class CodeBlock > companion object > fun of",
+            "fun buildCodeBlock",
+        },
+    ),
+    (
+        "swift-argument-parser/Sources/ArgumentParser/Parsable Types/ParsableArguments.swift",
+        "swift",
+        {"extension ParsableArguments > func parseOrExit", "struct _WrappedParsableCommand"},
+    ),
+    (
+        "rack/lib/rack/request.rb",
+        "ruby",
+        {
+            "module Rack > class Request > class Headers > def env_to_header_key",
+            "module Rack > class Request > module Helpers > def forwarded_for",
+        },
+    ),
+    (
+        "aeson/src/Data/Aeson/Types/Internal.hs",
+        "haskell",
+        {
+            "module Data.Aeson.Types.Internal > instance Functor IResult",
+            "module Data.Aeson.Types.Internal > data Value",
+            "module Data.Aeson.Types.Internal > iparse",
+        },
+    ),
+    (
+        "openzeppelin-contracts/contracts/token/ERC20/ERC20.sol",
+        "solidity",
+        {"contract ERC20 > function transfer", "contract ERC20 > function _spendAllowance"},
+    ),
+    (
+        "openzeppelin-compact-contracts/contracts/src/access/Ownable.compact",
+        "compact",
+        {
+            "module Ownable > circuit transferOwnership",
+            "module Ownable > ledger _owner",
+            "module Ownable > witness wit_OwnableSK",
+        },
+    ),
+    (
+        "midnight-example-counter/contract/src/counter.compact",
+        "compact",
+        {"ledger round", "circuit increment"},
+    ),
+    (
+        "alacritty-theme/themes/dracula.toml",
+        "toml",
+        {"[colors.primary]", "[colors.normal]", "[colors.bright]"},
+    ),
+    ("starter-workflows/pages/hugo.yml", "yaml", {"on", "jobs > build", "jobs > deploy"}),
+    (
+        "bootstrap-examples/sass-js/index.html",
+        "html",
+        {"Get started with Bootstrap", "Get started with Bootstrap > Guides"},
+    ),
+    (
+        "docbook-xslTNG/src/main/xslt/modules/titles.xsl",
+        "xml",
+        {'xsl:template name="tp:format-number"', 'xsl:function name="fp:title-properties"'},
+    ),
+    # No extension: the grammar is the one its `#!/usr/bin/env bash` names.
+    ("bats-core/bin/bats", "bash", {"function fallback_to_readlinkf_posix"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("rel", "grammar", "symbols"), CORPUS_FILES, ids=[rel for rel, _, _ in CORPUS_FILES]
+)
+def test_a_real_file_of_each_language_by_its_definitions(
+    rel: str, grammar: str, symbols: set[str], counter: TokenCounter
+) -> None:
+    path = shared_path("corpora", "code", rel)
+    data = path.read_bytes()
+    note = code.extract(rel, data, counter=counter, max_tokens=BUDGET)
+    assert note.errors == ()
+    assert {b.info for b in note.blocks} == {grammar}
+    assert symbols <= {b.symbol for b in note.blocks}
+    # Every line once, in order, within the budget.
+    lines = code._decode(data, rel)[0].split("\n")
+    seen: list[int] = []
+    for block in note.blocks:
+        assert block.text == "\n".join(lines[block.start_line - 1 : block.end_line])
+        assert counter.count(block.text) <= int(BUDGET * code.WINDOW_SHARE)
+        seen.extend(range(block.start_line, block.end_line + 1))
+    assert seen == sorted(set(seen))
+    assert {i for i, line in enumerate(lines, start=1) if line.strip()} <= set(seen)
 
 
 def test_a_minified_line_longer_than_the_budget_is_cut_on_that_line(

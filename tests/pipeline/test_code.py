@@ -117,3 +117,260 @@ def test_the_extensions_parsed_by_symbol() -> None:
 def test_a_comment_after_a_blank_line_is_not_the_next_symbols() -> None:
     note = code.extract("a.py", b"# About the module.\n\n# About f.\ndef f():\n    pass\n")
     assert spans(note) == [(1, 1, None), (3, 5, "def f")]
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "grammar"),
+    [
+        ("bin/tool", "#!/usr/bin/env bash\necho hi\n", "bash"),
+        ("bin/tool", "#!/bin/sh\n", "bash"),
+        ("bin/tool", "#! /usr/bin/python3.12 -u\n", "python"),
+        ("bin/tool", "#!/usr/bin/env -S node --no-warnings\n", "javascript"),
+        ("bin/tool", "#!/usr/bin/env FOO=1 ruby\n", "ruby"),
+        ("bin/tool", "#!/usr/bin/env perl\n", None),
+        ("bin/tool", "echo no shebang\n", None),
+        ("notes.txt", "#!/bin/sh\n", None),  # an extension says what a file is
+        ("Gemfile", "", "ruby"),
+        ("lib/a.gemspec", "", "ruby"),
+        ("a.kts", "", "kotlin"),
+        ("t.XSL", "", "xml"),
+        ("a.scm", "", None),
+    ],
+)
+def test_the_grammar_is_chosen_by_extension_name_or_shebang(
+    path: str, text: str, grammar: str | None
+) -> None:
+    found = code.grammar_for(path, text)
+    assert (found.name if found else None) == grammar
+
+
+@pytest.mark.parametrize(
+    ("path", "source", "expected"),
+    [
+        (
+            "a.cs",
+            "namespace Shop.Orders\n{\n    public class Order\n    {\n"
+            "        public int Id { get; set; }\n        public Order() { }\n"
+            "        public void Ship() { }\n    }\n}\n",
+            [
+                (1, 2, "namespace Shop.Orders"),
+                (3, 4, "namespace Shop.Orders > class Order"),
+                (5, 5, "namespace Shop.Orders > class Order > Id"),
+                (6, 6, "namespace Shop.Orders > class Order > Order"),
+                (7, 7, "namespace Shop.Orders > class Order > Ship"),
+                (8, 8, "namespace Shop.Orders > class Order"),
+                (9, 9, "namespace Shop.Orders"),
+            ],
+        ),
+        (
+            "b.cs",
+            "namespace Shop;\n\npublic record Line(int Qty);\n\n"
+            "public interface IRepo\n{\n    void Save();\n}\n",
+            [
+                (1, 1, "namespace Shop"),
+                (3, 3, "namespace Shop > record Line"),
+                (5, 8, "namespace Shop > interface IRepo"),
+            ],
+        ),
+        (
+            "a.kt",
+            "package shop\n\nclass Order {\n  fun ship() {}\n  companion object {\n"
+            "    fun create() = Order()\n  }\n}\n\nobject Registry\n\n"
+            "interface Repo {\n  fun save()\n}\n",
+            [
+                (1, 1, None),
+                (3, 3, "class Order"),
+                (4, 4, "class Order > fun ship"),
+                (5, 7, "class Order > companion object"),
+                (8, 8, "class Order"),
+                (10, 10, "object Registry"),
+                (12, 14, "interface Repo"),
+            ],
+        ),
+        (
+            "a.swift",
+            'struct Widget {\n  let name = "a widget"\n'
+            "  func render() -> String { name + name }\n}\n\n"
+            "extension Widget: View {\n  init() {}\n}\n\nprotocol View {\n  func render()\n}\n\n"
+            "enum Kind { case a }\n",
+            [
+                (1, 2, "struct Widget"),
+                (3, 3, "struct Widget > func render"),
+                (4, 4, "struct Widget"),
+                (6, 8, "extension Widget"),
+                (10, 12, "protocol View"),
+                (14, 14, "enum Kind"),
+            ],
+        ),
+        (
+            "a.rb",
+            "module Shop\n  class Order < Base\n    # Sends it.\n    def ship\n    end\n\n"
+            "    def self.create\n    end\n\n    class << self\n    end\n  end\nend\n",
+            [
+                (1, 1, "module Shop"),
+                (2, 2, "module Shop > class Order"),
+                (3, 5, "module Shop > class Order > def ship"),
+                (7, 8, "module Shop > class Order > def self.create"),
+                (10, 11, "module Shop > class Order > class << self"),
+                (12, 12, "module Shop > class Order"),
+                (13, 13, "module Shop"),
+            ],
+        ),
+    ],
+)
+def test_symbols_of_the_languages_added_by_their_definitions(
+    path: str, source: str, expected: list[tuple[int, int, str | None]]
+) -> None:
+    # A budget so small that most definitions are opened: the paths inside them show.
+    note = code.extract(path, source.encode(), max_tokens=20)
+    assert note.errors == ()
+    assert spans(note) == expected
+
+
+HASKELL = b"""module Data.Map (insertWith) where
+
+import Data.List
+
+-- | Insert with a function.
+insertWith :: (a -> a -> a) -> k -> a -> Map k a -> Map k a
+insertWith f k x Tip = x
+insertWith f k x m = go m
+
+-- | A map.
+data Map k a = Tip | Bin k a
+
+instance Functor (Map k) where
+  fmap = undefined
+
+(a, b) = (1, 2)
+"""
+
+
+def test_haskell_the_module_holds_every_path_and_equations_are_one_symbol() -> None:
+    note = code.extract("Map.hs", HASKELL, max_tokens=1000)
+    assert note.errors == ()
+    assert spans(note) == [
+        (1, 3, "module Data.Map"),
+        # The comment and the type signature above it, and both equations.
+        (5, 8, "module Data.Map > insertWith"),
+        (10, 11, "module Data.Map > data Map"),
+        (13, 14, "module Data.Map > instance Functor (Map k)"),
+        (16, 16, "module Data.Map"),  # a pattern binding names nothing
+    ]
+
+
+SOLIDITY = b"""pragma solidity ^0.8.0;
+
+contract ERC20 {
+    uint256 total;
+
+    /// Moves tokens.
+    function transfer(address to, uint256 v) public returns (bool) {
+        return true;
+    }
+
+    receive() external payable {}
+    constructor() {}
+}
+"""
+
+COMPACT = b"""pragma language_version >= 0.16;
+
+import CompactStandardLibrary;
+
+export ledger counter: Counter;
+
+witness secretKey(): Bytes<32>;
+
+export circuit mint(amount: Uint<64>): [] {
+  counter.increment(amount);
+}
+
+contract Token {
+  circuit transfer(to: Bytes<32>): [];
+}
+
+module Ownable {
+  export circuit owner(): Bytes<32> {
+    return secretKey();
+  }
+}
+"""
+
+
+def test_contracts_by_contract_function_circuit_ledger_and_witness() -> None:
+    sol = code.extract("ERC20.sol", SOLIDITY, max_tokens=30)
+    assert (sol.errors, spans(sol)) == (
+        (),
+        [
+            (1, 1, None),
+            (3, 4, "contract ERC20"),
+            (6, 9, "contract ERC20 > function transfer"),
+            (11, 11, "contract ERC20 > receive"),
+            (12, 12, "contract ERC20 > constructor"),
+            (13, 13, "contract ERC20"),
+        ],
+    )
+    compact = code.extract("token.compact", COMPACT, max_tokens=1000)
+    assert (compact.errors, spans(compact)) == (
+        (),
+        [
+            (1, 3, None),
+            (5, 5, "ledger counter"),
+            (7, 7, "witness secretKey"),
+            (9, 11, "circuit mint"),
+            (13, 15, "contract Token"),
+            (17, 21, "module Ownable"),
+        ],
+    )
+    opened = code.extract("token.compact", COMPACT, max_tokens=16)
+    assert "contract Token > circuit transfer" in [b.symbol for b in opened.blocks]
+    assert "module Ownable > circuit owner" in [b.symbol for b in opened.blocks]
+
+
+def test_markup_by_tables_keys_headings_and_elements() -> None:
+    toml = code.extract(
+        "pyproject.toml",
+        b"# The package.\n[project]\nname = 'x'\n\n# Lint rules.\n[tool.ruff]\n"
+        b"line-length = 100\n\n[[bin]]\nname = 'a'\n",
+    )
+    # The comment above a table is the table's, though the grammar ends the one before there.
+    assert spans(toml) == [(1, 3, "[project]"), (5, 7, "[tool.ruff]"), (9, 10, "[[bin]]")]
+    steps = "".join(f"      - run: echo step {i} with some words\n" for i in range(30))
+    yaml = code.extract(
+        "ci.yml",
+        f"name: CI\non:\n  push:\njobs:\n  build:\n    steps:\n{steps}  test:\n    x: 1\n".encode(),
+        max_tokens=120,
+    )
+    # `jobs` is too big: its keys are blocks of their own; theirs are not opened.
+    assert [s for s in spans(yaml) if s[2] != "jobs > build"] == [
+        (1, 1, "name"),
+        (2, 3, "on"),
+        (4, 4, "jobs"),
+        (37, 38, "jobs > test"),
+    ]
+    html = code.extract(
+        "page.html",
+        b"<!doctype html>\n<html>\n<body>\n<h1>Guide</h1>\n<p>Intro.</p>\n<h2>Install</h2>\n"
+        b"<p>Run it.</p>\n<h2>Use <em>it</em></h2>\n<p>Go.</p>\n<h1>Appendix</h1>\n</body>\n"
+        b"</html>\n",
+    )
+    assert spans(html) == [
+        (1, 3, None),
+        (4, 5, "Guide"),
+        (6, 7, "Guide > Install"),
+        (8, 9, "Guide > Use it"),
+        (10, 12, "Appendix"),
+    ]
+    xsl = code.extract(
+        "t.xsl",
+        b'<?xml version="1.0"?>\n<xsl:stylesheet version="3.0">\n  <!-- Paragraphs. -->\n'
+        b'  <xsl:template match="para" mode="m:html">\n    <p/>\n  </xsl:template>\n\n'
+        b'  <xsl:template name="t:title">\n    <h1/>\n  </xsl:template>\n</xsl:stylesheet>\n',
+    )
+    assert spans(xsl) == [
+        (1, 2, None),
+        (3, 6, 'xsl:template match="para" mode="m:html"'),
+        (8, 10, 'xsl:template name="t:title"'),
+        (11, 11, None),
+    ]
