@@ -147,9 +147,12 @@ def test_a_file_without_a_grammar_is_cut_by_the_line_window(counter: TokenCounte
 
 
 def test_a_file_that_does_not_parse_falls_back_to_lines(counter: TokenCounter) -> None:
-    source = b"def broken(:\n    return 1\n\ndef fine():\n    return 2\n"
+    source = b"def broken(:\n    return [1, 2\n\ndef fine(:\n    return {3: (4\n"
     note = code.extract("bad.py", source, counter=counter)
-    assert note.errors and "does not parse as python" in note.errors[0]
+    assert note.errors == (
+        "does not parse as python (error at line 1, 70% of the file in error); indexed by "
+        "lines, not by symbol",
+    )
     assert [(b.symbol, b.start_line, b.end_line) for b in note.blocks] == [(None, 1, 5)]
 
 
@@ -256,6 +259,46 @@ def test_a_real_file_of_each_language_by_its_definitions(
         seen.extend(range(block.start_line, block.end_line + 1))
     assert seen == sorted(set(seen))
     assert {i for i, line in enumerate(lines, start=1) if line.strip()} <= set(seen)
+
+
+def test_the_broken_files_of_the_corpus_are_read_by_lines_with_their_reasons(
+    counter: TokenCounter,
+) -> None:
+    folder = shared_path("corpora", "code", "broken")
+    reasons = {}
+    for path in sorted(folder.iterdir()):
+        note = code.extract(path.name, path.read_bytes(), counter=counter)
+        assert note.blocks and {b.symbol for b in note.blocks} == {None}
+        reasons[path.name] = note.errors
+    assert reasons == {
+        "broken-oneline.ts": (
+            "definitions share line 1, too long for one chunk (201876 characters: minified?); "
+            "indexed by lines, not by symbol",
+        ),
+        "broken-truncated.rs": (
+            "does not parse as rust (error at line 1, 100% of the file in error); indexed by "
+            "lines, not by symbol",
+        ),
+        # A few NULs among source: still source, NULs replaced.
+        "broken-unbalanced.py": (
+            "3 NUL bytes replaced with U+FFFD",
+            "invalid UTF-8 at byte 404: replaced with U+FFFD",
+            "does not parse as python (error at line 5, 100% of the file in error); indexed by "
+            "lines, not by symbol",
+        ),
+    }
+
+
+def test_a_stray_error_in_one_real_function_keeps_the_rest_by_symbol(
+    counter: TokenCounter,
+) -> None:
+    rel = "swift-argument-parser/Examples/count-lines/CountLines.swift"
+    # The grammar does not know `for try await` (11% of the file in its error node).
+    note = code.extract(rel, shared_path("corpora", "code", rel).read_bytes(), counter=counter)
+    assert note.errors == ()
+    symbols = [b.symbol for b in note.blocks]
+    assert "struct CountLines > func printCount" in symbols
+    assert "struct CountLines > func run" in symbols
 
 
 def test_a_minified_line_longer_than_the_budget_is_cut_on_that_line(

@@ -3,6 +3,8 @@ grammars; a line window where there is no grammar or the parse fails."""
 
 from __future__ import annotations
 
+import gzip
+
 import pytest
 
 from vaultd.errors import LeftOutError
@@ -85,9 +87,33 @@ def test_without_a_grammar_or_a_parse_lines_are_packed_up_to_the_budget() -> Non
     assert [line for b in note.blocks for line in b.text.split("\n")] == source.decode().split(
         "\n"
     )[:-1]
-    broken = code.extract("bad.py", b"def f(:\n    pass\n")
-    assert broken.errors == ("does not parse as python; indexed by lines, not by symbol",)
-    assert spans(broken) == [(1, 2, None)]
+    broken = code.extract("bad.py", b"def f(:\n    pass\n)))\n[[[\n")
+    assert broken.errors == (
+        "does not parse as python (error at line 1, 28% of the file in error); indexed by "
+        "lines, not by symbol",
+    )
+    assert spans(broken) == [(1, 4, None)]
+
+
+def test_a_stray_error_inside_one_definition_costs_nothing_else() -> None:
+    source = b"def f(:\n    pass\n\n\ndef g():\n    return 2\n\n\nclass C:\n    x = 1\n"
+    note = code.extract("bad.py", source)
+    # The error is 2 bytes of 57, under MAX_ERROR_SHARE: every definition keeps its block.
+    assert note.errors == ()
+    assert spans(note) == [(1, 2, "def f"), (5, 6, "def g"), (9, 10, "class C")]
+
+
+def test_definitions_sharing_a_line_too_long_for_a_chunk_are_read_by_lines() -> None:
+    line = " ".join(f"function f{i}(a) {{ return a + {i}; }}" for i in range(100))
+    note = code.extract("app.min.js", line.encode() + b"\n", max_tokens=50)
+    assert note.errors == (
+        f"definitions share line 1, too long for one chunk ({len(line)} characters: "
+        "minified?); indexed by lines, not by symbol",
+    )
+    assert {b.symbol for b in note.blocks} == {None} and len(note.blocks) > 10
+    # Side by side on a short line, the second is in the first's block, as before.
+    short = code.extract("a.js", b"function a() {} function b() {}\n")
+    assert (short.errors, spans(short)) == ((), [(1, 1, "function a")])
 
 
 def test_a_line_longer_than_the_budget_is_cut_into_pieces_on_that_line() -> None:
@@ -100,9 +126,14 @@ def test_text_is_decoded_leniently_and_binary_or_big_files_are_left_out() -> Non
     note = code.extract("a.py", b"\xef\xbb\xbfx = '\xff'\r\ny = 2\r\n")
     assert note.body == "x = '\ufffd'\ny = 2\n"
     assert note.errors == ("invalid UTF-8 at byte 5: replaced with U+FFFD",)
+    # Compressed bytes hold NULs at about 1 in 256, and are more than half no text.
     with pytest.raises(LeftOutError) as binary:
-        code.extract("a.py", b"x = 1\x00\n")
+        code.extract("a.py", gzip.compress(PYTHON))
     assert binary.value.kind == "binary"
+    assert "of it is no text" in binary.value.reason
+    # UTF-16 text is half NULs: not read as source either.
+    with pytest.raises(LeftOutError):
+        code.extract("a.py", PYTHON.decode().encode("utf-16"))
     with pytest.raises(LeftOutError) as big:
         code.extract("a.py", b"x = 1\n" * 10, max_bytes=10)
     assert big.value.kind == "too_big"
@@ -117,6 +148,13 @@ def test_the_extensions_parsed_by_symbol() -> None:
 def test_a_comment_after_a_blank_line_is_not_the_next_symbols() -> None:
     note = code.extract("a.py", b"# About the module.\n\n# About f.\ndef f():\n    pass\n")
     assert spans(note) == [(1, 1, None), (3, 5, "def f")]
+
+
+def test_a_source_file_with_a_few_stray_nul_bytes_is_still_source() -> None:
+    note = code.extract("a.py", b"def f():\n    return '1\x00'\n\n\ndef g():\n    pass\n")
+    assert note.errors == ("1 NUL byte replaced with U+FFFD",)
+    assert [b.symbol for b in note.blocks] == ["def f", "def g"]
+    assert "'1\ufffd'" in note.body
 
 
 @pytest.mark.parametrize(

@@ -981,6 +981,12 @@ def in_part_advice(reasons: Sequence[str]) -> str:
     settings = [s for key, s in _IN_PART_SETTINGS.items() if any(key in r for r in reasons)]
     if settings:
         return f"raise {' or '.join(settings)} to index the rest of a file indexed in part"
+    if reasons and all("not by symbol" in r for r in reasons):
+        # A source file that does not parse (vaultd.pipeline.code) has all of its text indexed.
+        return (
+            "each is searchable in full, by lines rather than by symbol: fix the error named "
+            "(or give the minified file's source instead) to have it read by symbol"
+        )
     return "the parts named were not read; the rest of each file is indexed"
 
 
