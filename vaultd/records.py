@@ -27,7 +27,13 @@ NoteKind = Literal["note", "canvas", "pdf", "image", "code", "excalidraw"]
 NOTE_KINDS: tuple[str, ...] = get_args(NoteKind)
 #: The known-item tiers a hit may rank in, best first (vaultd.index.known).
 KnownTier = Literal[
-    "name", "phrase", "stemmed phrase", "corrected phrase", "proximity", "rare word"
+    "name",
+    "definition",
+    "phrase",
+    "stemmed phrase",
+    "corrected phrase",
+    "proximity",
+    "rare word",
 ]
 #: A file name's ending -> its kind (the longest ending that matches wins, so a drawing's
 #: `.excalidraw.md` is no plain note). Source code is chosen by `[attachments] code` globs.

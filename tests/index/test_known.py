@@ -90,3 +90,21 @@ def test_display_leaves_text_without_links_as_it_is() -> None:
     text = "a [bracket] and (parens) [^1]"
     assert known.display(text) == text
     assert known.display("[[a]] and [[b|B]]") == "[[a]] and B"
+
+
+@pytest.mark.parametrize(
+    ("symbol", "name", "defined"),
+    [
+        ("contract ERC20 > function transfer", "transfer", True),
+        ("contract ERC20 > function transfer", "ERC20", False),  # the outer symbol's
+        ("contract ERC20", "erc20", True),
+        ("module Data.Map > insertWith", "insertWith", True),
+        ("[tool.ruff]", "tool.ruff", True),
+        ("impl Display for Widget", "Widget", True),
+        ("function transfer", "function", False),  # a keyword names nothing
+    ],
+)
+def test_a_symbol_path_defines_the_name_of_its_last_part(
+    symbol: str, name: str, defined: bool
+) -> None:
+    assert known.defines(symbol, name) is defined

@@ -251,6 +251,7 @@ def marked(text: str) -> str:
 #: How the CLI names the known-item tiers (vaultd.index.known) that order hits above scores.
 TIER_WORDS = {
     "name": "name",
+    "definition": "its definition",
     "phrase": "exact phrase",
     "stemmed phrase": "phrase, other word forms",
     "corrected phrase": "phrase, typo corrected",

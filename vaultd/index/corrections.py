@@ -21,7 +21,7 @@ from vaultd.storage.vocabulary import chunks_holding
 #: The known-item tiers that the query as typed decides: when one of them holds the first hit,
 #: the typed query is decisive and is searched as typed, its corrections only offered ("did
 #: you mean").
-TYPED_TIERS = ("name", "phrase", "stemmed phrase")
+TYPED_TIERS = ("name", "definition", "phrase", "stemmed phrase")
 #: Passages read to spell an offered correction the page itself does not spell.
 SPELLING_PASSAGES = 3
 

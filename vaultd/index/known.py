@@ -6,6 +6,9 @@ these is exact evidence, which a ranked fusion of scores dilutes; `Searcher` put
 holding it in tiers above the fusion (docs/search.md, "Known items"), best first:
 
 1. **name**: the query, folded, is the note's title, an alias, its file name or its path;
+   **definition**: a query of one identifier is the name a source passage defines (the last
+   part of its symbol path: `transfer` for `contract ERC20 > function transfer`), so a
+   definition ranks above the passages that only use the name;
 2. **phrase**: the passage holds the query's words in order (case, accents, punctuation and
    Markdown markup folded; stop words kept), for a query of two words or more;
 3. **corrected phrase**: the same after correcting the query's typos;
@@ -38,9 +41,15 @@ from vaultd.storage.manifest import Manifest
 from vaultd.storage.vocabulary import Names, Vocabulary, chunks_holding
 
 #: The tiers, best first (the number is what sorts).
-NAME, PHRASE, STEMMED, CORRECTED, PROXIMITY, RARE = 6, 5, 4, 3, 2, 1
-TIER_NAMES = {NAME: "name", PHRASE: "phrase", STEMMED: "stemmed phrase",
-              CORRECTED: "corrected phrase", PROXIMITY: "proximity", RARE: "rare word"}  # fmt: skip
+NAME, DEFINITION, PHRASE, STEMMED, CORRECTED, PROXIMITY, RARE = 7, 6, 5, 4, 3, 2, 1
+TIER_NAMES = {NAME: "name", DEFINITION: "definition", PHRASE: "phrase",
+              STEMMED: "stemmed phrase", CORRECTED: "corrected phrase",
+              PROXIMITY: "proximity", RARE: "rare word"}  # fmt: skip
+#: A query that may name a definition: one identifier (`transfer`, `ERC20`, `tool.ruff`,
+#: `Data.Map.insertWith`), at least 3 characters.
+_IDENTIFIER = re.compile(r"[A-Za-z_$][\w$.:-]{2,}")
+#: The names in a symbol path's last part: `function transfer`, `impl Display for Widget`.
+_SYMBOL_NAMES = re.compile(r"[\w$.:-]+")
 #: A word is corrected only from this length, with one edit up to 8 letters and two from 9;
 #: a word of 4 letters no note holds gets one edit (most are a longer word's deletion: `dail`,
 #: `stoe`, `cunt` and `bout` were four of the six typos missed on the help vault's halves).
@@ -104,6 +113,8 @@ class Evidence:
         # The words as typed, not only their stems (`view can be` is not `views can be`); and
         # FTS5 reads a link's target and its shown text as one run of words, a reader does not.
         words = " ".join(self.words)
+        if chunk_id in held.get(DEFINITION, ()):
+            return DEFINITION
         stemmed = chunk_id in held.get(PHRASE, ())
         if (stemmed or "[" in body) and len(self.words) > 1 and has_phrase(display(body), words):
             return PHRASE
@@ -240,6 +251,9 @@ def gather(
         chunks[PROXIMITY] = required(
             " OR ".join(f"NEAR({' '.join(quoted(w) for w in v)}, {gap})" for v in variants)
         )
+    chunks[DEFINITION] = _definitions(manifest, query, paths, depth)
+    for chunk_id in chunks[DEFINITION]:
+        found.setdefault(chunk_id, 0.0)
     chunks[RARE] = _rare(manifest, vocabulary, asked if short else [], stem_of, paths)
     for chunk_id in chunks[RARE]:
         found.setdefault(chunk_id, 0.0)
@@ -311,6 +325,33 @@ def _rare(
 #: The longest unquoted query taken as a phrase (in words): a pasted paragraph is still looked
 #: for exactly, but one FTS5 phrase of its words is enough.
 MAX_QUERY_PHRASE = 64
+
+
+def _definitions(
+    manifest: Manifest, query: str, paths: Sequence[str] | None, depth: int
+) -> frozenset[str]:
+    """The source passages defining the identifier `query` is: the heading path of a code
+    passage is its symbol path, so the words index's `section` column finds the candidates
+    cheaply, and each one's symbol says whether the name is its own."""
+    name = query.strip()
+    if not _IDENTIFIER.fullmatch(name) or name.lower() in STOP_WORDS:
+        return frozenset()
+    words = [w for w in re.findall(r"\w+", name) if w]
+    match = "section : " + _phrase(words)
+    candidates = [i for i, _ in chunks_holding_paths(manifest, match, paths, depth + 1)]
+    records = manifest.chunks_by_id(candidates)
+    return frozenset(
+        chunk_id for chunk_id, record in records.items()
+        if record.symbol and defines(record.symbol, name)
+    )  # fmt: skip
+
+
+def defines(symbol: str, name: str) -> bool:
+    """Whether `name` is what the symbol path's last part defines (its keyword aside)."""
+    names = _SYMBOL_NAMES.findall(symbol.rsplit(" > ", 1)[-1])
+    defined = names[1:] if len(names) > 1 else names
+    folded = name.casefold()
+    return any(n.casefold() == folded or n.casefold().strip("[]") == folded for n in defined)
 
 
 def chunks_holding_paths(
