@@ -158,7 +158,25 @@ def run(config_file: Path | None, vault: Path | None) -> None:
         # Ctrl-C before the daemon's own handlers are in place (loading the code and the
         # config): nothing was opened yet, so it is a stop like any other.
         sys.exit(0)
+    except ImportError as exc:
+        # The same Ctrl-C inside a compiled module's own start (onnxruntime's pybind11 init)
+        # comes out as the ImportError it caused.
+        if _interrupted(exc):
+            sys.exit(0)
+        raise
     sys.exit(code)
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether `exc` was caused by a Ctrl-C, however many exceptions it went through."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 @main.command()
