@@ -1,5 +1,6 @@
 """Requests that cannot starve the server: long-polls and slow senders by the hundred, and
-health answered all along (a real daemon on a real socket; see harness/load.py for the load)."""
+health answered all along, with no thread of the daemon's spent on any of them (a real daemon on
+a real socket; see harness/load.py for the load)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,15 @@ HOLD = 2 * HEADER_TIMEOUT + 5
 #: daemon answers within a second here (bench/soak/starvation.py measures it); this bounds a
 #: failure.
 SLOW_HEALTH = 10.0
+#: The daemon's threads under the load: its own (the worker, the watcher, the model's, the
+#: store's), the server's event loop and its bounded pools. A thread a connection would be
+#: four hundred.
+MOST_THREADS = 40
+
+
+def threads(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    return int(next(line for line in status.splitlines() if line.startswith("Threads:")).split()[1])
 
 
 def test_health_is_answered_under_300_long_polls_and_100_slow_senders(tmp_path: Path) -> None:
@@ -30,6 +40,9 @@ def test_health_is_answered_under_300_long_polls_and_100_slow_senders(tmp_path: 
             until = time.monotonic() + HOLD
             load.start_long_polls(300, "Pending.md", wait=HOLD)
             load.start_slow_senders(100, interval=1.0, until=until)
+            # Halfway, every long-poll and slow sender is in.
+            load.probe_health(every=0.25, until=until - HOLD / 2)
+            held = threads(daemon.process.pid)
             load.probe_health(every=0.25, until=until)
         finally:
             load.close(patience=PATIENCE)
@@ -48,3 +61,5 @@ def test_health_is_answered_under_300_long_polls_and_100_slow_senders(tmp_path: 
     # Every slow sender was cut (at the request deadline, or earlier to make room).
     assert load.slow_cut >= 100, (load.slow_started, load.slow_cut)
     assert after["status"] == "ok"
+    print(f"{held} threads under 300 long-polls and 100 slow senders")
+    assert held <= MOST_THREADS, f"{held} threads under the load"

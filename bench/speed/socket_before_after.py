@@ -70,7 +70,7 @@ def serve(tree: Path, config_path: Path, queries: list[str], warm: int) -> list[
     sys.path.insert(0, str(tree))
     # Api is defined in vaultd.api.routes now, in vaultd.api.server in older trees; server
     # has it either way.
-    from vaultd.api.server import Api, SocketServer  # type: ignore[attr-defined]
+    from vaultd.api.server import Api, SocketServer
     from vaultd.config import load_config
     from vaultd.daemon.serving import DaemonService
     from vaultd.daemon.state import State
@@ -83,8 +83,11 @@ def serve(tree: Path, config_path: Path, queries: list[str], warm: int) -> list[
         # Only searched: no worker, and a status that is never asked for.
         service = DaemonService(index, State(), lambda: None, dict)  # type: ignore[arg-type]
         server = SocketServer(runtime / "s.sock", Api(service), index.vault)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
+        if hasattr(server, "start"):  # uvicorn's, on a thread of its own (issue 57)
+            server.start()
+        else:  # the standard library's, in older trees
+            serve = server.serve_forever  # type: ignore[attr-defined]
+            threading.Thread(target=serve, daemon=True).start()
         try:
             sock = str(runtime / "s.sock")
             for query in queries[:warm]:

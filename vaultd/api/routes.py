@@ -1,14 +1,15 @@
 """The socket API's route table: each request routed by the operation table
 (vaultd.api.operations), checked by its operation's model, answered by the service and sent as
 its response model (JSON, JSON lines or server-sent events). The transport (vaultd.api.server)
-reads and writes the bytes and holds the limits."""
+reads and writes the bytes, holds the limits, and decides where each step runs: routing on its
+event loop, a search's long poll as an await there, the answer in a worker thread."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import re
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
@@ -33,14 +34,28 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Lines:
-    """An answer sent item by item: JSON lines, streamed, or server-sent events (`sse`) until
-    the client goes away."""
+    """An answer sent item by item: JSON lines, streamed (`items` a generator, read in a worker
+    thread), or server-sent events (`sse`: an async generator, awaited on the event loop) until
+    the client goes away. Closing `items` ends the answer's subscription or read of the store."""
 
-    items: Generator[Any, None, None]
+    items: Generator[Any, None, None] | AsyncGenerator[Any, None]
     sse: bool = False
-    #: Ends the answer from another thread (the service's `end`, where it has one): the
-    #: transport calls it when the client hangs up while the answer waits for its next item.
-    end: Callable[[], None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A request routed and checked: its operation, and its request as the operation's model."""
+
+    op: Operation
+    request: Request
+
+    @property
+    def waits(self) -> tuple[str, float] | None:
+        """What a search waits for (`wait_for`) and for how long at most, if it does."""
+        request = self.request
+        if isinstance(request, SearchRequest) and request.wait_for is not None:
+            return request.wait_for, min(request.timeout, MAX_WAIT)
+        return None
 
 
 class Api:
@@ -48,13 +63,13 @@ class Api:
 
     def __init__(self, service: Service) -> None:
         self.service = service
-        #: Around a search's wait (the server's long-poll lane, see SocketServer.long_poll).
-        self.waiting: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
         # In the table's order, a note's views before the note: a note's path ends in .md,
         # never in /related, so none is shadowed.
         self.routes = [(op, _route_pattern(op.route)) for op in OPERATIONS]
 
-    def handle(self, method: str, target: str, body: bytes) -> tuple[HTTPStatus, Any]:
+    def route(self, method: str, target: str, body: bytes) -> Call:
+        """The operation `method` and `target` ask for, with the request checked by its model:
+        quick, no I/O (the transport calls it on its event loop)."""
         url = urlsplit(target)
         found = [(op, m) for op, pattern in self.routes if (m := pattern.fullmatch(url.path))]
         if not found:
@@ -69,39 +84,61 @@ class Api:
                 allow=tuple(methods),
             )
         op, match = methods[method]
-        try:
-            return self._answer(op, _request(op, match, url.query, body))
-        except (QueryError, VaultPathError) as exc:
-            field = exc.field if isinstance(exc, QueryError) else None
-            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", str(exc), field=field) from None
-        except NoteUnavailableError as exc:
-            raise ApiError(HTTPStatus.NOT_FOUND, "not_found", str(exc), kind=exc.kind) from None
-        except NoteError as exc:
-            raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, "unreadable", str(exc)) from None
+        with _refusals():
+            return Call(op, _request(op, match, url.query, body))
+
+    def answer(self, call: Call) -> tuple[HTTPStatus, Any]:
+        """The service's answer to a routed call; blocking (the index is read). A search's
+        `wait_for` is not waited for here: the transport awaits `wait` first."""
+        with _refusals():
+            return self._answer(call.op, call.request)
+
+    def handle(self, method: str, target: str, body: bytes) -> tuple[HTTPStatus, Any]:
+        """A request answered in process, without a transport (and so without a long poll:
+        `wait_for` is checked, never waited for)."""
+        return self.answer(self.route(method, target, body))
+
+    async def wait(self, call: Call) -> None:
+        """A search's long poll: returns once its `wait_for` is indexed, or raises the 503
+        saying it was not within its timeout."""
+        waits = call.waits
+        if waits is None:
+            return
+        target, timeout = waits
+        if not await self.service.until(target, timeout):
+            late = "the vault" if target == "idle" else repr(target)
+            raise ApiError(
+                HTTPStatus.SERVICE_UNAVAILABLE,
+                "timeout",
+                f"{late} was not indexed within {timeout:g} s; ask again to wait longer "
+                f"(a search waits at most {MAX_WAIT:g} s)",
+            )
 
     def _answer(self, op: Operation, request: Request) -> tuple[HTTPStatus, Any]:
         if op.name == "openapi":
             from vaultd.api.openapi import schema
 
             return HTTPStatus.OK, schema()
-        if isinstance(request, SearchRequest) and request.wait_for is not None:
-            self._wait(request.wait_for, min(request.timeout, MAX_WAIT))
         answer = getattr(self.service, op.name)(request)
-        if op.sse or op.stream:
-            end = getattr(answer, "end", None)
-            return HTTPStatus(op.status), Lines(_dumped_all(answer), op.sse, end)
+        if op.sse:
+            return HTTPStatus(op.status), Lines(_dumped_each(answer), sse=True)
+        if op.stream:
+            return HTTPStatus(op.status), Lines(_dumped_all(answer))
         return HTTPStatus(op.status), _dumped(answer)
 
-    def _wait(self, target: str, timeout: float) -> None:
-        with self.waiting():
-            if not self.service.wait(target, timeout):
-                late = "the vault" if target == "idle" else repr(target)
-                raise ApiError(
-                    HTTPStatus.SERVICE_UNAVAILABLE,
-                    "timeout",
-                    f"{late} was not indexed within {timeout:g} s; ask again to wait longer "
-                    f"(a search waits at most {MAX_WAIT:g} s)",
-                )
+
+@contextlib.contextmanager
+def _refusals() -> Iterator[None]:
+    """The package's errors for what was asked badly, as the API's refusals."""
+    try:
+        yield
+    except (QueryError, VaultPathError) as exc:
+        field = exc.field if isinstance(exc, QueryError) else None
+        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_request", str(exc), field=field) from None
+    except NoteUnavailableError as exc:
+        raise ApiError(HTTPStatus.NOT_FOUND, "not_found", str(exc), kind=exc.kind) from None
+    except NoteError as exc:
+        raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, "unreadable", str(exc)) from None
 
 
 def _route_pattern(route: str) -> re.Pattern[str]:
@@ -118,6 +155,17 @@ def _dumped_all(answers: Iterator[BaseModel]) -> Generator[Any, None, None]:
     stream's subscription ends with it, an export's read of the store)."""
     try:
         for answer in answers:
+            yield _dumped(answer)
+    finally:
+        close = getattr(answers, "close", None)
+        if close is not None:
+            close()
+
+
+async def _dumped_each(answers: AsyncIterator[BaseModel]) -> AsyncGenerator[Any, None]:
+    """`_dumped_all` for answers awaited as they come (an event stream)."""
+    try:
+        async for answer in answers:
             yield _dumped(answer)
     finally:
         close = getattr(answers, "close", None)

@@ -14,7 +14,7 @@ NoteUnavailableError for a note that is not there (404), NoteError for one that 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -56,12 +56,13 @@ class Service(Reads, Protocol):
 
     def reindex(self, request: o.ReindexRequest) -> o.ReindexResponse: ...
 
-    def events(self, request: o.EventsRequest) -> Iterator[o.Event]:
-        """What the daemon does, as it happens, until the iterator is closed (which ends the
-        reader's subscription); a `ping` on a quiet stream."""
+    def events(self, request: o.EventsRequest) -> AsyncIterator[o.Event]:
+        """What the daemon does, as it happens, awaited on the server's event loop until the
+        iterator is closed (which ends the reader's subscription); a `ping` on a quiet stream."""
         ...
 
-    def wait(self, target: str, timeout: float) -> bool:
-        """Block until `target` (a vault path, or "idle") is indexed; False on timeout. The
-        long poll of a search's `wait_for`."""
+    async def until(self, target: str, timeout: float) -> bool:
+        """Return once `target` (a vault path, or "idle") is indexed; False on timeout. The
+        long poll of a search's `wait_for`, awaited on the server's event loop: it holds no
+        thread while it waits."""
         ...

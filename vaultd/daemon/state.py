@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -38,11 +39,23 @@ class State:
     indexing: str = ""
     #: Save-to-searchable lag in seconds of the last edits (event seen → committed).
     lags: deque[float] = field(default_factory=lambda: deque(maxlen=1000))
-    #: Bumped after every committed change; `wait_for` waiters watch it.
+    #: Bumped after every committed change.
     generation: int = 0
     #: What happens as it happens, for `GET /v1/events` (vaultd.daemon.events).
     events: EventHub = field(default_factory=EventHub)
-    _lock: threading.Condition = field(default_factory=threading.Condition)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _listeners: list[Callable[[], None]] = field(default_factory=list)
+
+    def listen(self, callback: Callable[[], None]) -> None:
+        """Call `callback` after every change (a commit, a pass, the health), on the thread that
+        made it and under the state's lock, so it must only hand the news on: how a long poll
+        awaiting on the server's event loop learns that it may be done."""
+        with self._lock:
+            self._listeners.append(callback)
+
+    def _changed(self) -> None:
+        for listener in self._listeners:
+            listener()
 
     def degrade(self, key: str, reason: str) -> None:
         with self._lock:
@@ -63,32 +76,21 @@ class State:
     def _refresh(self) -> None:
         if self.health != "starting":
             self.health = "degraded" if self.reasons else "ok"
-        self._lock.notify_all()
+        self._changed()
 
     def reconciled(self, summary: dict[str, Any]) -> None:
         with self._lock:
             self.last_reconcile = summary
             self.last_reconcile_at = time.time()
             self.generation += 1
-            self._lock.notify_all()
+            self._changed()
 
     def committed(self, lag: float | None = None) -> None:
         with self._lock:
             if lag is not None:
                 self.lags.append(lag)
             self.generation += 1
-            self._lock.notify_all()
-
-    def wait(self, predicate: Any, timeout: float) -> bool:
-        """Block until `predicate()` holds (re-checked after each commit) or time runs out."""
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            while not predicate():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._lock.wait(min(left, 0.5))
-            return True
+            self._changed()
 
     def activity(self) -> Activity:
         if self.indexing:
