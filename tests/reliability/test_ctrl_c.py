@@ -116,6 +116,11 @@ def test_one_ctrl_c_stops_a_first_index_at_once_and_costs_no_file(
     assert_same(export_of(config), reference)
 
 
+def _as_from_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 @pytest.mark.parametrize("delay", [0.0, 0.05, 0.1, 0.2, 0.3, 0.5])
 def test_a_ctrl_c_while_vaultd_run_loads_ends_it_without_a_traceback(
     tmp_path: Path, delay: float
@@ -137,6 +142,10 @@ def test_a_ctrl_c_while_vaultd_run_loads_ends_it_without_a_traceback(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        # A terminal's Ctrl-C: the disposition and mask the test runner's own process may hold
+        # (a pool's spawning blocks SIGINT in the thread that starts workers) are not the
+        # user's, and a child inherits both.
+        preexec_fn=_as_from_a_terminal,
     )
     time.sleep(delay)  # the moment of the Ctrl-C is what the case is about, not a wait
     os.killpg(process.pid, signal.SIGINT)
