@@ -454,6 +454,7 @@ class _locked:
 
 
 def _build(build: _Build) -> Derived:
+    """Run `build`, put what it wrote in place and write its record."""
     partials = {
         field: path.with_name(f"{path.name}.{os.getpid()}.partial")
         for field, path in build.outputs.items()
@@ -461,7 +462,49 @@ def _build(build: _Build) -> Derived:
     target = build.outputs["sha256"]
     start = time.monotonic()
     log.info(f"building {build.what} (once)", source=str(build.source), recipe=build.recipe)
-    shas: dict[str, str] = {}
+    try:
+        _run(build, partials)
+        shas = _put_in_place(partials, build.outputs)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise ModelError(f"no space left in {target.parent} for {build.what}") from exc
+        raise ModelError(f"cannot write {build.what} {target}: {exc}") from exc
+    finally:
+        for partial in partials.values():
+            partial.unlink(missing_ok=True)
+    seconds = round(time.monotonic() - start, 2)
+    built = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    record = _write_record(
+        build,
+        {
+            **shas,
+            "source_sha256": build.source_sha256,
+            "source": str(build.source),
+            "recipe": build.recipe,
+            **_versions(),
+            "seconds": seconds,
+            "built": built,
+            "bytes": target.stat().st_size,
+        },
+    )
+    for field, path in build.outputs.items():
+        remember_verified(path, shas[field])
+    log.info(f"built {build.what}", path=str(target), ms=ms(seconds), sha256=shas["sha256"])
+    return Derived(
+        path=target,
+        record=record,
+        sha256=shas["sha256"],
+        source_sha256=build.source_sha256,
+        recipe=build.recipe,
+        seconds=seconds,
+        built=built,
+        tokenizer=build.outputs.get("tokenizer_sha256"),
+        tokenizer_sha256=shas.get("tokenizer_sha256", ""),
+    )
+
+
+def _run(build: _Build, partials: dict[str, Path]) -> None:
+    """Run `build`'s child process, writing `partials`; log the steps it skipped."""
     try:
         # A child process: the build's working memory goes back to the system when it ends,
         # and `-P` keeps the working directory (perhaps a vault) off its import path.
@@ -480,43 +523,35 @@ def _build(build: _Build) -> Derived:
             timeout=BUILD_TIMEOUT,
             check=False,
         )
-        if done.returncode != 0:
-            raise ModelError(
-                f"building {build.what} from {build.source} failed: "
-                + (done.stderr.strip().splitlines() or ["no output"])[-1]
-                + (f"; {build.remedy}" if build.remedy else "")
-            )
-        for line in done.stderr.splitlines():
-            if line.startswith("skipped "):
-                log.info(f"the build of {build.what} " + line)
-        for field, partial in partials.items():
-            # Owner-only, whatever the umask: nobody else may swap in the graph this user runs.
-            os.chmod(partial, 0o600)
-            _fsync(partial)
-            shas[field] = file_sha256(partial)
-        for field, partial in partials.items():
-            os.replace(partial, build.outputs[field])
     except subprocess.TimeoutExpired as exc:
         raise ModelError(f"building {build.what} took over {BUILD_TIMEOUT:.0f} s") from exc
-    except OSError as exc:
-        if exc.errno == errno.ENOSPC:
-            raise ModelError(f"no space left in {target.parent} for {build.what}") from exc
-        raise ModelError(f"cannot write {build.what} {target}: {exc}") from exc
-    finally:
-        for partial in partials.values():
-            partial.unlink(missing_ok=True)
-    seconds = round(time.monotonic() - start, 2)
-    built = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    raw = {
-        **shas,
-        "source_sha256": build.source_sha256,
-        "source": str(build.source),
-        "recipe": build.recipe,
-        **_versions(),
-        "seconds": seconds,
-        "built": built,
-        "bytes": target.stat().st_size,
-    }
+    if done.returncode != 0:
+        raise ModelError(
+            f"building {build.what} from {build.source} failed: "
+            + (done.stderr.strip().splitlines() or ["no output"])[-1]
+            + (f"; {build.remedy}" if build.remedy else "")
+        )
+    for line in done.stderr.splitlines():
+        if line.startswith("skipped "):
+            log.info(f"the build of {build.what} " + line)
+
+
+def _put_in_place(partials: dict[str, Path], outputs: dict[str, Path]) -> dict[str, str]:
+    """Make each written file owner-only and durable, and rename it over its output once all
+    are; returns their SHA-256s by the record's key."""
+    shas: dict[str, str] = {}
+    for field, partial in partials.items():
+        # Owner-only, whatever the umask: nobody else may swap in the graph this user runs.
+        os.chmod(partial, 0o600)
+        _fsync(partial)
+        shas[field] = file_sha256(partial)
+    for field, partial in partials.items():
+        os.replace(partial, outputs[field])
+    return shas
+
+
+def _write_record(build: _Build, raw: dict[str, object]) -> Path:
+    """Write `build`'s record atomically (beside it, synced, renamed into place)."""
     record = _record_path(build)
     written = record.with_name(f"{record.name}.{os.getpid()}.partial")
     try:
@@ -529,20 +564,7 @@ def _build(build: _Build) -> Derived:
     except OSError as exc:
         written.unlink(missing_ok=True)
         raise ModelError(f"cannot write {record}: {exc}") from exc
-    for field, path in build.outputs.items():
-        remember_verified(path, shas[field])
-    log.info(f"built {build.what}", path=str(target), ms=ms(seconds), sha256=shas["sha256"])
-    return Derived(
-        path=target,
-        record=record,
-        sha256=shas["sha256"],
-        source_sha256=build.source_sha256,
-        recipe=build.recipe,
-        seconds=seconds,
-        built=built,
-        tokenizer=build.outputs.get("tokenizer_sha256"),
-        tokenizer_sha256=shas.get("tokenizer_sha256", ""),
-    )
+    return record
 
 
 def _fsync(path: Path) -> None:

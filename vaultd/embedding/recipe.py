@@ -54,6 +54,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -243,28 +244,90 @@ def _calibrate(model: Any, names: list[str]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class _Codes:
+    """An activation quantized to uint8: the names of its codes, of its per-token scales and
+    of its zero point."""
+
+    codes: str
+    scale: str
+    zero_point: str
+
+
 def _quantize(model: Any, skipped: list[str]) -> int:
     """Every MatMul by a weight initializer as MatMulIntegerToFloat with per-token activation
     scales (outlier channels of a LayerNorm output apart, in fp32; GELU outputs with a low
     zero point); returns how many."""
     import numpy as np
-    from onnx import helper, numpy_helper
+    from onnx import numpy_helper
 
     graph = model.graph
     weights = {i.name: i for i in graph.initializer}
+    fed_by = _weight_product_inputs(graph, weights)
+    peaks = _outlier_peaks(model, fed_by, skipped)
+    _add_quantization_constants(graph)
+    quantized: dict[str, _Codes] = {}
+    outliers: dict[str, Any] = {}
+    nodes: list[Any] = []
+    replaced: set[str] = set()
+    for node in graph.node:
+        if node.op_type != "MatMul" or node.input[1] not in weights:
+            nodes.append(node)
+            continue
+        a, w_name = node.input
+        w = numpy_helper.to_array(weights[w_name]).astype(np.float32)
+        side = ""
+        if a in peaks:
+            if a not in outliers:
+                outliers[a] = _take_outliers_apart(graph, nodes, a, peaks[a], int(w.shape[0]))
+            side = _outlier_product(graph, nodes, node, w, outliers[a])
+            a = f"{a}_vaultd_rest"
+        if a not in quantized:
+            # An activation feeding several products (q, k and v) is quantized once.
+            gelu = fed_by.get(node.input[0]) == "Gelu" and GELU_ZERO_POINT != 128
+            prefix = f"vaultd_q{len(quantized)}"
+            quantized[a] = _quantize_activation(nodes, a, prefix, int(w.shape[0]), gelu=gelu)
+        _quantize_weight(graph, w_name, w)
+        replaced.add(w_name)
+        nodes += _int8_product(node, quantized[a], w_name, side)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    kept = [i for i in graph.initializer if i.name not in replaced]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    return len(replaced)
+
+
+def _weight_product_inputs(graph: Any, weights: dict[str, Any]) -> dict[str, str]:
+    """The activation of every MatMul by a weight, with the operator that makes it ("" for a
+    graph input): which kind of input decides how it is quantized."""
     producer = {out: node for node in graph.node for out in node.output}
-    kinds = {
+    return {
         node.input[0]: producer[node.input[0]].op_type if node.input[0] in producer else ""
         for node in graph.node
         if node.op_type == "MatMul" and node.input[1] in weights
     }
-    residual = [a for a, kind in kinds.items() if kind == "LayerNormalization"]
-    peaks: dict[str, Any] = {}
-    if residual and OUTLIERS:
-        try:
-            peaks = _calibrate(model, residual)
-        except PatternError as exc:
-            skipped.append(f"outlier channels in fp32: {exc}")
+
+
+def _outlier_peaks(model: Any, fed_by: dict[str, str], skipped: list[str]) -> dict[str, Any]:
+    """The per-channel peaks of every LayerNorm output feeding a weight product, by name;
+    none when `OUTLIERS` is 0 or the model cannot be calibrated (then noted in `skipped`)."""
+    residual = [a for a, kind in fed_by.items() if kind == "LayerNormalization"]
+    if not residual or not OUTLIERS:
+        return {}
+    try:
+        return _calibrate(model, residual)
+    except PatternError as exc:
+        skipped.append(f"outlier channels in fp32: {exc}")
+        return {}
+
+
+def _add_quantization_constants(graph: Any) -> None:
+    """The scalars every quantization shares: the least scale, the last axis, the weights'
+    zero point, and per activation zero point its broadcast form and its scale factors."""
+    import numpy as np
+    from onnx import numpy_helper
+
     graph.initializer.extend(
         [
             numpy_helper.from_array(np.array(1e-8, np.float32), "vaultd_q_eps"),
@@ -286,109 +349,111 @@ def _quantize(model: Any, skipped: list[str]) -> int:
                 np.array(-1 / GELU_ZERO_POINT, np.float32), f"vaultd_q_lo{GELU_ZERO_POINT}"
             )
         )
-    quantized: dict[str, tuple[str, str, str]] = {}
-    outliers: dict[str, Any] = {}
-    nodes: list[Any] = []
-    replaced: set[str] = set()
-    for node in graph.node:
-        if node.op_type != "MatMul" or node.input[1] not in weights:
-            nodes.append(node)
-            continue
-        a, w_name = node.input
-        w = numpy_helper.to_array(weights[w_name]).astype(np.float32)
-        side = ""
-        if a in peaks:
-            if a not in outliers:
-                # The few channels whose magnitude dwarfs the rest (MiniLM's channel 99 reaches
-                # 30 where the others stay under 3) would set every token's scale; they go
-                # around the int8 product, and the int8 input holds a zero in their place.
-                picked = np.sort(np.argsort(-peaks[a], kind="stable")[:OUTLIERS]).astype(np.int64)
-                keep = np.ones(w.shape[0], np.float32)
-                keep[picked] = 0
-                graph.initializer.extend(
-                    [
-                        numpy_helper.from_array(picked, f"{a}_vaultd_outliers"),
-                        numpy_helper.from_array(keep, f"{a}_vaultd_keep"),
-                    ]
-                )
-                nodes += [
-                    helper.make_node(
-                        "Gather", [a, f"{a}_vaultd_outliers"], [f"{a}_vaultd_o"], axis=-1
-                    ),
-                    helper.make_node("Mul", [a, f"{a}_vaultd_keep"], [f"{a}_vaultd_rest"]),
-                ]
-                outliers[a] = picked
-            picked = outliers[a]
-            graph.initializer.append(numpy_helper.from_array(w[picked], f"{w_name}_vaultd_o"))
-            side = f"{node.output[0]}_vaultd_o"
-            nodes.append(
-                helper.make_node("MatMul", [f"{a}_vaultd_o", f"{w_name}_vaultd_o"], [side])
-            )
-            w[picked] = 0
-            a = f"{a}_vaultd_rest"
-        if a not in quantized:
-            # One scale per token: a block of QuantizeLinear is a whole row. An activation
-            # feeding several products (q, k and v) is quantized once.
-            p = f"vaultd_q{len(quantized)}"
-            if kinds.get(node.input[0]) == "Gelu" and GELU_ZERO_POINT != 128:
-                # GELU's outputs are >= -0.17: around 128 half the codes would go unused and
-                # every code would be large, which is what saturates AVX2's 16-bit pair sums.
-                # A low zero point: the scale covers the row's max above it, its min below.
-                zp = GELU_ZERO_POINT
-                nodes += [
-                    helper.make_node("ReduceMax", [a, "vaultd_q_last"], [f"{p}_max"], keepdims=1),
-                    helper.make_node("Mul", [f"{p}_max", f"vaultd_q_hi{zp}"], [f"{p}_hi"]),
-                    helper.make_node("ReduceMin", [a, "vaultd_q_last"], [f"{p}_min"], keepdims=1),
-                    helper.make_node("Mul", [f"{p}_min", f"vaultd_q_lo{zp}"], [f"{p}_lo"]),
-                    helper.make_node("Max", [f"{p}_hi", f"{p}_lo"], [f"{p}_s0"]),
-                ]
-            else:
-                zp = 128
-                nodes += [
-                    helper.make_node("Abs", [a], [f"{p}_abs"]),
-                    helper.make_node(
-                        "ReduceMax", [f"{p}_abs", "vaultd_q_last"], [f"{p}_max"], keepdims=1
-                    ),
-                    helper.make_node("Mul", [f"{p}_max", "vaultd_q_hi128"], [f"{p}_s0"]),
-                ]
-            nodes += [
-                helper.make_node("Max", [f"{p}_s0", "vaultd_q_eps"], [f"{p}_s"]),
-                helper.make_node("Shape", [f"{p}_s"], [f"{p}_shape"]),
-                helper.make_node("Expand", [f"vaultd_q_zp{zp}_b", f"{p}_shape"], [f"{p}_zp"]),
-                helper.make_node(
-                    "QuantizeLinear",
-                    [a, f"{p}_s", f"{p}_zp"],
-                    [f"{p}_q"],
-                    axis=-1,
-                    block_size=int(w.shape[0]),
-                ),
-            ]
-            quantized[a] = (f"{p}_q", f"{p}_s", f"vaultd_q_zp{zp}")
-        a_q, a_s, a_zp = quantized[a]
-        w_scale = (np.maximum(np.abs(w).max(axis=0), 1e-12) / 127.0).astype(np.float32)
-        w_q = np.clip(np.round(w / w_scale), -127, 127).astype(np.int8)
-        graph.initializer.extend(
-            [
-                numpy_helper.from_array(w_q, f"{w_name}_vaultd_q"),
-                numpy_helper.from_array(w_scale, f"{w_name}_vaultd_q_scale"),
-            ]
-        )
-        replaced.add(w_name)
-        inputs = [a_q, f"{w_name}_vaultd_q", a_s, f"{w_name}_vaultd_q_scale", a_zp, "vaultd_q_w_zp"]
-        out = f"{node.output[0]}_vaultd_i" if side else node.output[0]
-        nodes.append(
-            helper.make_node(
-                "MatMulIntegerToFloat", inputs, [out], name=f"{node.name}_int8", domain=MS_DOMAIN
-            )
-        )
-        if side:
-            nodes.append(helper.make_node("Add", [out, side], [node.output[0]]))
-    del graph.node[:]
-    graph.node.extend(nodes)
-    kept = [i for i in graph.initializer if i.name not in replaced]
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
-    return len(replaced)
+
+
+def _take_outliers_apart(graph: Any, nodes: list[Any], a: str, peaks: Any, rows: int) -> Any:
+    """Gather `a`'s `OUTLIERS` largest channels into `{a}_vaultd_o` and zero them in
+    `{a}_vaultd_rest`, the input the int8 product gets; returns the channels picked.
+
+    The few channels whose magnitude dwarfs the rest (MiniLM's channel 99 reaches 30 where
+    the others stay under 3) would set every token's scale."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    picked = np.sort(np.argsort(-peaks, kind="stable")[:OUTLIERS]).astype(np.int64)
+    keep = np.ones(rows, np.float32)
+    keep[picked] = 0
+    graph.initializer.extend(
+        [
+            numpy_helper.from_array(picked, f"{a}_vaultd_outliers"),
+            numpy_helper.from_array(keep, f"{a}_vaultd_keep"),
+        ]
+    )
+    nodes += [
+        helper.make_node("Gather", [a, f"{a}_vaultd_outliers"], [f"{a}_vaultd_o"], axis=-1),
+        helper.make_node("Mul", [a, f"{a}_vaultd_keep"], [f"{a}_vaultd_rest"]),
+    ]
+    return picked
+
+
+def _outlier_product(graph: Any, nodes: list[Any], node: Any, w: Any, picked: Any) -> str:
+    """The fp32 product of the outlier channels by their rows of `node`'s weight `w`, whose
+    rows are then zeroed for the int8 product; returns the product's name."""
+    from onnx import helper, numpy_helper
+
+    a, w_name = node.input
+    graph.initializer.append(numpy_helper.from_array(w[picked], f"{w_name}_vaultd_o"))
+    side = f"{node.output[0]}_vaultd_o"
+    nodes.append(helper.make_node("MatMul", [f"{a}_vaultd_o", f"{w_name}_vaultd_o"], [side]))
+    w[picked] = 0
+    return side
+
+
+def _quantize_activation(nodes: list[Any], a: str, p: str, block: int, *, gelu: bool) -> _Codes:
+    """Nodes quantizing `a` to uint8 with one scale per token (a block of QuantizeLinear is a
+    whole row of `block` channels): around `GELU_ZERO_POINT` for a GELU output, else 128."""
+    from onnx import helper
+
+    if gelu:
+        # GELU's outputs are >= -0.17: around 128 half the codes would go unused and every
+        # code would be large, which is what saturates AVX2's 16-bit pair sums. A low zero
+        # point: the scale covers the row's max above it, its min below.
+        zp = GELU_ZERO_POINT
+        nodes += [
+            helper.make_node("ReduceMax", [a, "vaultd_q_last"], [f"{p}_max"], keepdims=1),
+            helper.make_node("Mul", [f"{p}_max", f"vaultd_q_hi{zp}"], [f"{p}_hi"]),
+            helper.make_node("ReduceMin", [a, "vaultd_q_last"], [f"{p}_min"], keepdims=1),
+            helper.make_node("Mul", [f"{p}_min", f"vaultd_q_lo{zp}"], [f"{p}_lo"]),
+            helper.make_node("Max", [f"{p}_hi", f"{p}_lo"], [f"{p}_s0"]),
+        ]
+    else:
+        zp = 128
+        nodes += [
+            helper.make_node("Abs", [a], [f"{p}_abs"]),
+            helper.make_node("ReduceMax", [f"{p}_abs", "vaultd_q_last"], [f"{p}_max"], keepdims=1),
+            helper.make_node("Mul", [f"{p}_max", "vaultd_q_hi128"], [f"{p}_s0"]),
+        ]
+    nodes += [
+        helper.make_node("Max", [f"{p}_s0", "vaultd_q_eps"], [f"{p}_s"]),
+        helper.make_node("Shape", [f"{p}_s"], [f"{p}_shape"]),
+        helper.make_node("Expand", [f"vaultd_q_zp{zp}_b", f"{p}_shape"], [f"{p}_zp"]),
+        helper.make_node(
+            "QuantizeLinear", [a, f"{p}_s", f"{p}_zp"], [f"{p}_q"], axis=-1, block_size=block
+        ),
+    ]
+    return _Codes(f"{p}_q", f"{p}_s", f"vaultd_q_zp{zp}")
+
+
+def _quantize_weight(graph: Any, w_name: str, w: Any) -> None:
+    """`w` as int8 codes (`{w_name}_vaultd_q`), symmetric, with one scale per output column
+    (`{w_name}_vaultd_q_scale`)."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    w_scale = (np.maximum(np.abs(w).max(axis=0), 1e-12) / 127.0).astype(np.float32)
+    w_q = np.clip(np.round(w / w_scale), -127, 127).astype(np.int8)
+    graph.initializer.extend(
+        [
+            numpy_helper.from_array(w_q, f"{w_name}_vaultd_q"),
+            numpy_helper.from_array(w_scale, f"{w_name}_vaultd_q_scale"),
+        ]
+    )
+
+
+def _int8_product(node: Any, a: _Codes, w_name: str, side: str) -> list[Any]:
+    """What replaces `node`: a MatMulIntegerToFloat of the quantized activation by the int8
+    weight, plus the outlier product `side` if there is one."""
+    from onnx import helper
+
+    inputs = [a.codes, f"{w_name}_vaultd_q", a.scale, f"{w_name}_vaultd_q_scale"]
+    inputs += [a.zero_point, "vaultd_q_w_zp"]
+    out = f"{node.output[0]}_vaultd_i" if side else node.output[0]
+    product = helper.make_node(
+        "MatMulIntegerToFloat", inputs, [out], name=f"{node.name}_int8", domain=MS_DOMAIN
+    )
+    if not side:
+        return [product]
+    return [product, helper.make_node("Add", [out, side], [node.output[0]])]
 
 
 def _source_tables(model: Any, source: Any) -> None:
