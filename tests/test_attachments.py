@@ -21,8 +21,8 @@ import pytest
 from harness.convergence import assert_same, fresh_export
 from harness.mutations import mutated
 from tests.conftest import shared_path
-from vaultd.cli.doctor import check_vault
 from vaultd.config import load_config
+from vaultd.doctor.vault import check_vault
 from vaultd.errors import LeftOutError
 from vaultd.index.export import export_records
 from vaultd.index.extract import Extraction, extract_note

