@@ -333,28 +333,28 @@ def test_a_canvas_card_finds_the_canvas_and_names_the_card(indexed: Index) -> No
 def test_a_canvas_file_card_is_a_backlink_and_a_pdf_embed_resolves_to_the_pdf(
     indexed: Index,
 ) -> None:
-    assert "board.canvas" in indexed.manifest.backlinks("notes/Plan.md")
-    links = indexed.manifest.note_row("notes/Plan.md")["links"]  # type: ignore[index]
+    assert "board.canvas" in indexed.manifest.links.backlinks("notes/Plan.md")
+    links = indexed.manifest.notes.row("notes/Plan.md")["links"]  # type: ignore[index]
     targets = [link["target"] for link in links]
     assert resolve_links(indexed.manifest, "notes/Plan.md", targets) == [f"manual/{MANUAL}"]
-    assert "notes/Plan.md" in indexed.manifest.backlinks(f"manual/{MANUAL}")
+    assert "notes/Plan.md" in indexed.manifest.links.backlinks(f"manual/{MANUAL}")
 
 
 def test_excalidraw_text_elements_are_found_and_the_drawing_never_read(indexed: Index) -> None:
     hit = top(indexed, "quokka selfie spot at the ferry pier")
     assert (hit.path, hit.kind, hit.node) == ("sketch.excalidraw.md", "excalidraw", "quokka01")
     assert hit.title == "sketch"
-    chunks = indexed.manifest.chunks_of("sketch.excalidraw.md")
+    chunks = indexed.manifest.notes.chunks_of("sketch.excalidraw.md")
     assert [c.node for c in chunks] == ["quokka01", "lens0002"]
     assert not any(DRAWING_DATA[:20] in c.text for c in chunks)
-    assert "sketch.excalidraw.md" in indexed.manifest.backlinks("notes/Plan.md")
+    assert "sketch.excalidraw.md" in indexed.manifest.links.backlinks("notes/Plan.md")
     plain = top(indexed, "axolotl tank layout")
     assert (plain.path, plain.node) == ("tank.excalidraw", "ax1")
-    assert not any("Deleted" in c.text for c in indexed.manifest.chunks_of("tank.excalidraw"))
+    assert not any("Deleted" in c.text for c in indexed.manifest.notes.chunks_of("tank.excalidraw"))
 
 
 def test_bad_files_are_left_out_with_their_reason_and_kinds_are_counted(indexed: Index) -> None:
-    left = {e.path: (e.kind, e.reason) for e in indexed.manifest.left_out()}
+    left = {e.path: (e.kind, e.reason) for e in indexed.manifest.failures.left_out()}
     assert left["bad/truncated.pdf"][0] == "damaged"
     assert left["bad/encrypted.pdf"] == ("encrypted", "encrypted: it opens only with a password")
     assert left["bad/fake.pdf"] == ("damaged", "not a PDF file (no %PDF header)")
@@ -363,7 +363,7 @@ def test_bad_files_are_left_out_with_their_reason_and_kinds_are_counted(indexed:
     # Damaged and encrypted files are so for their bytes: not read again until they change.
     again = indexed.indexer.reconcile()
     assert again.left_out == [] and again.notes_changed == 0
-    assert {e.path for e in indexed.manifest.left_out()} == set(left)
+    assert {e.path for e in indexed.manifest.failures.left_out()} == set(left)
     status = index_status(indexed).as_json()
     assert status["kinds"]["canvas"] == {"ok": 2, "left_out": 1}
     assert status["kinds"]["excalidraw"] == {"ok": 2}
@@ -420,21 +420,22 @@ def test_an_edited_page_moved_card_and_renamed_pdf_cost_only_what_changed(
     write(vault / "wall.canvas", canvas(cards))
     first = index.indexer.reconcile()
     assert first.notes_changed == 2 and first.chunks_embedded == 5
-    before = {c.page: c.hash for c in index.manifest.chunks_of("changing/birds.pdf")}
+    before = {c.page: c.hash for c in index.manifest.notes.chunks_of("changing/birds.pdf")}
     assert sorted(before) == [1, 2, 3]
 
     pages[1] = "Beta page about spoonbills now"
     write(vault / "birds.pdf", make_pdf(pages))
     edited = index.indexer.reconcile()
     assert edited.chunks_embedded == 1
-    after = {c.page: c.hash for c in index.manifest.chunks_of("changing/birds.pdf")}
+    after = {c.page: c.hash for c in index.manifest.notes.chunks_of("changing/birds.pdf")}
     assert after[1] == before[1] and after[3] == before[3] and after[2] != before[2]
 
     cards[0]["y"], cards[1]["y"] = 600, 0  # the cards swap places: the same texts
     write(vault / "wall.canvas", canvas(cards))
     moved = index.indexer.reconcile()
     assert moved.notes_changed == 1 and moved.chunks_embedded == 0
-    assert [c.node for c in index.manifest.chunks_of("changing/wall.canvas")] == ["two", "one"]
+    wall = index.manifest.notes.chunks_of("changing/wall.canvas")
+    assert [c.node for c in wall] == ["two", "one"]
 
     # Before the rename: a title taken from a file name reaches the vectors only with the
     # next edit (Indexer._rekeyed), so a fresh index would embed the new one.
@@ -445,7 +446,7 @@ def test_an_edited_page_moved_card_and_renamed_pdf_cost_only_what_changed(
     os.rename(vault / "birds.pdf", vault / "renamed.pdf")
     renamed = index.indexer.reconcile()
     assert renamed.notes_moved == 1 and renamed.chunks_embedded == 0
-    assert [c.page for c in index.manifest.chunks_of("changing/renamed.pdf")] == [1, 2, 3]
+    assert [c.page for c in index.manifest.notes.chunks_of("changing/renamed.pdf")] == [1, 2, 3]
     hit = index.searcher.search("spoonbills", k=1)[0]
     assert (hit.path, hit.page) == ("changing/renamed.pdf", 2)
 
@@ -492,10 +493,10 @@ def test_a_schema_9_manifest_gains_kinds_and_locations_in_place(tmp_path: Path) 
     db.close()
     manifest = Manifest(tmp_path)
     try:
-        assert manifest.kind_counts() == {"note": {"ok": 1}}
-        [chunk] = manifest.chunks_of("a.md")
+        assert manifest.notes.kind_counts() == {"note": {"ok": 1}}
+        [chunk] = manifest.notes.chunks_of("a.md")
         assert (chunk.text, chunk.location) == ("words", Location())
-        assert [chunk_id for chunk_id, _ in manifest.keyword("words", 5)] == ["c"]
+        assert [chunk_id for chunk_id, _ in manifest.keyword.bm25("words", 5)] == ["c"]
     finally:
         manifest.close()
 

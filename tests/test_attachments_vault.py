@@ -85,7 +85,7 @@ def top(index: Index, query: str, k: int = 3) -> list[Hit]:
 
 
 def test_every_kind_is_indexed(indexed: Index) -> None:
-    kinds = indexed.manifest.kind_counts()
+    kinds = indexed.manifest.notes.kind_counts()
     assert kinds["note"]["ok"] == 1 + sum(
         len(list((indexed.vault / f).rglob("*.md"))) for f in FOLDERS
     )

@@ -63,25 +63,30 @@ def test_binary_too_big_and_unreadable_files_are_left_out_not_failed_and_retried
         first = index.indexer.reconcile()
         assert first.notes_failed == 0 and first.failures == []
         assert first.notes_changed == 6 and first.notes_left_out == 4
-        kinds = {(e.path, e.kind) for e in index.manifest.left_out()}
+        kinds = {(e.path, e.kind) for e in index.manifest.failures.left_out()}
         assert kinds == {
             ("big.md", "too_big"),
             ("binary.md", "binary"),
             ("latin1.md", "not_utf8"),
             ("sub/locked.md", "unreadable"),
         }
-        reasons = {e.path: e.reason for e in index.manifest.left_out()}
+        reasons = {e.path: e.reason for e in index.manifest.failures.left_out()}
         assert reasons["binary.md"].startswith("binary content")
         assert reasons["big.md"].startswith("larger than the 0.002 MB limit")
         assert "Permission denied" in reasons["sub/locked.md"]
-        assert index.manifest.failed() == [] and index.manifest.quarantined() == []
+        assert (
+            index.manifest.failures.failed() == [] and index.manifest.failures.quarantined() == []
+        )
         counts = index.manifest.counts()
         assert (counts["notes"], counts["failed"], counts["left_out"]) == (6, 0, 4)
         # Looked at again on every pass, and never quarantined for it.
         for _ in range(3):
             again = index.indexer.reconcile()
             assert again.notes_left_out == 4 and again.chunks_embedded == 0
-        assert index.manifest.quarantined() == [] and len(index.manifest.left_out()) == 4
+        assert (
+            index.manifest.failures.quarantined() == []
+            and len(index.manifest.failures.left_out()) == 4
+        )
         # Fixed, or deleted: off the list.
         (vault / "binary.md").write_text("# Fixed\n\nNow it is text.\n")
         (vault / "big.md").write_text("small now")
@@ -89,7 +94,7 @@ def test_binary_too_big_and_unreadable_files_are_left_out_not_failed_and_retried
         monkeypatch.setattr(os, "open", real_open)
         third = index.indexer.reconcile()
         assert third.notes_left_out == 0 and third.notes_changed == 3
-        assert index.manifest.left_out() == [] and index.manifest.failed() == []
+        assert index.manifest.failures.left_out() == [] and index.manifest.failures.failed() == []
         assert index.manifest.counts()["notes"] == 9
 
 
@@ -107,16 +112,16 @@ def test_a_note_grown_over_the_cap_loses_its_chunks_and_is_left_out(tmp_path: Pa
         assert summary.left_out == [
             {"path": "grows.md", "kind": "too_big", "reason": summary.left_out[0]["reason"]}
         ]
-        assert index.manifest.chunk_ids("grows.md") == []
+        assert index.manifest.notes.chunk_ids("grows.md") == []
         assert index.searcher.search("ibex", k=3, mode="keyword") == []
-        assert [e.path for e in index.manifest.left_out()] == ["grows.md"]
+        assert [e.path for e in index.manifest.failures.left_out()] == ["grows.md"]
         assert not [r for r in export_records(index.store) if r["metadata"]["path"] == "grows.md"]
         # Still too big at the next full pass: still listed, nothing else happens.
         again = index.indexer.reconcile()
         assert (again.notes_left_out, again.notes_deleted) == (1, 0)
         grows.unlink()
         assert index.indexer.reconcile_paths(["grows.md"]).notes_deleted == 1
-        assert index.manifest.left_out() == []
+        assert index.manifest.failures.left_out() == []
 
 
 def test_a_failing_embedding_batch_is_retried_note_by_note(
@@ -143,7 +148,7 @@ def test_a_failing_embedding_batch_is_retried_note_by_note(
         assert len({h.path for h in hits}) == 6 and all(h.indexed for h in hits)
         poison = index.searcher.search("upsets the model", k=3, mode="keyword")
         assert [(h.path, h.indexed) for h in poison][:1] == [("poison.md", False)]
-        assert [f[0] for f in index.manifest.failed()] == ["poison.md"]
+        assert [f[0] for f in index.manifest.failures.failed()] == ["poison.md"]
         assert not [r for r in export_records(index.store) if r["metadata"]["path"] == "poison.md"]
 
 
@@ -179,12 +184,12 @@ def test_a_note_failing_after_its_first_vectors_were_written_is_searchable_by_it
         monkeypatch.setattr(Embedder, "embed_documents", fails_late)
         summary = index.indexer.reconcile()
         assert [f["path"] for f in summary.failures] == ["victim.md"]
-        assert [f[0] for f in index.manifest.failed()] == ["victim.md"]
+        assert [f[0] for f in index.manifest.failures.failed()] == ["victim.md"]
         assert [h.path for h in index.searcher.search("heron", k=5, mode="keyword")] == []
         assert [h.path for h in index.searcher.search("egret", k=5, mode="keyword")] == [
             "victim.md"
         ]
-        stored = {c.id: c.text for c in index.manifest.chunks_of("victim.md")}
+        stored = {c.id: c.text for c in index.manifest.notes.chunks_of("victim.md")}
         published = {
             r["id"]: r["document"]
             for r in export_records(index.store)
@@ -198,8 +203,8 @@ def test_a_note_failing_after_its_first_vectors_were_written_is_searchable_by_it
         # Fixed: the next pass embeds it, and it is no failure any more.
         monkeypatch.setattr(Embedder, "embed_documents", real_embed)
         assert index.indexer.reconcile().notes_failed == 0
-        assert index.manifest.failed() == []
-        assert index.manifest.awaiting_totals(index.embedder.model_id).chunks == 0
+        assert index.manifest.failures.failed() == []
+        assert index.manifest.vectors.awaiting_totals(index.embedder.model_id).chunks == 0
 
 
 def test_a_newly_excluded_note_is_removed_from_the_index(tmp_path: Path) -> None:

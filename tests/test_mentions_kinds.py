@@ -39,7 +39,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
 def test_a_pdf_or_code_naming_a_note_is_no_mention_while_a_note_and_a_canvas_are(
     index: Index,
 ) -> None:
-    kinds = index.manifest.kinds_of(list(NOTES))
+    kinds = index.manifest.notes.kinds_of(list(NOTES))
     # Every file is indexed, each as its kind: their words could be found.
     assert kinds == {
         "Birds/Kestrel.md": "note",

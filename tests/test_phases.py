@@ -67,7 +67,7 @@ def open_for(root: Path, vault: Path) -> Any:
 
 
 def converged(index: Index, vault: Path, root: Path) -> None:
-    assert index.manifest.awaiting_totals(index.embedder.model_id).chunks == 0
+    assert index.manifest.vectors.awaiting_totals(index.embedder.model_id).chunks == 0
     mine = list(export_records(index.store, with_vectors=True))
     assert_same(mine, fresh_export(vault, root / "reference"))
 
@@ -134,7 +134,7 @@ def test_a_note_edited_during_the_keyword_phase_is_embedded_in_its_new_form(
             # serves them at this point.
             if edited or index.manifest.counts()["notes"] == 0:
                 return
-            assert index.manifest.awaiting_totals(index.embedder.model_id).chunks > 0
+            assert index.manifest.vectors.awaiting_totals(index.embedder.model_id).chunks > 0
             for name in ("n07.md", "n00.md"):
                 (vault / name).write_text(f"# Edited {name}\n\nNew words: cormorant.\n")
             edited.append("yes")
@@ -204,13 +204,13 @@ def test_a_note_edited_during_the_embedding_phase_is_never_embedded_stale(
                 return
             # Embedding has begun: the oldest note still awaits and is not in flight.
             assert "n00.md" not in in_flight
-            assert index.manifest.awaiting_paths(model, ["n00.md"]) == {"n00.md"}
+            assert index.manifest.vectors.awaiting_paths(model, ["n00.md"]) == {"n00.md"}
             (vault / "n00.md").write_text("# Rewritten\n\nOnly puffins now.\n")
             edited.append("n00.md")
             index.indexer.reconcile_paths(["n00.md"])
             # Served at once: searchable by meaning already, the backlog still under way.
             assert index.indexer.is_current("n00.md")
-            assert index.manifest.awaiting_totals(model).chunks > 0
+            assert index.manifest.vectors.awaiting_totals(model).chunks > 0
 
         index.indexer.reconcile(pause=pause)
         assert edited
@@ -263,6 +263,6 @@ def test_a_passage_two_notes_share_reaches_the_store_for_both_in_one_pass(
         index.indexer.batch_chunks = 1
         index.indexer.reconcile()
         assert len(embedded_texts) == 2  # one text each for the two passages
-        assert index.store.ids() == set(index.manifest.chunk_ids())
-        assert len(index.manifest.chunk_ids()) == 4
+        assert index.store.ids() == set(index.manifest.notes.chunk_ids())
+        assert len(index.manifest.notes.chunk_ids()) == 4
         assert index.indexer.sync_store() == 0

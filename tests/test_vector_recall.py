@@ -105,7 +105,7 @@ def test_vector_search_matches_an_exact_search_after_notes_come_change_and_go(
         probes = written + rng.sample(sorted(notes), 200)
         found = searched = 0
         for path in probes:
-            (chunk_id,) = index.manifest.chunk_ids(path)
+            (chunk_id,) = index.manifest.notes.chunk_ids(path)
             mine = vectors[row[chunk_id]]
             exact = _nearest(ids, vectors, mine)
             found += len(set(exact) & {i for i, _ in index.store.query(mine, K)})

@@ -94,7 +94,9 @@ def gather(
                 prf[(m, beta)] = hybrid(
                     {**ranked, "vector": s.store.query(moved / np.linalg.norm(moved), DEPTH)}
                 )
-            note_of = {i: name(c.path) for i, c in s.manifest.chunks_by_id(sorted(ids)).items()}
+            note_of = {
+                i: name(c.path) for i, c in s.manifest.notes.chunks_by_id(sorted(ids)).items()
+            }
             out.append(
                 {
                     "half": "test" if position % 2 == 0 else "tune",

@@ -203,7 +203,7 @@ def candidate_lists(
         keyword = searcher.keyword(ParsedQuery.parse(text), DEPTH, None, weights=columns)
         lists[qid] = (keyword, searcher.vector(text, DEPTH, None, Filters()))
     ids = {i for pair in lists.values() for ranked in pair for i, _ in ranked}
-    paths = {i: c.path for i, c in manifest.chunks_by_id(sorted(ids)).items()}
+    paths = {i: c.path for i, c in manifest.notes.chunks_by_id(sorted(ids)).items()}
     return lists, paths
 
 

@@ -54,14 +54,14 @@ WORDS = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
 
 
 def keyword_related(index: Index, path: str, k: int) -> list[str]:
-    text = " ".join(c.text for c in index.manifest.chunks_of(path))
+    text = " ".join(c.text for c in index.manifest.notes.chunks_of(path))
     counts = Counter(w.lower() for w in WORDS.findall(text))
     terms = [w for w, _ in counts.most_common(64)]
     if not terms:
         return []
     match = " OR ".join(f'"{t}"' for t in terms)
-    hits = index.manifest.keyword(match, 400)
-    records = index.manifest.chunks_by_id([i for i, _ in hits])
+    hits = index.manifest.keyword.bm25(match, 400)
+    records = index.manifest.notes.chunks_by_id([i for i, _ in hits])
     ranked: list[str] = []
     for chunk_id, _ in hits:
         record = records.get(chunk_id)
@@ -81,7 +81,7 @@ def chance(others: int, linked: int, k: int) -> tuple[float, float]:
 
 
 def quality(index: Index, min_links: int, sample: int = 0, seed: int = 1) -> dict[str, Any]:
-    notes = index.manifest.note_paths()
+    notes = index.manifest.notes.paths()
     graph = {p: linked_paths(index.manifest, p) & set(notes) for p in notes}
     # Links written in the note: those it makes (the graph's other half is its backlinks).
     row_links = {p: _outgoing(index, p, set(notes)) for p in notes}
@@ -139,7 +139,7 @@ def _figures(scores: dict[str, list[float]], keep: list[bool]) -> dict[str, floa
 def _outgoing(index: Index, path: str, notes: set[str]) -> set[str]:
     from vaultd.index.links import LinkResolver
 
-    row = index.manifest.note_row(path) or {}
+    row = index.manifest.notes.row(path) or {}
     resolver = LinkResolver(sorted(notes))
     found = {resolver.resolve(str(link.get("target", "")), path) for link in row.get("links", [])}
     return {p for p in found if p and p != path}

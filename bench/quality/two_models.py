@@ -45,7 +45,7 @@ def candidates(workdir: Path, questions: Sequence[H.Question]) -> Lists:
             keyword = searcher.keyword(ParsedQuery.parse(q.text), 100, None)
             vector = searcher.vector(q.text, 100, None, Filters())
             ids = sorted({i for i, _ in keyword + vector})
-            paths = {i: c.path for i, c in index.manifest.chunks_by_id(ids).items()}
+            paths = {i: c.path for i, c in index.manifest.notes.chunks_by_id(ids).items()}
             out[q.id] = {"keyword": keyword, "vector": vector, "paths": paths}
     return out
 

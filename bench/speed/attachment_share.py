@@ -114,7 +114,7 @@ def main() -> None:
             ended = os.times()
             own = (ended.user - start_times.user) + (ended.system - start_times.system)
             cpu = own + isolation.children_cpu()
-            kinds = index.manifest.kind_counts()
+            kinds = index.manifest.notes.kind_counts()
         isolation.close_children()
     out: dict[str, Any] = {
         "load_average": os.getloadavg(),

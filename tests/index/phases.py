@@ -14,7 +14,7 @@ def detected(
 ) -> tuple[list[Change], dict[str, int], dict[str, Read]]:
     """Detection over the whole vault: the changes, their weights and the bytes read."""
     indexer = index.indexer
-    known = index.manifest.known()
+    known = index.manifest.notes.known()
     result, _ = indexer.detection.scan(
         known, indexer.discovery.walk(), summary, full=True, verify=()
     )

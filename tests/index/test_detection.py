@@ -25,7 +25,7 @@ def test_new_edited_and_moved_notes_are_classified_and_their_bytes_kept(tmp_path
         (vault / "c.md").write_text("# C\n\nA new note.\n", encoding="utf-8")
         (vault / "a.md").write_text("# A\n\nThe keeper rests.\n", encoding="utf-8")
         (vault / "b.md").rename(vault / "moved.md")
-        known = index.manifest.known()
+        known = index.manifest.notes.known()
         summary = Summary()
 
         result, went = detection.scan(

@@ -19,7 +19,7 @@ def test_what_awaits_is_embedded_and_published(tmp_path: Path) -> None:
         (vault / "c.md").write_text("# C\n\nThe lantern room.\n", encoding="utf-8")
         (vault / "d.md").write_text("# D\n\nThe fog horn.\n", encoding="utf-8")
         keyword_pass(index)
-        waiting = len(index.manifest.awaiting(model, 100))
+        waiting = len(index.manifest.vectors.awaiting(model, 100))
         made, embedded = phase.vectors_made, index.embedder.embedded
 
         phase.run(Summary(), quiet)
@@ -27,7 +27,7 @@ def test_what_awaits_is_embedded_and_published(tmp_path: Path) -> None:
         assert waiting >= 2
         assert index.embedder.embedded - embedded == waiting
         assert phase.vectors_made - made == waiting
-        assert index.manifest.awaiting(model, 100) == []
+        assert index.manifest.vectors.awaiting(model, 100) == []
         assert paths_in_store(index) == {"a.md", "c.md", "d.md"}
         assert index.indexer.sync.sync() == 0
 
@@ -40,8 +40,8 @@ def test_only_the_notes_asked_for_are_embedded(tmp_path: Path) -> None:
         keyword_pass(index)
 
         phase.run(Summary(), quiet, ["c.md"])
-        assert index.manifest.awaiting_paths(model, ["c.md", "d.md"]) == {"d.md"}
+        assert index.manifest.vectors.awaiting_paths(model, ["c.md", "d.md"]) == {"d.md"}
         assert paths_in_store(index) == {"a.md", "c.md"}
 
         phase.run(Summary(), quiet, [])  # nothing asked for: nothing done
-        assert index.manifest.awaiting_paths(model, ["d.md"]) == {"d.md"}
+        assert index.manifest.vectors.awaiting_paths(model, ["d.md"]) == {"d.md"}

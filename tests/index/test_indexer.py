@@ -29,7 +29,7 @@ def test_a_first_pass_indexes_every_note_and_a_second_embeds_none(tmp_path: Path
     with indexed(tmp_path, NOTES) as index:
         assert sorted(documents(index)) == ["a.md", "dir/b.md"]
         assert index.indexer.found == 2
-        assert index.manifest.awaiting_paths(index.indexer.model_id, list(NOTES)) == set()
+        assert index.manifest.vectors.awaiting_paths(index.indexer.model_id, list(NOTES)) == set()
 
         again = index.indexer.reconcile()
         # Written within a timestamp tick of their hash: read again to prove them unchanged,

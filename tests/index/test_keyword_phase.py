@@ -24,8 +24,8 @@ def test_a_new_note_is_committed_and_awaits_its_vectors(tmp_path: Path) -> None:
 
         assert summary.notes_changed == 1
         assert index.embedder.embedded == embedded  # nothing embedded in this phase
-        assert "c.md" in index.manifest.note_paths()
-        assert index.manifest.awaiting_paths(index.indexer.model_id, ["c.md"]) == {"c.md"}
+        assert "c.md" in index.manifest.notes.paths()
+        assert index.manifest.vectors.awaiting_paths(index.indexer.model_id, ["c.md"]) == {"c.md"}
         assert "c.md" not in paths_in_store(index)
 
 
@@ -40,16 +40,16 @@ def test_a_moved_note_is_published_with_the_vectors_it_had(tmp_path: Path) -> No
         assert summary.chunks_reused >= 1
         assert index.embedder.embedded == embedded
         assert paths_in_store(index) == {"a.md", "moved.md"}
-        assert "b.md" not in index.manifest.note_paths()
+        assert "b.md" not in index.manifest.notes.paths()
 
 
 def test_a_deleted_note_loses_its_chunks(tmp_path: Path) -> None:
     with indexed(tmp_path, NOTES) as index:
-        chunks = len(index.manifest.chunk_ids("a.md"))
+        chunks = len(index.manifest.notes.chunk_ids("a.md"))
         (index.vault / "a.md").unlink()
 
         summary = keyword_pass(index)
 
         assert (summary.notes_deleted, summary.chunks_deleted) == (1, chunks)
-        assert index.manifest.note_paths() == ["b.md"]
+        assert index.manifest.notes.paths() == ["b.md"]
         assert paths_in_store(index) == {"b.md"}

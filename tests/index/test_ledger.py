@@ -13,10 +13,10 @@ def test_held_notes_are_in_flight_and_abandoning_clears_them(manifest: Manifest)
     marked: list[str] = []
     ledger.hold([Change("created", "a.md", size=1, mtime_ns=1, sha256="h")], marked)
     assert marked == ["a.md"]
-    assert manifest.in_flight() == ["a.md"]
+    assert manifest.failures.in_flight() == ["a.md"]
 
     ledger.abandon(["a.md"])
-    assert manifest.in_flight() == []
+    assert manifest.failures.in_flight() == []
 
 
 def test_a_new_process_makes_the_notes_in_flight_suspects_once(manifest: Manifest) -> None:
@@ -25,17 +25,17 @@ def test_a_new_process_makes_the_notes_in_flight_suspects_once(manifest: Manifes
     ledger = Ledger(manifest, 3)
     ledger.start_pass()
     assert ledger.suspects == {"a.md"}
-    assert manifest.in_flight() == []
-    assert manifest.suspects() == {"a.md": 1}
+    assert manifest.failures.in_flight() == []
+    assert manifest.failures.suspects() == {"a.md": 1}
 
     # Only the first pass of a process recovers: a later one counts no second crash.
     ledger.hold([Change("created", "b.md", size=1, mtime_ns=1)], [])
     ledger.start_pass()
-    assert manifest.suspects() == {"a.md": 1}
+    assert manifest.failures.suspects() == {"a.md": 1}
 
     ledger.end_full_pass()
     assert ledger.suspects == set()
-    assert manifest.suspects() == {}
+    assert manifest.failures.suspects() == {}
 
 
 def test_a_suspect_that_crashes_the_process_again_is_failed(manifest: Manifest) -> None:
@@ -53,11 +53,11 @@ def test_a_suspect_that_crashes_the_process_again_is_failed(manifest: Manifest) 
 
 def test_retry_releases_a_quarantined_note_at_the_next_pass(manifest: Manifest) -> None:
     manifest.apply([failed("bad.md")], quarantine_after=1)
-    assert [q.path for q in manifest.quarantined()] == ["bad.md"]
+    assert [q.path for q in manifest.failures.quarantined()] == ["bad.md"]
     ledger = Ledger(manifest, 1)
     ledger.start_pass()
 
     ledger.retry(["bad.md", "other.md"])
-    assert [q.path for q in manifest.quarantined()] == ["bad.md"]
+    assert [q.path for q in manifest.failures.quarantined()] == ["bad.md"]
     ledger.start_pass()
-    assert manifest.quarantined() == []
+    assert manifest.failures.quarantined() == []

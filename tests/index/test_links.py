@@ -48,7 +48,7 @@ def test_targets_resolve_as_obsidian_resolves_them(
     target: str, source: str, expected: str | None
 ) -> None:
     assert LinkResolver(PATHS).resolve(target, source) == expected
-    # Only the notes of the names the target can mean are needed (`Manifest.paths_named`).
+    # Only the notes of the names the target can mean are needed (`manifest.links.paths_named`).
     names = target_names(target, source)
     named = [p for p in PATHS if link_key(p).rsplit("/", 1)[-1] in names]
     assert LinkResolver(named).resolve(target, source) == expected

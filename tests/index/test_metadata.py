@@ -46,8 +46,8 @@ def test_a_chunk_carries_the_links_of_its_own_lines_and_the_front_matters() -> N
 
 def test_a_recorded_chunk_gets_its_notes_recorded_fields(manifest: Manifest) -> None:
     manifest.apply([written("dir/a.md", ["one"], tags=["sea"], aliases=["Alpha"], mtime_ns=10**9)])
-    chunk = manifest.chunks_of("dir/a.md")[0]
-    row = manifest.note_row("dir/a.md")
+    chunk = manifest.notes.chunks_of("dir/a.md")[0]
+    row = manifest.notes.row("dir/a.md")
     assert row is not None
     meta = stored_metadata(chunk, row, "m")
     assert (meta["path"], meta["tags"], meta["aliases"], meta["folders"]) == (

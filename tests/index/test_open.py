@@ -37,7 +37,7 @@ def test_an_open_records_its_vault_and_model_and_keeps_the_data_private(tmp_path
             pass  # one process at a time in a data directory
     assert stat.S_IMODE((tmp_path / "data").stat().st_mode) == 0o700
     with open_index(config, env={}, create=False) as again:
-        assert again.manifest.note_paths() == ["a.md"]
+        assert again.manifest.notes.paths() == ["a.md"]
 
 
 def test_another_vault_is_refused_its_data_directory(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ def test_a_note_failing_again_on_the_same_content_is_quarantined(manifest: Manif
     for _ in range(2):
         outcomes.record_failures(Summary(), [failed("bad.md")])
     assert told == ["failed", "quarantined"]
-    assert [q.path for q in manifest.quarantined()] == ["bad.md"]
+    assert [q.path for q in manifest.failures.quarantined()] == ["bad.md"]
 
 
 def test_nothing_failed_writes_nothing(manifest: Manifest) -> None:

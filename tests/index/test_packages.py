@@ -60,7 +60,7 @@ def index(tmp_path: Path) -> Iterator[Index]:
 
 
 def packages(index: Index) -> dict[str, str | None]:
-    return index.manifest.code_packages()
+    return index.manifest.notes.code_packages()
 
 
 def test_each_source_file_is_in_its_nearest_named_package(index: Index) -> None:

@@ -28,15 +28,15 @@ def test_an_edited_note_is_chunked_with_the_ids_it_had(tmp_path: Path) -> None:
         [(_, prepared)] = index.indexer.keyword.preparer.all([change], marked, None, kept, set())
 
         assert isinstance(prepared, Prepared)
-        assert marked == ["a.md"] and index.manifest.in_flight() == ["a.md"]
-        assert prepared.old_ids == index.manifest.chunk_ids("a.md")
+        assert marked == ["a.md"] and index.manifest.failures.in_flight() == ["a.md"]
+        assert prepared.old_ids == index.manifest.notes.chunk_ids("a.md")
         assert "The keeper rests." in prepared.chunks[0].text
         assert "a.md" not in kept  # the bytes read by the scan were taken, not read again
 
 
 def test_a_moved_note_keeps_its_chunks_and_vectors_under_new_ids(tmp_path: Path) -> None:
     with indexed(tmp_path, NOTES) as index:
-        old = index.manifest.chunks_of("b.md")
+        old = index.manifest.notes.chunks_of("b.md")
         (index.vault / "b.md").rename(index.vault / "c.md")
         changes, _, kept = detected(index, Summary())
         [change] = [c for c in changes if c.kind == "moved"]

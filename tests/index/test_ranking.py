@@ -37,7 +37,7 @@ def notes(manifest: Manifest) -> Manifest:
 
 def test_firsts_keeps_the_notes_first_passages_in_order(notes: Manifest) -> None:
     ranked = [("b.md#1", 3.0), ("a.md#0", 2.0), ("b.md#0", 1.0)]
-    records = notes.chunks_by_id([i for i, _ in ranked])
+    records = notes.notes.chunks_by_id([i for i, _ in ranked])
     assert firsts(ranked, records) == [("a.md#0", 2.0), ("b.md#0", 1.0)]
 
 

@@ -109,7 +109,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
     notes.update({f"zh/{ZH_FOLDER}/{f.name}": f.read_bytes() for f in smallest})
     mtimes = {rel: float(OLD) for rel in OLD_NOTES}
     with indexed(tmp_path_factory.mktemp("search"), notes, mtimes) as idx:
-        assert idx.manifest.failed() == []
+        assert idx.manifest.failures.failed() == []
         yield idx
 
 
@@ -223,7 +223,9 @@ def test_a_large_selection_is_filtered_after_a_deeper_vector_query(
 def test_a_quoted_phrase_ranks_exact_passages_first(index: Index, mode: str) -> None:
     # More occurrences win on BM25 alone; the query as typed is a phrase quoted or not.
     words = index.searcher.keyword(check_query("battery warranty"), 5, None)
-    assert index.manifest.chunks_by_id([words[0][0]])[words[0][0]].path == "Phrase/Scattered.md"
+    assert (
+        index.manifest.notes.chunks_by_id([words[0][0]])[words[0][0]].path == "Phrase/Scattered.md"
+    )
     unquoted = found(index, "battery warranty", mode, k=5)
     assert paths(unquoted)[:2] == ["Phrase/Exact.md", "Phrase/Scattered.md"]
     hits = found(index, '"battery warranty"', mode, k=5)
@@ -263,7 +265,7 @@ def test_per_note_cap_applies_before_the_top_k_cut(index: Index) -> None:
 
 
 def test_merge_joins_neighbouring_passages_of_a_note(index: Index) -> None:
-    chunks = {c.id: c for c in index.manifest.chunks_of("Long/Manual.md")}
+    chunks = {c.id: c for c in index.manifest.notes.chunks_of("Long/Manual.md")}
     hits = found(index, "kettle descaling", k=5, per_note=1, merge=True)
     [manual] = [h for h in hits if h.path == "Long/Manual.md"]
     merged = [chunks[i] for i in manual.parts["merged"]]
@@ -318,7 +320,7 @@ def test_a_notes_first_passage_ranks_by_both_retrievers(index: Index) -> None:
     # ranks them: the lead is not a second vote of the vectors alone.
     query = "kettle descaling"
     keyword_only = SearchSection(vector_weight=0.0)
-    chunks = index.manifest.chunks_by_id
+    chunks = index.manifest.notes.chunks_by_id
     words = index.searcher.keyword(check_query(query), keyword_only.candidates, None)
     firsts = [chunks([i])[i].path for i, _ in words if chunks([i])[i].index == 0]
     hits = found(index, query, "hybrid", k=10, settings=keyword_only)
@@ -337,7 +339,7 @@ def test_a_note_found_only_by_its_first_passage_is_shown_by_it(index: Index) -> 
     only_lead = [h for h in hits if "keyword" not in h.parts and "vector" not in h.parts]
     assert only_lead, [h.parts for h in hits]
     for hit in only_lead:
-        assert index.manifest.chunks_by_id([hit.id])[hit.id].index == 0
+        assert index.manifest.notes.chunks_by_id([hit.id])[hit.id].index == 0
         note = hit.parts["note"]
         assert hit.score == pytest.approx(
             (note.get("second", 0.0) + note["lead"]["score"]) * note["length"]["factor"],
@@ -420,7 +422,7 @@ def test_schema_6_trades_its_trigrams_for_pairs_in_place(tmp_path: Path) -> None
     db.close()
 
     with open_index(load_config(config, env={})) as index:
-        tables = {r[0] for r in index.manifest._query("SELECT name FROM sqlite_master", ())}
+        tables = {r[0] for r in index.manifest.query("SELECT name FROM sqlite_master", ())}
         assert "chunks_tri" not in tables and "chunks_pairs" in tables
         summary = index.indexer.reconcile()
         assert summary.chunks_embedded == 0 and summary.notes_changed == 0
@@ -458,7 +460,7 @@ def test_japanese_korean_and_thai_runs_are_searched_by_their_pairs(tmp_path: Pat
             hits = index.searcher.search(query, mode="keyword", k=3)
             assert [h.path for h in hits][:1] == [note], (query, [h.path for h in hits])
         # The mark-bearing pair alone (บั: a consonant and its vowel sign) is a term.
-        assert [i for i, _ in index.manifest.keyword('"บั"', 5, index="pairs")]
+        assert [i for i, _ in index.manifest.keyword.bm25('"บั"', 5, index="pairs")]
 
 
 def test_the_pairs_index_is_rebuilt_when_its_terms_change(
@@ -480,10 +482,10 @@ def test_the_pairs_index_is_rebuilt_when_its_terms_change(
     monkeypatch.setattr(schema, "PAIRS_VERSION", "pairs-test")
     monkeypatch.setattr(schema, "cjk_terms", lambda text: " ".join(c for c in text if c > "\u3000"))
     with open_index(load_config(config, env={})) as index:
-        assert [i for i, _ in index.manifest.keyword('"史"', 5, index="pairs")]
+        assert [i for i, _ in index.manifest.keyword.bm25('"史"', 5, index="pairs")]
         (vault / "zh.md").unlink()
         index.indexer.reconcile()
-        assert index.manifest.keyword('"史"', 5, index="pairs") == []
+        assert index.manifest.keyword.bm25('"史"', 5, index="pairs") == []
 
 
 def test_right_to_left_titles_tags_and_aliases(tmp_path: Path) -> None:

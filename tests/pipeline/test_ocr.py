@@ -337,10 +337,12 @@ def test_images_come_after_the_notes_each_a_batch_of_its_own(tmp_path: Path) -> 
 
         def pause(in_flight: frozenset[str]) -> None:
             manifest = index.manifest
-            seen.append(set(manifest.known()) | {x.path for x in manifest.left_out()})
+            seen.append(
+                set(manifest.notes.known()) | {x.path for x in manifest.failures.left_out()}
+            )
 
         index.indexer.reconcile(pause=pause)
-        assert {x.path: x.kind for x in index.manifest.left_out()} == {
+        assert {x.path: x.kind for x in index.manifest.failures.left_out()} == {
             "a1.png": "too_big",
             "a2.png": "too_big",
         }

@@ -181,7 +181,7 @@ def open_small_index(root: Path) -> tuple[Path, Path]:
 
 def manifest_claims(index: Any) -> set[str]:
     """The chunks the manifest has vectors for: those the store must hold."""
-    return set(index.manifest.embedded_ids(index.embedder.model_id))
+    return set(index.manifest.vectors.embedded_ids(index.embedder.model_id))
 
 
 class _FailingConnection:
@@ -256,9 +256,9 @@ def test_an_io_error_for_one_batch_holds_the_manifest_back_and_the_next_pass_con
         stored = index.store.ids()
         # Every new note is searchable by its words; one batch of vectors went through, the
         # failed one did not advance the manifest ...
-        assert all(index.manifest.note_row(p) is not None for p in NEW)
+        assert all(index.manifest.notes.row(p) is not None for p in NEW)
         assert before < claimed
-        waiting = index.manifest.awaiting_paths(index.embedder.model_id, NEW)
+        waiting = index.manifest.vectors.awaiting_paths(index.embedder.model_id, NEW)
         assert len(waiting) == len(NEW) - 1
         # ... and the manifest never claims what the store lacks.
         assert claimed <= stored

@@ -104,7 +104,7 @@ def test_each_left_out_file_gets_the_advice_of_its_reason(tmp_path: Path) -> Non
     config.write_text(config.read_text().replace("[vault]\n", "[vault]\nmax_file_mb = 0.002\n"))
     with open_index(load_config(config, env={}), env={}) as index:
         index.indexer.reconcile()
-        left_out = {entry.path: entry.kind for entry in index.manifest.left_out()}
+        left_out = {entry.path: entry.kind for entry in index.manifest.failures.left_out()}
     assert left_out == {"Scan.pdf": "no_text", "Locked.pdf": "encrypted", "Big.md": "too_big"}
     manifest = doctor(config)["manifest"]
     assert manifest["status"] == "warn"

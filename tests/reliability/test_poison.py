@@ -236,12 +236,12 @@ def test_a_note_the_parser_rejects_is_quarantined_without_a_daemon(
             assert index.indexer.reconcile().notes_failed == 1
         # Quarantined now: not even read as a failure any more.
         assert index.indexer.reconcile().notes_failed == 0
-        [held] = index.manifest.quarantined()
+        [held] = index.manifest.failures.quarantined()
         assert (held.path, held.attempts) == ("b.md", K) and "test fault hook" in held.reason
-        assert index.manifest.failed() == []
+        assert index.manifest.failures.failed() == []
         index.indexer.retry(["b.md"])
         assert index.indexer.reconcile().notes_failed == 1
-        assert index.manifest.quarantined()[0].attempts == K + 1
+        assert index.manifest.failures.quarantined()[0].attempts == K + 1
     shown = CliRunner().invoke(main, ["status", "--config", str(config_path)])
     assert shown.exit_code == 1, shown.output
     assert "quarantined: b.md: " in shown.output
@@ -260,7 +260,9 @@ def test_a_binary_note_is_left_out_never_quarantined_and_status_says_so(tmp_path
         for _ in range(K + 1):
             summary = index.indexer.reconcile()
             assert (summary.notes_failed, summary.notes_left_out) == (0, 1)
-        assert index.manifest.quarantined() == [] and index.manifest.failed() == []
+        assert (
+            index.manifest.failures.quarantined() == [] and index.manifest.failures.failed() == []
+        )
     shown = CliRunner().invoke(main, ["status", "--config", str(config_path)])
     assert shown.exit_code == 0, shown.output
     assert f"indexed:  {len(WORDS)} notes ({len(WORDS)} files" in shown.output
@@ -287,12 +289,12 @@ def test_a_pass_abandoned_mid_batch_counts_no_attempt(tmp_path: Path) -> None:
 
         def stop(in_flight: frozenset[str]) -> None:
             if in_flight:
-                assert index.manifest.in_flight() == sorted(in_flight)
+                assert index.manifest.failures.in_flight() == sorted(in_flight)
                 raise Abandoned
 
         with pytest.raises(Abandoned):
             index.indexer.reconcile(pause=stop)
-        assert index.manifest.in_flight() == []
+        assert index.manifest.failures.in_flight() == []
     with open_index(config, env={}) as index:
         assert index.indexer.reconcile().notes_failed == 0
         counts = index.manifest.counts()
@@ -327,7 +329,7 @@ def test_a_schema_3_manifest_opens_and_keeps_its_vectors(tmp_path: Path) -> None
         # Schema 9 added the stat fields a note is trusted by: each is read once, unchanged.
         assert summary.chunks_embedded == 0 and summary.notes_changed == 0
         assert summary.notes_read == len(WORDS)
-        assert index.manifest.in_flight() == []
+        assert index.manifest.failures.in_flight() == []
     db = sqlite3.connect(tmp_path / "data" / FILE_NAME)
     assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
     assert "left_out" in {r[1] for r in db.execute("PRAGMA table_info(notes)")}

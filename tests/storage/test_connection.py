@@ -17,8 +17,8 @@ from vaultd.storage.schema import SCHEMA_VERSION
 def test_a_new_file_is_made_in_wal_mode_at_the_current_schema(tmp_path: Path) -> None:
     opened = Connection(tmp_path / "new" / "m.db")
     try:
-        assert opened._query("PRAGMA journal_mode") == [("wal",)]
-        assert opened._query("PRAGMA user_version") == [(SCHEMA_VERSION,)]
+        assert opened.query("PRAGMA journal_mode") == [("wal",)]
+        assert opened.query("PRAGMA user_version") == [(SCHEMA_VERSION,)]
     finally:
         opened.close()
 
@@ -26,13 +26,32 @@ def test_a_new_file_is_made_in_wal_mode_at_the_current_schema(tmp_path: Path) ->
 def test_a_transaction_commits_whole_or_not_at_all(tmp_path: Path) -> None:
     opened = Connection(tmp_path / "m.db")
     try:
-        with opened._transaction() as db:
+        with opened.transaction() as db:
             db.execute("INSERT INTO meta VALUES ('a', '1')")
-        with pytest.raises(RuntimeError), opened._transaction() as db:
+        with pytest.raises(RuntimeError), opened.transaction() as db:
             db.execute("INSERT INTO meta VALUES ('b', '2')")
             raise RuntimeError("half-way")
-        assert opened._query("SELECT key FROM meta WHERE key IN ('a', 'b')") == [("a",)]
+        assert opened.query("SELECT key FROM meta WHERE key IN ('a', 'b')") == [("a",)]
         # Every transaction counts as a write, the undone one too: snapshots are read again.
+        assert opened.writes == 2
+    finally:
+        opened.close()
+
+
+def test_a_transaction_within_another_joins_it(tmp_path: Path) -> None:
+    opened = Connection(tmp_path / "m.db")
+    try:
+        with opened.transaction() as outer:
+            outer.execute("INSERT INTO meta VALUES ('a', '1')")
+            with opened.unsynced_transaction() as inner:
+                inner.execute("INSERT INTO meta VALUES ('b', '2')")
+        assert opened.writes == 1
+        with pytest.raises(RuntimeError), opened.transaction() as outer:
+            with opened.transaction() as inner:
+                inner.execute("INSERT INTO meta VALUES ('c', '3')")
+            raise RuntimeError("after the inner one ended")
+        # The inner one was undone with the outer: it had committed nothing of its own.
+        assert opened.query("SELECT key FROM meta WHERE key IN ('a', 'b', 'c')") == [("a",), ("b",)]
         assert opened.writes == 2
     finally:
         opened.close()
@@ -46,9 +65,9 @@ def test_a_reader_left_in_a_transaction_is_not_used_again(tmp_path: Path) -> Non
         with opened._reader() as db:
             db.execute("BEGIN")
             db.execute("SELECT COUNT(*) FROM meta").fetchall()
-        with opened._transaction() as db:
+        with opened.transaction() as db:
             db.execute("INSERT INTO meta VALUES ('a', '1')")
-        assert opened._query("SELECT key FROM meta WHERE key = 'a'") == [("a",)]
+        assert opened.query("SELECT key FROM meta WHERE key = 'a'") == [("a",)]
     finally:
         opened.close()
 
@@ -57,13 +76,13 @@ def test_sqlite_errors_become_store_errors(tmp_path: Path) -> None:
     opened = Connection(tmp_path / "m.db")
     try:
         with pytest.raises(StoreError, match="no such table"):
-            opened._query("SELECT * FROM nowhere")
-        with pytest.raises(StoreError, match="UNIQUE"), opened._transaction() as db:
+            opened.query("SELECT * FROM nowhere")
+        with pytest.raises(StoreError, match="UNIQUE"), opened.transaction() as db:
             db.execute("INSERT INTO meta VALUES ('a', '1')")
             db.execute("INSERT INTO meta VALUES ('a', '2')")
         # Readers write nothing, even asked to.
         with pytest.raises(StoreError, match="readonly"):
-            opened._query("INSERT INTO meta VALUES ('x', 'y')")
+            opened.query("INSERT INTO meta VALUES ('x', 'y')")
     finally:
         opened.close()
 
@@ -87,7 +106,7 @@ def test_a_file_replaced_while_open_is_not_read(tmp_path: Path) -> None:
         os.replace(replacement, path)
         assert opened.file_identity()[0] != opened.file_identity()[1]
         with pytest.raises(StoreError, match="deleted or replaced"):
-            opened._query("SELECT 1")
+            opened.query("SELECT 1")
     finally:
         opened.close()
 
@@ -97,11 +116,11 @@ def test_trace_sees_the_statements_of_writer_and_readers(tmp_path: Path) -> None
     seen: list[str] = []
     try:
         opened.trace(seen.append)
-        opened.read_with(lambda query: query("SELECT count(*) FROM notes", ()))
-        with opened._transaction() as db:
+        opened.query("SELECT count(*) FROM notes")
+        with opened.transaction() as db:
             db.execute("DELETE FROM meta WHERE key = 'none'")
         opened.trace(None)
-        opened._query("SELECT 2")
+        opened.query("SELECT 2")
     finally:
         opened.close()
     assert "SELECT count(*) FROM notes" in seen

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.storage.outcomes import failed, left_out, written
+from vaultd.query import Filters
 from vaultd.storage.manifest import Manifest
 
 
@@ -24,6 +25,7 @@ def test_meta_is_kept_across_a_reopen(tmp_path: Path) -> None:
 
 
 def test_apply_records_each_kind_of_outcome_and_counts_them(manifest: Manifest) -> None:
+    writes = manifest.writes
     quarantined = manifest.apply(
         [
             written("ok.md", ["a", "b"], tags=["t/sub"], links=["other"]),
@@ -35,6 +37,7 @@ def test_apply_records_each_kind_of_outcome_and_counts_them(manifest: Manifest) 
     )
 
     assert quarantined == ["bad.md", "worse.md"]
+    assert manifest.writes == writes + 1  # one transaction, whatever its controllers wrote
     assert manifest.counts() == {
         "notes": 1,
         "failed": 0,
@@ -42,30 +45,30 @@ def test_apply_records_each_kind_of_outcome_and_counts_them(manifest: Manifest) 
         "left_out": 1,
         "chunks": 2,
     }
-    assert manifest.backlinks("other.md") == ["ok.md"]
-    assert manifest.paths_matching(tags=["t"]) == ["ok.md"]
+    assert manifest.links.backlinks("other.md") == ["ok.md"]
+    assert manifest.filters.matching(Filters(tags=("t",))) == ["ok.md"]
 
 
 def test_a_deleted_note_loses_its_chunks_tags_links_and_suspicion(manifest: Manifest) -> None:
     manifest.apply([written("a.md", tags=["t"], links=["b"])])
-    manifest.mark_in_flight_many([("a.md", 1, 1, "h")])
-    manifest.recover_in_flight(quarantine_after=0)
-    assert manifest.suspects() == {"a.md": 1}
+    manifest.failures.hold([("a.md", 1, 1, "h")])
+    manifest.failures.recover(quarantine_after=0)
+    assert manifest.failures.suspects() == {"a.md": 1}
 
     manifest.apply(deleted=["a.md"])
-    assert manifest.note_paths() == []
-    assert manifest.chunk_ids() == []
-    assert manifest.tag_counts() == []
-    assert manifest.backlinks("b.md") == []
-    assert manifest.suspects() == {}
+    assert manifest.notes.paths() == []
+    assert manifest.notes.chunk_ids() == []
+    assert manifest.filters.tag_counts() == []
+    assert manifest.links.backlinks("b.md") == []
+    assert manifest.failures.suspects() == {}
 
 
 def test_done_notes_leave_in_flight_with_their_outcome(manifest: Manifest) -> None:
-    manifest.mark_in_flight_many([("a.md", 1, 1, "h"), ("b.md", 1, 1, "h")])
+    manifest.failures.hold([("a.md", 1, 1, "h"), ("b.md", 1, 1, "h")])
     manifest.apply([written("a.md")], done=["a.md"])
-    assert manifest.in_flight() == ["b.md"]
-    manifest.clear_in_flight(["b.md"])
-    assert manifest.in_flight() == []
+    assert manifest.failures.in_flight() == ["b.md"]
+    manifest.failures.clear_in_flight(["b.md"])
+    assert manifest.failures.in_flight() == []
 
 
 def test_counts_with_a_model_say_what_awaits_its_vectors(manifest: Manifest) -> None:
@@ -122,13 +125,13 @@ def test_the_counts_are_kept_until_the_next_write(manifest: Manifest) -> None:
 
 def test_snapshots_are_read_again_after_a_write(manifest: Manifest) -> None:
     manifest.apply([written("dir/Alpha.md")])
-    assert manifest.paths_named(["ALPHA"]) == ["dir/Alpha.md"]
+    assert manifest.links.paths_named(["ALPHA"]) == ["dir/Alpha.md"]
     assert manifest.counts("m")["awaiting"] == 1
     writes = manifest.writes
 
     manifest.apply([written("other/alpha.md")])
     assert manifest.writes == writes + 1
-    assert sorted(manifest.paths_named(["alpha"])) == ["dir/Alpha.md", "other/alpha.md"]
+    assert sorted(manifest.links.paths_named(["alpha"])) == ["dir/Alpha.md", "other/alpha.md"]
     assert manifest.counts("m")["awaiting"] == 2
 
 
@@ -139,12 +142,12 @@ def test_vectors_of_other_models_and_unused_ones_are_forgotten(manifest: Manifes
     manifest.add_vectors("old", {note.chunks[0].hash: vector})
     manifest.add_vectors("new", {note.chunks[0].hash: vector, "unused": vector})
 
-    assert manifest.prune_vectors("new") == 1
-    assert manifest.forget_other_models("new") == 1
-    assert manifest.forget_other_models("new") == 0
-    stored = manifest.vectors("new", [note.chunks[0].hash])
+    assert manifest.vectors.prune("new") == 1
+    assert manifest.vectors.forget_other_models("new") == 1
+    assert manifest.vectors.forget_other_models("new") == 0
+    stored = manifest.vectors.get("new", [note.chunks[0].hash])
     np.testing.assert_array_equal(stored[note.chunks[0].hash], vector)
-    assert manifest.vectors("old", [note.chunks[0].hash]) == {}
+    assert manifest.vectors.get("old", [note.chunks[0].hash]) == {}
 
 
 def test_distinctive_words_count_the_chunks_of_the_whole_index(
@@ -159,11 +162,11 @@ def test_distinctive_words_count_the_chunks_of_the_whole_index(
         ]
     )
     # "grazes" is only in the note's own chunk; "zebra" is rarer in the index than "the".
-    words = manifest.distinctive_words(
+    words = manifest.keyword.distinctive_words(
         [["the", "zebra", "grazes"]], [["the", "zebra", "grazes"]], 5, max_share=0.5
     )
     assert words == ["zebra", "the"]
     manifest.apply([written("e.md", ["the grazes"])])
-    assert manifest.distinctive_words(
+    assert manifest.keyword.distinctive_words(
         [["the", "zebra", "grazes"]], [["the", "zebra", "grazes"]], 5, max_share=0.5
     ) == ["grazes", "zebra", "the"]

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from tests.storage.outcomes import source, written
 from vaultd.errors import StoreError
-from vaultd.storage import keyword, notes, schema
+from vaultd.layout import MANIFEST
+from vaultd.records import NoteWritten
+from vaultd.storage import schema
 from vaultd.storage.manifest import Manifest
-from vaultd.storage.schema import SCHEMA_VERSION, Query
+from vaultd.storage.schema import SCHEMA_VERSION
 
 
 def _open(path: Path) -> sqlite3.Connection:
@@ -20,10 +23,6 @@ def _open(path: Path) -> sqlite3.Connection:
     schema.register(db)
     schema.create_or_migrate(db, path)
     return db
-
-
-def _query(db: sqlite3.Connection) -> Query:
-    return lambda sql, params: db.execute(sql, params).fetchall()
 
 
 def test_a_new_file_gets_every_table_at_the_current_version(tmp_path: Path) -> None:
@@ -52,83 +51,78 @@ def test_a_file_of_a_newer_vaultd_is_refused_untouched(tmp_path: Path) -> None:
     db.close()
 
 
-def test_the_keyword_indexes_follow_chunks_written_and_deleted(tmp_path: Path) -> None:
-    db = _open(tmp_path / "m.db")
-    notes.write(db, written("a.md", ["running water", "水を飲む"]), now=1.0)
-    query = _query(db)
-    assert [h[0] for h in keyword.bm25(query, "run", 5)] == ["a.md#0"]
-    assert [h[0] for h in keyword.bm25(query, '"飲む"', 5, index="pairs")] == ["a.md#1"]
+def _written(data_dir: Path, *made: NoteWritten) -> sqlite3.Connection:
+    """A manifest in `data_dir` holding these notes, open bare to be made older by hand."""
+    manifest = Manifest(data_dir)
+    for note in made:
+        manifest.notes.write(note, now=1.0)
+    manifest.close()
+    return _open(data_dir / MANIFEST)
 
-    notes.delete(db, "a.md")
-    assert keyword.bm25(query, "run", 5) == []
-    assert keyword.bm25(query, '"飲む"', 5, index="pairs") == []
+
+def test_the_keyword_indexes_follow_chunks_written_and_deleted(manifest: Manifest) -> None:
+    manifest.notes.write(written("a.md", ["running water", "水を飲む"]), now=1.0)
+    assert [h[0] for h in manifest.keyword.bm25("run", 5)] == ["a.md#0"]
+    assert [h[0] for h in manifest.keyword.bm25('"飲む"', 5, index="pairs")] == ["a.md#1"]
+
+    manifest.notes.delete("a.md")
+    assert manifest.keyword.bm25("run", 5) == []
+    assert manifest.keyword.bm25('"飲む"', 5, index="pairs") == []
 
 
 def test_an_older_file_is_migrated_keeping_its_notes(tmp_path: Path) -> None:
     """A schema 9 file (no kinds, no locations) gains them; nothing else changes."""
-    path = tmp_path / "m.db"
-    db = _open(path)
-    notes.write(db, written("a.md", ["kept words"]), now=1.0)
+    db = _written(tmp_path, written("a.md", ["kept words"]))
     for table, column in (("notes", "kind"), ("chunks", "page"), ("chunks", "symbol")):
         db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     db.execute("PRAGMA user_version=9")
     db.close()
 
-    db = _open(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    query = _query(db)
-    [chunk] = notes.chunks_of(query, "a.md")
-    assert (chunk.text, chunk.page, chunk.symbol) == ("kept words", None, None)
-    assert notes.kinds_of(query, ["a.md"]) == {"a.md": "note"}
-    assert [h[0] for h in keyword.bm25(query, "kept", 5)] == ["a.md#0"]
+    with closing(Manifest(tmp_path)) as manifest:
+        assert manifest.query("PRAGMA user_version") == [(SCHEMA_VERSION,)]
+        [chunk] = manifest.notes.chunks_of("a.md")
+        assert (chunk.text, chunk.page, chunk.symbol) == ("kept words", None, None)
+        assert manifest.notes.kinds_of(["a.md"]) == {"a.md": "note"}
+        assert [h[0] for h in manifest.keyword.bm25("kept", 5)] == ["a.md#0"]
 
 
 def test_a_schema_10_file_gains_the_notes_package_in_place(tmp_path: Path) -> None:
     """Its source files have no package until a full pass names it; nothing else changes."""
-    path = tmp_path / "m.db"
-    db = _open(path)
-    notes.write(db, source("src/lib.rs", "crate", ["fn kept() {}"]), now=1.0)
+    db = _written(tmp_path, source("src/lib.rs", "crate", ["fn kept() {}"]))
     db.execute("ALTER TABLE notes DROP COLUMN package")
     db.execute("PRAGMA user_version=10")
     db.close()
 
-    db = _open(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
-    query = _query(db)
-    assert notes.code_packages(query) == {"src/lib.rs": None}
-    assert [c.text for c in notes.chunks_of(query, "src/lib.rs")] == ["fn kept() {}"]
-    assert notes.kinds_of(query, ["src/lib.rs"]) == {"src/lib.rs": "code"}
+    with closing(Manifest(tmp_path)) as manifest:
+        assert manifest.query("PRAGMA user_version") == [(SCHEMA_VERSION,)]
+        assert SCHEMA_VERSION == 11
+        assert manifest.notes.code_packages() == {"src/lib.rs": None}
+        assert [c.text for c in manifest.notes.chunks_of("src/lib.rs")] == ["fn kept() {}"]
+        assert manifest.notes.kinds_of(["src/lib.rs"]) == {"src/lib.rs": "code"}
 
 
 def test_a_schema_1_file_has_its_keyword_index_rebuilt_from_the_chunks(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
-    db = _open(path)
-    notes.write(db, written("a.md", ["running water"], aliases=["Stream"]), now=1.0)
+    db = _written(tmp_path, written("a.md", ["running water"], aliases=["Stream"]))
     # Schema 1's index did not stem and had no aliases: dropped, it must be made again.
     db.executescript("DROP TABLE chunks_fts; DROP TABLE chunks_pairs;")
     db.execute("PRAGMA user_version=1")
     db.close()
 
-    db = _open(path)
-    query = _query(db)
-    assert [h[0] for h in keyword.bm25(query, "run", 5)] == ["a.md#0"]
-    assert [h[0] for h in keyword.bm25(query, "stream", 5)] == ["a.md#0"]
+    with closing(Manifest(tmp_path)) as manifest:
+        assert [h[0] for h in manifest.keyword.bm25("run", 5)] == ["a.md#0"]
+        assert [h[0] for h in manifest.keyword.bm25("stream", 5)] == ["a.md#0"]
 
 
 def test_pairs_made_another_way_are_rebuilt_at_the_next_open(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
-    db = _open(path)
-    notes.write(db, written("a.md", ["水を飲む"]), now=1.0)
+    db = _written(tmp_path, written("a.md", ["水を飲む"]))
     db.execute("UPDATE meta SET value = 'pairs-0' WHERE key = 'pairs_version'")
     # The terms made the old way are gone with it: only a rebuild finds the note again.
     db.execute("INSERT INTO chunks_pairs(chunks_pairs) VALUES ('delete-all')")
     db.close()
 
-    db = _open(path)
-    assert [h[0] for h in keyword.bm25(_query(db), '"飲む"', 5, index="pairs")] == ["a.md#0"]
-    assert db.execute("SELECT value FROM meta WHERE key = 'pairs_version'").fetchone() == (
-        schema.PAIRS_VERSION,
-    )
+    with closing(Manifest(tmp_path)) as manifest:
+        assert [h[0] for h in manifest.keyword.bm25('"飲む"', 5, index="pairs")] == ["a.md#0"]
+        assert manifest.get_meta("pairs_version") == schema.PAIRS_VERSION
 
 
 def test_a_failed_migration_leaves_the_file_as_it_was(tmp_path: Path) -> None:
@@ -188,10 +182,10 @@ def test_schema_2_is_migrated_by_rebuilding_the_keyword_index(tmp_path: Path) ->
         assert manifest.get_meta("x") is None
         version = sqlite3.connect(tmp_path / "vaultd.db").execute("PRAGMA user_version")
         assert version.fetchone()[0] == SCHEMA_VERSION
-        assert manifest.keyword('"first" OR "letter"', 5) != []  # aliases are indexed now
-        assert [i for i, _ in manifest.keyword('"版本 本历"', 5, index="pairs")] == ["c1"]
-        assert [i for i, _ in manifest.substring(["同步"], 5)] == ["c1"]
-        assert len(manifest.vectors("m", ["h0"])) == 1  # nothing re-embedded or dropped
+        assert manifest.keyword.bm25('"first" OR "letter"', 5) != []  # aliases are indexed now
+        assert [i for i, _ in manifest.keyword.bm25('"版本 本历"', 5, index="pairs")] == ["c1"]
+        assert [i for i, _ in manifest.keyword.substring(["同步"], 5)] == ["c1"]
+        assert len(manifest.vectors.get("m", ["h0"])) == 1  # nothing re-embedded or dropped
     finally:
         manifest.close()
     # Opening again is a no-op.

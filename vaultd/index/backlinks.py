@@ -43,10 +43,10 @@ def backlinks_of(manifest: Manifest, path: str) -> list[Backlink]:
     """The notes linking to `path`, the one with the most links first, then by path."""
     name = link_key(path).rsplit("/", 1)[-1]
     found: list[Backlink] = []
-    for source in manifest.link_sources(name):
+    for source in manifest.links.sources(name):
         if source == path:
             continue  # `[[#Heading]]` and links to itself are no backlinks
-        row = manifest.note_row(source)
+        row = manifest.notes.row(source)
         if row is None:
             continue
         links = row.get("links", [])
@@ -61,7 +61,7 @@ def backlinks_of(manifest: Manifest, path: str) -> list[Backlink]:
                 path=source,
                 title=str(row.get("title") or ""),
                 links=len(hits),
-                passages=_passages(manifest.chunks_of(source), lines),
+                passages=_passages(manifest.notes.chunks_of(source), lines),
             )
         )
     found.sort(key=lambda b: (-b.links, b.path))

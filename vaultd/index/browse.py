@@ -22,12 +22,12 @@ def tags(manifest: Manifest, prefix: str = "") -> list[dict[str, Any]]:
     """Every tag with how many notes hold it, most used first (a nested tag's notes count for
     its parents too); with `prefix` ("project"), only that tag and those below it."""
     prefix = prefix.strip().lstrip("#").strip("/").lower()
-    return [{"tag": tag, "notes": count} for tag, count in manifest.tag_counts(prefix)]
+    return [{"tag": tag, "notes": count} for tag, count in manifest.filters.tag_counts(prefix)]
 
 
 def recent(manifest: Manifest, k: int, since_ns: int | None = None) -> list[dict[str, Any]]:
     """The `k` most recently modified notes, newest first (since `since_ns`, when given)."""
-    notes = manifest.recent(max(1, min(k, MAX_LIST)), since_ns)
+    notes = manifest.filters.recent(max(1, min(k, MAX_LIST)), since_ns)
     for note in notes:
         note["modified"] = _iso(note.pop("mtime_ns"))
     return notes

@@ -16,7 +16,6 @@ from vaultd.index import known
 from vaultd.index.known import Evidence
 from vaultd.records import Correction, Hit
 from vaultd.storage.manifest import Manifest
-from vaultd.storage.vocabulary import chunks_holding
 
 #: The known-item tiers that the query as typed decides: when one of them holds the first hit,
 #: the typed query is decisive and is searched as typed, its corrections only offered ("did
@@ -65,5 +64,5 @@ def applied(
 def holding(manifest: Manifest, terms: Sequence[str], limit: int = SPELLING_PASSAGES) -> list[str]:
     """The texts of a few passages holding one of the index's `terms` (to spell them)."""
     match = " OR ".join(known.quoted(t) for t in dict.fromkeys(terms))
-    found = manifest.read_with(lambda q: chunks_holding(q, match, limit))
-    return [c.text for c in manifest.chunks_by_id([i for i, _ in found]).values()]
+    found = manifest.keyword.chunks_holding(match, limit)
+    return [c.text for c in manifest.notes.chunks_by_id([i for i, _ in found]).values()]

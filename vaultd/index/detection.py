@@ -111,7 +111,7 @@ class Detection:
         lose what was indexed of them, as a note newly excluded does."""
         if not too_big:
             return
-        chunks = {p: self.parts.manifest.chunk_ids(p) for p in sorted(too_big) if p in known}
+        chunks = {p: self.parts.manifest.notes.chunk_ids(p) for p in sorted(too_big) if p in known}
         indexed = [p for p, ids in chunks.items() if ids]
         if indexed:
             self.parts.store.delete([i for p in indexed for i in chunks[p]])

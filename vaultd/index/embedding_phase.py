@@ -117,7 +117,7 @@ class EmbeddingPhase:
         wanted = None if paths is None else sorted(set(paths))
         if wanted is not None and not wanted:
             return
-        totals = manifest.awaiting_totals(model_id, wanted)
+        totals = manifest.vectors.awaiting_totals(model_id, wanted)
         if not totals.chunks:
             return
         suspects = set(self.parts.ledger.suspects)
@@ -128,7 +128,9 @@ class EmbeddingPhase:
         pauses(frozenset())
         unusable: set[str] = set()
         while True:
-            chunks = manifest.awaiting(model_id, self.batch_chunks, paths=wanted, exclude=suspects)
+            chunks = manifest.vectors.awaiting(
+                model_id, self.batch_chunks, paths=wanted, exclude=suspects
+            )
             if not chunks:
                 break
             chunks += self._twins(chunks, suspects)
@@ -145,7 +147,7 @@ class EmbeddingPhase:
         for path in sorted(suspects):
             if wanted is not None and path not in wanted:
                 continue
-            chunks = manifest.awaiting(model_id, 1 << 30, paths=[path])
+            chunks = manifest.vectors.awaiting(model_id, 1 << 30, paths=[path])
             if chunks:
                 self._batch(chunks, summary, unusable, None)
                 done = min(totals.tokens, done + sum(c.tokens for c in chunks))
@@ -163,7 +165,7 @@ class EmbeddingPhase:
         recorded they no longer await one, and would reach the store only at the next repair."""
         ids = {c.id for c in chunks}
         hashes = sorted({c.hash for c in chunks})
-        found = self.parts.manifest.awaiting(
+        found = self.parts.manifest.vectors.awaiting(
             self.parts.model_id, 1 << 30, exclude=suspects, hashes=hashes
         )
         return [c for c in found if c.id not in ids]
@@ -178,7 +180,7 @@ class EmbeddingPhase:
         """Embed one batch of awaiting chunks, publish them as their vectors come, then
         record the vectors. False when the batch changed nothing (no vector, no failure)."""
         manifest = self.parts.manifest
-        records = manifest.records({c.path for c in chunks})
+        records = manifest.notes.records({c.path for c in chunks})
         known = {p: r.known for p, r in records.items()}
         paths = sorted(known)
         self.parts.ledger.hold_known([known[p] for p in paths])
@@ -191,7 +193,7 @@ class EmbeddingPhase:
             log.warning(
                 "chunks recorded without their context; reading these notes again", paths=bad
             )
-            manifest.rechunk(bad)
+            manifest.notes.rechunk(bad)
         run = _Landing(self, waiting)
         failures: dict[str, str] = {}
         try:

@@ -223,7 +223,7 @@ class Indexer:
         summary = Summary()
         self.ledger.start_pass()
         repaired = self.sync_store()
-        known = self.manifest.known()
+        known = self.manifest.notes.known()
         (progress or quiet)("scan", 0, 0)
         verify = due_for_check(known, check)
         self._reconcile(known, self.discovery.walk(), summary, progress, verify=verify)
@@ -231,7 +231,7 @@ class Indexer:
         # packages): every source file's package is named again, each manifest read once.
         self.packages.refresh()
         summary.store_repaired = repaired
-        self.manifest.prune_vectors(self.model_id)
+        self.manifest.vectors.prune(self.model_id)
         # Every suspect still on disk was tried in this pass, or is as last recorded.
         self.ledger.end_full_pass()
         if self._after_full_pass is not None:
@@ -247,12 +247,12 @@ class Indexer:
         """Whether the manifest holds exactly what the file holds now (or knows it is gone):
         what a client waiting for its edit to be searchable waits for."""
         state = self.discovery.state_of(path)
-        known = self.manifest.known_subset([path], []).get(path)
+        known = self.manifest.notes.known_subset([path], []).get(path)
         if state is None:
             return known is None
         if known is None:
             return False
-        if known.ok and self.manifest.awaiting_paths(self.model_id, [path]):
+        if known.ok and self.manifest.vectors.awaiting_paths(self.model_id, [path]):
             return False  # searchable by its words, not yet by its meaning
         if trusted(known, state):
             return True
@@ -287,7 +287,7 @@ class Indexer:
     ) -> Summary:
         paths, dirs = set(paths) | verify, set(dirs)
         self.ledger.start_pass()
-        known = self.manifest.known_subset(paths, dirs)
+        known = self.manifest.notes.known_subset(paths, dirs)
 
         def states() -> Iterable[FileState]:
             seen: set[str] = set()

@@ -105,7 +105,7 @@ class KeywordPhase:
             # The store's metadata carries the mtime ("modified since" filters): republish it
             # from stored vectors; no embedding.
             self.sync.restore(
-                [c for s in stats for c in manifest.chunks_of(s.path)],
+                [c for s in stats for c in manifest.notes.chunks_of(s.path)],
                 mtimes={s.path: s.mtime_ns for s in stats},
             )
             manifest.apply(touched=stats)
@@ -191,7 +191,7 @@ class KeywordPhase:
         fresh edit)."""
         deleted = [path for path in paths if self.parts.discovery.state_of(path) is None]
         if deleted:
-            ids = [i for path in deleted for i in self.parts.manifest.chunk_ids(path)]
+            ids = [i for path in deleted for i in self.parts.manifest.notes.chunk_ids(path)]
             self.parts.store.delete(ids)
             self.parts.manifest.apply(deleted=deleted)
             summary.notes_deleted += len(deleted)
@@ -210,7 +210,7 @@ class KeywordPhase:
             vectors = {h: v for p in batch for h, v in p.vectors.items()}
             hashes = {c.hash for p in batch for c in p.chunks} - vectors.keys()
             if hashes:
-                vectors.update(self.parts.manifest.vectors(self.parts.model_id, hashes))
+                vectors.update(self.parts.manifest.vectors.get(self.parts.model_id, hashes))
             writer = self.parts.writer
             written: set[str] = set()
             published: set[str] = set()

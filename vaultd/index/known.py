@@ -38,7 +38,7 @@ from vaultd.records import Correction
 from vaultd.storage import common_words
 from vaultd.storage.keyword import stems
 from vaultd.storage.manifest import Manifest
-from vaultd.storage.vocabulary import Names, Vocabulary, chunks_holding
+from vaultd.storage.vocabulary import Names, Vocabulary
 
 #: The tiers, best first (the number is what sorts).
 NAME, DEFINITION, PHRASE, STEMMED, CORRECTED, PROXIMITY, RARE = 7, 6, 5, 4, 3, 2, 1
@@ -183,8 +183,8 @@ class Lexicon:
     def _read(self) -> tuple[int, Vocabulary, Names]:
         writes = self.manifest.writes  # before the reads: a write meanwhile reads again later
         try:
-            vocabulary = self.manifest.read_with(Vocabulary.read)
-            names = self.manifest.read_with(Names.read)
+            vocabulary = self.manifest.keyword.vocabulary()
+            names = self.manifest.notes.names()
         finally:
             with self._lock:
                 self._reading = False
@@ -234,7 +234,7 @@ def gather(
             return frozenset()
         matched = [i for i, _ in chunks_holding_paths(manifest, expression, paths, depth + 1)]
         if len(matched) > depth:
-            matched = [i for i, _ in manifest.keyword(expression, depth, paths)]
+            matched = [i for i, _ in manifest.keyword.bm25(expression, depth, paths)]
         for chunk_id in matched:
             found.setdefault(chunk_id, 0.0)
         return frozenset(matched)
@@ -258,7 +258,7 @@ def gather(
     for chunk_id in chunks[RARE]:
         found.setdefault(chunk_id, 0.0)
     for path in named[:MAX_NAMED]:
-        first = manifest.chunk_ids(path)[:1]
+        first = manifest.notes.chunk_ids(path)[:1]
         for chunk_id in first:
             found.setdefault(chunk_id, 0.0)
     replaced = tuple(w for w in alternatives if vocabulary.chunks.get(stem_of[w], 0) == 0)
@@ -339,7 +339,7 @@ def _definitions(
     words = [w for w in re.findall(r"\w+", name) if w]
     match = "section : " + _phrase(words)
     candidates = [i for i, _ in chunks_holding_paths(manifest, match, paths, depth + 1)]
-    records = manifest.chunks_by_id(candidates)
+    records = manifest.notes.chunks_by_id(candidates)
     return frozenset(
         chunk_id for chunk_id, record in records.items()
         if record.symbol and defines(record.symbol, name)
@@ -358,7 +358,7 @@ def chunks_holding_paths(
     manifest: Manifest, match: str, paths: Sequence[str] | None, limit: int
 ) -> list[tuple[str, str]]:
     """(chunk id, path) of up to `limit` chunks matching `match` in `paths`, unranked."""
-    return manifest.read_with(lambda q: chunks_holding(q, match, limit, paths))
+    return manifest.keyword.chunks_holding(match, limit, paths)
 
 
 def _corrections(

@@ -45,13 +45,13 @@ class Ledger:
         with self._retry_lock:
             wanted, self._retry = self._retry, set()
         if wanted:
-            released = self.manifest.release(sorted(wanted))
+            released = self.manifest.failures.release(sorted(wanted))
             if released:
                 log.info("quarantined notes released for one more try", paths=released)
 
     def _recover_in_flight(self) -> None:
         """Notes the last process died holding: suspects, tried one at a time."""
-        outcomes = self.manifest.recover_in_flight(self.quarantine_after)
+        outcomes = self.manifest.failures.recover(self.quarantine_after)
         if outcomes:
             log.warning(
                 "the last run died while indexing these notes; trying them one at a time",
@@ -63,24 +63,24 @@ class Ledger:
             elif failed:
                 log.error("note failed: it crashed the indexer alone", path=path, crashes=crashes)
         # Suspects of earlier deaths too: a process that died before trying them alone.
-        self.suspects = set(self.manifest.suspects())
+        self.suspects = set(self.manifest.failures.suspects())
 
     def end_full_pass(self) -> None:
         """Every suspect still on disk was tried in this pass, or is as last recorded."""
         self.suspects.clear()
-        self.manifest.clear_suspects()
+        self.manifest.failures.clear_suspects()
 
     def hold(self, changes: Sequence[Change], marked: list[str]) -> None:
         """Mark the notes of these changes in flight (in one commit); `marked` gets them."""
-        self.manifest.mark_in_flight_many([(c.path, c.size, c.mtime_ns, c.sha256) for c in changes])
+        self.manifest.failures.hold([(c.path, c.size, c.mtime_ns, c.sha256) for c in changes])
         marked.extend(c.path for c in changes)
 
     def hold_known(self, notes: Sequence[KnownNote]) -> None:
         """Mark these recorded notes in flight (in one commit)."""
-        self.manifest.mark_in_flight_many([(n.path, n.size, n.mtime_ns, n.sha256) for n in notes])
+        self.manifest.failures.hold([(n.path, n.size, n.mtime_ns, n.sha256) for n in notes])
 
     def abandon(self, paths: Iterable[str]) -> None:
         """Abandoned (a graceful stop, an error raised), not crashed: these notes did nothing
         wrong, so no attempt is counted against them."""
         with contextlib.suppress(StoreError):
-            self.manifest.clear_in_flight(paths)
+            self.manifest.failures.clear_in_flight(paths)

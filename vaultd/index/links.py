@@ -30,7 +30,7 @@ def target_names(target: str, source: str) -> set[str]:
     """The note names a link target (as written in `source`) can resolve to: lower-cased,
     without ".md", folders, heading or alias, as written and as the path from `source`'s
     folder normalizes (`[[Ideas/]]` is "ideas"). A resolver needs only the notes of those
-    names (`Manifest.paths_named`)."""
+    names (`manifest.links.paths_named`)."""
     wanted = _wanted(target)
     relative = posixpath.normpath(posixpath.join(posixpath.dirname(source).lower(), wanted))
     return {wanted.rsplit("/", 1)[-1], relative.rsplit("/", 1)[-1]}
@@ -76,5 +76,5 @@ def resolve_links(manifest: Manifest, path: str, targets: Sequence[str]) -> list
     """Each of `path`'s link targets resolved, against only the notes of the names they can
     mean (not a resolver over the whole vault for every note asked about)."""
     names = (name for target in targets for name in target_names(target, path))
-    resolver = LinkResolver(manifest.paths_named(names))
+    resolver = LinkResolver(manifest.links.paths_named(names))
     return [resolver.resolve(target, path) for target in targets]

@@ -61,21 +61,21 @@ def names_of(path: str, row: dict[str, Any]) -> list[str]:
 def unlinked_mentions(manifest: Manifest, path: str, k: int = 50) -> list[Mention] | None:
     """Up to `k` mentions of the note at `path` in notes not linking to it, by path and line
     (None: no indexed note)."""
-    row = manifest.note_row(path)
+    row = manifest.notes.row(path)
     if row is None:
         return None
     names = names_of(path, row)
-    linking = set(manifest.backlinks(path, row.get("aliases", [])))
+    linking = set(manifest.links.backlinks(path, row.get("aliases", [])))
     # One mention per line of a passage that names the note (by whichever name first).
     found: dict[tuple[str, int, int], Mention] = {}
     for name in names:
         if is_unspaced(name):
-            ids = [i for i, _ in manifest.substring([name], CANDIDATES)]
+            ids = [i for i, _ in manifest.keyword.substring([name], CANDIDATES)]
         else:
             words = " ".join(_words(name))
-            ids = [i for i, _ in manifest.keyword(f'text : "{words}"', CANDIDATES)]
-        chunks = manifest.chunks_by_id(ids).values()
-        kinds = manifest.kinds_of(sorted({chunk.path for chunk in chunks}))
+            ids = [i for i, _ in manifest.keyword.bm25(f'text : "{words}"', CANDIDATES)]
+        chunks = manifest.notes.chunks_by_id(ids).values()
+        kinds = manifest.notes.kinds_of(sorted({chunk.path for chunk in chunks}))
         for chunk in chunks:
             if chunk.path == path or chunk.path in linking:
                 continue

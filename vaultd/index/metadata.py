@@ -71,7 +71,8 @@ def links_within(
 
 
 def stored_metadata(chunk: StoredChunk, row: Mapping[str, Any], model_id: str) -> Metadata:
-    """`chunk_metadata` of a recorded chunk, with its note's recorded `row` (`note_row`)."""
+    """`chunk_metadata` of a recorded chunk, with its note's recorded `row`
+    (`manifest.notes.row`)."""
     return chunk_metadata(
         path=chunk.path,
         title=chunk.title,

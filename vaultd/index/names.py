@@ -16,8 +16,8 @@ from vaultd.storage.manifest import Manifest
 
 def note_named(manifest: Manifest, name: str) -> str | None:
     """The vault path of the indexed note `name` means, or None when none answers to it."""
-    if manifest.note_row(name) is not None:
+    if manifest.notes.row(name) is not None:
         # An exact path first: a file name may hold what a link cannot ("#", "|").
         return name
-    resolver = LinkResolver(manifest.paths_named(target_names(name, "")))
+    resolver = LinkResolver(manifest.links.paths_named(target_names(name, "")))
     return resolver.resolve(name, "")

@@ -11,10 +11,10 @@ from vaultd.storage.manifest import Manifest
 
 
 def note_view(manifest: Manifest, path: str) -> dict[str, Any] | None:
-    row = manifest.note_row(path)
+    row = manifest.notes.row(path)
     if row is None:
         return None
-    chunks = manifest.chunks_of(path)
+    chunks = manifest.notes.chunks_of(path)
     row.pop("mtime_ns", None)
     if row.get("package") is None:
         row.pop("package", None)  # only a source file in a package has one
@@ -27,6 +27,6 @@ def note_view(manifest: Manifest, path: str) -> dict[str, Any] | None:
     ]
     return {
         **row,
-        "backlinks": manifest.backlinks(path, row.get("aliases", [])),
+        "backlinks": manifest.links.backlinks(path, row.get("aliases", [])),
         "chunks": [chunk_json(c) for c in chunks],
     }

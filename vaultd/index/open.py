@@ -114,7 +114,7 @@ def _check_model(manifest: Manifest, model_id: str, width: int) -> None:
         )
         # Its tokenizer cuts other chunks: every note is chunked again (and stays searchable
         # by its words meanwhile); a switch back finds its vectors by the same texts.
-        manifest.rechunk()
+        manifest.notes.rechunk()
     if recorded != model_id:
         manifest.set_meta(MODEL_META, model_id)
     if dimensions != str(width):
@@ -185,7 +185,7 @@ def _upkeep(manifest: Manifest, store: VectorStore, model_id: str) -> None:
     """
     try:
         dropped = store.upkeep.drop_retired()
-        forgotten = manifest.forget_other_models(model_id)
+        forgotten = manifest.vectors.forget_other_models(model_id)
         if dropped or forgotten:
             log.info(
                 "the switch of embedding model is complete",

@@ -85,7 +85,7 @@ class Outcomes:
             return
         # A note failing the same way on every retry is logged once, not on every pass; a file
         # left out for the same kind of reason too, across restarts (the manifest remembers).
-        before = self.manifest.records(f.path for f in failed)
+        before = self.manifest.notes.records(f.path for f in failed)
         quarantined = self.manifest.apply(
             failed,
             deleted=deleted,

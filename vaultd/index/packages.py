@@ -102,14 +102,14 @@ class Packages:
     def refresh(self, folders: Iterable[str] | None = None) -> int:
         """Name again the package of every recorded source file (under `folders` only, when
         given), and record those that differ; how many did."""
-        recorded = self.manifest.code_packages(folders)
+        recorded = self.manifest.notes.code_packages(folders)
         moved = {
             path: now
             for path, before in sorted(recorded.items())
             if (now := self.finder.of(path)) != before
         }
         if moved:
-            self.manifest.set_packages(moved)
+            self.manifest.notes.set_packages(moved)
             log.info(
                 "packages re-attributed",
                 **logs.notes(moved),

@@ -188,13 +188,13 @@ class Preparer:
         moved_ids: list[str] = []
         vectors: dict[str, np.ndarray] = {}
         if change.kind == "moved" and change.old_path:
-            old = manifest.chunks_of(change.old_path)
+            old = manifest.notes.chunks_of(change.old_path)
             moved_ids = [c.id for c in old]
-            vectors = manifest.vectors(self.parts.model_id, {c.hash for c in old})
+            vectors = manifest.vectors.get(self.parts.model_id, {c.hash for c in old})
             chunks = _rekeyed(old, vectors, note.path) or chunks
         elif change.old_path:  # a move whose content changed on the way
-            moved_ids = manifest.chunk_ids(change.old_path)
-        old_ids = manifest.chunk_ids(change.path)
+            moved_ids = manifest.notes.chunk_ids(change.old_path)
+        old_ids = manifest.notes.chunk_ids(change.path)
         return Prepared(change, note, chunks, old_ids, moved_ids, vectors)
 
 

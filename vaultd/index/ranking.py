@@ -64,7 +64,7 @@ def page(
     else:
         pool = list(ranked[mode])
     wanted = dict.fromkeys([i for i, _ in pool] + [i for i, _ in leads])
-    records = manifest.chunks_by_id(list(wanted))
+    records = manifest.notes.chunks_by_id(list(wanted))
     notes: dict[str, dict[str, Any]] = {}
     if mode == "hybrid":
         if leads:
@@ -146,7 +146,7 @@ def _with_notes(
     if not (settings.second_weight or settings.length_prior or lead):
         return pool, {}
     paths = sorted(own.keys() | lead.keys())
-    counts = manifest.chunk_counts(paths) if settings.length_prior else {}
+    counts = manifest.notes.chunk_counts(paths) if settings.length_prior else {}
     notes: dict[str, dict[str, Any]] = {}
     added: dict[str, float] = {}
     factor: dict[str, float] = {}
@@ -179,10 +179,10 @@ def _with_notes(
 
 def _hits(manifest: Manifest, model_id: str, groups: list[_Group]) -> list[Hit]:
     paths = sorted({g.best.path for g in groups})
-    tags_by_path = manifest.tags_of(paths)
-    awaiting = manifest.awaiting_paths(model_id, paths, any_status=True)
-    kinds = manifest.kinds_of(paths)
-    packages = manifest.packages_of(paths)
+    tags_by_path = manifest.notes.tags_of(paths)
+    awaiting = manifest.vectors.awaiting_paths(model_id, paths, any_status=True)
+    kinds = manifest.notes.kinds_of(paths)
+    packages = manifest.notes.packages_of(paths)
     hits: list[Hit] = []
     for group in groups:
         best = group.best

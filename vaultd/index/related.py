@@ -99,10 +99,10 @@ def checked_how(how: str) -> How:
 def linked_paths(manifest: Manifest, path: str, row: dict[str, Any] | None = None) -> set[str]:
     """The notes `path` links to (resolved as Obsidian does) and those linking to it; `row`
     is its manifest row, when read already."""
-    row = (manifest.note_row(path) or {}) if row is None else row
+    row = (manifest.notes.row(path) or {}) if row is None else row
     targets = [str(link.get("target", "")) for link in row.get("links", [])]
     out = set(resolve_links(manifest, path, targets))
-    out.update(manifest.backlinks(path, row.get("aliases", [])))
+    out.update(manifest.links.backlinks(path, row.get("aliases", [])))
     out.discard(path)
     return {p for p in out if p}
 
@@ -179,7 +179,7 @@ class RelatedNotes:
         Raises QueryError for a note that is not indexed or a range with no passage of it, and
         VectorsPendingError for a note whose vectors are not in yet.
         """
-        note = chunks = self.manifest.chunks_of(path)
+        note = chunks = self.manifest.notes.chunks_of(path)
         if not chunks:
             raise QueryError(f"{path} is not an indexed note (see {suggest('status')})")
         if lines is not None:
@@ -187,12 +187,12 @@ class RelatedNotes:
             chunks = [c for c in note if c.end_line >= first and c.start_line <= last]
             if not chunks:
                 raise QueryError(f"{path} has no indexed passage in lines {first}-{last}")
-        stored = self.manifest.vectors(self.model_id, {c.hash for c in chunks})
+        stored = self.manifest.vectors.get(self.model_id, {c.hash for c in chunks})
         mine = [c for c in chunks if c.hash in stored]
         if not mine:
             raise VectorsPendingError(path)
         matrix = np.vstack([stored[c.hash] for c in mine])
-        row = self.manifest.note_row(path) or {}
+        row = self.manifest.notes.row(path) or {}
         linked = linked_paths(self.manifest, path, row)
         keep = None if allowed is None else set(allowed)
 
@@ -207,7 +207,7 @@ class RelatedNotes:
         found: list[str] = []
         if how != "words":
             found = self._candidates(scores, wanted, max(DEPTH, k), max(CANDIDATES, k))
-            vectors = self.manifest.vectors_of(self.model_id, found)
+            vectors = self.manifest.vectors.of_notes(self.model_id, found)
             exact = {other: scores.of(theirs) for other, (_, theirs) in vectors.items()}
             way = "coverage" if how == "fused" else how
             ranked[way] = sorted(
@@ -229,7 +229,7 @@ class RelatedNotes:
         peers = list(dict.fromkeys([*nearest[:PEERS], *(other for other, _ in top)]))
         missing = [other for other in peers if other not in vectors]
         if missing:
-            vectors.update(self.manifest.vectors_of(self.model_id, missing))
+            vectors.update(self.manifest.vectors.of_notes(self.model_id, missing))
         return self._results(path, top, mine, matrix, vectors, peers, linked)
 
     def _candidates(
@@ -255,18 +255,18 @@ class RelatedNotes:
         (passages of `note`, which has these `aliases`)."""
         passages = [_words(c.text) for c in mine]
         held = [_words(" ".join((c.title, *aliases, c.section, c.text))) for c in note]
-        terms = self.manifest.distinctive_words(passages, held, QUERY_WORDS, WORD_SHARE)
+        terms = self.manifest.keyword.distinctive_words(passages, held, QUERY_WORDS, WORD_SHARE)
         if not terms:
             return []
         match = " OR ".join(f'"{t}"' for t in terms)
-        return self._best_by_note([self.manifest.keyword(match, WORD_DEPTH, allowed)], wanted)
+        return self._best_by_note([self.manifest.keyword.bm25(match, WORD_DEPTH, allowed)], wanted)
 
     def _best_by_note(
         self, found: Sequence[Sequence[tuple[str, float]]], wanted: Callable[[str], bool]
     ) -> list[tuple[str, float]]:
         """Notes ranked by their best chunk's score over every query's hits."""
         ids = {chunk_id for hits in found for chunk_id, _ in hits}
-        paths = self.manifest.paths_of_chunks(sorted(ids))
+        paths = self.manifest.notes.paths_of_chunks(sorted(ids))
         best: dict[str, float] = {}
         for hits in found:
             for chunk_id, score in hits:
@@ -288,7 +288,7 @@ class RelatedNotes:
         """The results, each with the best pair of passages that are not boilerplate (as
         told by the `peers`' passages)."""
         looked_at = [vectors[other] for other in peers if other in vectors]
-        texts = self.manifest.chunks_by_id([i for ids, _ in looked_at for i in ids])
+        texts = self.manifest.notes.chunks_by_id([i for ids, _ in looked_at for i in ids])
         shapes = {i: _shape(c.text) for i, c in [*texts.items(), *((c.id, c) for c in mine)]}
         common = _common_shapes([[c.id for c in mine], *(ids for ids, _ in looked_at)], shapes)
         # My passages all but the same as a passage of enough other notes.
@@ -309,14 +309,14 @@ class RelatedNotes:
                 i, j = np.unravel_index(int(np.argmax(pick)), pick.shape)
                 pairs[other] = (float(products[i, j]), mine[int(i)], ids[int(j)])
         unread = [target for _, _, target in pairs.values() if target not in texts]
-        targets = {**texts, **(self.manifest.chunks_by_id(unread) if unread else {})}
+        targets = {**texts, **(self.manifest.notes.chunks_by_id(unread) if unread else {})}
         out = []
         for other, score in top:
             similarity, source, target_id = pairs.get(other, (-2.0, mine[0], ""))
             target = targets.get(target_id)
             if target is None:
                 # No vector of it (it was being indexed) or gone since: its first passage.
-                first = self.manifest.chunks_of(other)
+                first = self.manifest.notes.chunks_of(other)
                 if not first:
                     continue
                 target = first[0]

@@ -226,17 +226,7 @@ class Searcher:
 
     def select(self, filters: Filters) -> list[str] | None:
         """The notes passing the filters, or None when nothing is filtered."""
-        if not filters.active:
-            return None
-        return self.manifest.paths_matching(
-            filters.tags,
-            filters.path_prefix,
-            tags_any=filters.tags_any,
-            conditions=filters.where,
-            modified_since_ns=filters.modified_since_ns,
-            kinds=filters.kinds,
-            packages=filters.packages,
-        )
+        return self.manifest.filters.matching(filters)
 
     def retrieve(
         self,
@@ -326,26 +316,30 @@ class Searcher:
         words = parsed.word_match(self.common_words(parsed, bool(extra)))
         match = " OR ".join(p for p in (words, *extra) if p)
         if match:
-            found = self.manifest.keyword(match, depth, paths, weights=weights)
+            found = self.manifest.keyword.bm25(match, depth, paths, weights=weights)
             required = parsed.phrase_requirement()
             if required:
                 # Passages holding the phrases may rank below the depth on BM25 alone; fetch
                 # them too, so the phrase tier is complete.
                 found = _union(
                     found,
-                    self.manifest.keyword(match, depth, paths, weights=weights, require=required),
+                    self.manifest.keyword.bm25(
+                        match, depth, paths, weights=weights, require=required
+                    ),
                 )
             if evidence is not None and evidence.found:
                 found = _after(found, [i for i, _ in evidence.found])
             lists["words"] = found
         pairs = parsed.pairs_match()
         if pairs:
-            lists["pairs"] = self.manifest.keyword(
+            lists["pairs"] = self.manifest.keyword.bm25(
                 pairs, depth, paths, weights=weights, index="pairs"
             )
         short = parsed.short_unspaced()
         if short:
-            lists["substring"] = self.manifest.substring(short, depth, paths, weights=weights)
+            lists["substring"] = self.manifest.keyword.substring(
+                short, depth, paths, weights=weights
+            )
         if not lists:
             return []
         if len(lists) == 1:
@@ -401,7 +395,7 @@ class Searcher:
         return rrf(named, self.settings.rrf_k, weights)[:depth]
 
     def _first_passages(self, ranked: Ranked) -> Ranked:
-        firsts = self.manifest.first_chunk_ids([i for i, _ in ranked])
+        firsts = self.manifest.notes.first_chunk_ids([i for i, _ in ranked])
         return [(i, s) for i, s in ranked if i in firsts]
 
     def _shares(self, routes: Sequence[Route]) -> list[float]:
@@ -438,7 +432,7 @@ class Searcher:
         n = depth * 4
         while True:
             found = self.store.query(vector, min(n, total), where_meta)
-            records = self.manifest.chunks_by_id([i for i, _ in found])
+            records = self.manifest.notes.chunks_by_id([i for i, _ in found])
             kept = [(i, s) for i, s in found if i in records and records[i].path in allowed]
             if len(kept) >= depth or len(found) < min(n, total) or n >= total:
                 return kept[:depth]

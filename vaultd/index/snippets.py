@@ -35,7 +35,7 @@ Span = tuple[int, int]
 
 
 def spans_of_marked(marked: str) -> tuple[str, list[Span]]:
-    """The text of `marked` (as `Manifest.marked` returns it) and where its marks were."""
+    """The text of `marked` (as `manifest.keyword.marked` returns it) and where its marks were."""
     text: list[str] = []
     spans: list[Span] = []
     at = 0
@@ -71,11 +71,11 @@ def highlighted(
     ids = {h.id: [str(i) for i in h.parts.get("merged", [h.id])] for h in hits}
     every = [i for chunk_ids in ids.values() for i in chunk_ids]
     match = " OR ".join(p for p in (parsed.word_match(), *corrected) if p)
-    marked = manifest.marked(match, every, *marks_asked())
+    marked = manifest.keyword.marked(match, every, *marks_asked())
     # A merged hit's text is its passages' joined (as in `ranking._hits`): their own texts
     # say where each begins.
     several = [i for chunk_ids in ids.values() if len(chunk_ids) > 1 for i in chunk_ids]
-    texts = manifest.chunks_by_id(several) if several else {}
+    texts = manifest.notes.chunks_by_id(several) if several else {}
     out: list[Hit] = []
     for hit in hits:
         spans: list[Span] = []

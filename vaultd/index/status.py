@@ -30,7 +30,7 @@ def index_status(index: Index) -> IndexStatus:
     # a note among the notes and among the failed or left out, or in neither.
     with manifest.snapshot():
         counts = manifest.counts(index.embedder.model_id)
-        kinds = dict(sorted(manifest.kind_counts().items()))
+        kinds = dict(sorted(manifest.notes.kind_counts().items()))
         return IndexStatus(
             vault=str(index.vault),
             notes=counts["notes"],
@@ -38,10 +38,10 @@ def index_status(index: Index) -> IndexStatus:
             embedded=counts["embedded"],
             awaiting=counts["awaiting"],
             found=index.indexer.found,
-            failed=tuple(Failure(p, r, a) for p, r, a in manifest.failed()),
-            quarantined=tuple(manifest.quarantined()),
-            left_out=tuple(manifest.left_out()),
-            in_part=tuple(Skipped(path, reason) for path, reason in manifest.in_part()),
+            failed=tuple(Failure(p, r, a) for p, r, a in manifest.failures.failed()),
+            quarantined=tuple(manifest.failures.quarantined()),
+            left_out=tuple(manifest.failures.left_out()),
+            in_part=tuple(Skipped(path, reason) for path, reason in manifest.failures.in_part()),
             reading=_reading(index.indexer.keyword.preparer.reading),
             model=index.embedder.model_id,
             store=Store(str(index.data_dir), index.store.location),

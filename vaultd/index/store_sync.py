@@ -36,10 +36,10 @@ class StoreSync:
         in_store = self.store.ids()
         # Ids only: on a big vault reading every chunk's text was most of a restart. Chunks
         # awaiting vectors are not expected: the embedding phase publishes them.
-        expected = set(self.manifest.embedded_ids(self.embedder.model_id))
+        expected = set(self.manifest.vectors.embedded_ids(self.embedder.model_id))
         repaired = 0
         for ids in _slices(sorted(expected - in_store), 1000):
-            repaired += self.restore(list(self.manifest.chunks_by_id(ids).values()))
+            repaired += self.restore(list(self.manifest.notes.chunks_by_id(ids).values()))
         extra = sorted(in_store - expected)
         if extra:
             self.store.delete(extra)
@@ -52,9 +52,9 @@ class StoreSync:
         """Publish these recorded chunks to the store with their stored vectors; a chunk
         without one awaits the embedding phase. Returns how many were published."""
         model_id = self.embedder.model_id
-        vectors = self.manifest.vectors(model_id, [c.hash for c in chunks])
+        vectors = self.manifest.vectors.get(model_id, [c.hash for c in chunks])
         ready = [c for c in chunks if c.hash in vectors]
-        notes = self.manifest.records({c.path for c in ready})
+        notes = self.manifest.notes.records({c.path for c in ready})
         metadatas: list[Metadata] = []
         for c in ready:
             row = dict(notes[c.path].row) if c.path in notes else {}
@@ -79,7 +79,7 @@ class StoreSync:
         try:
             self.store.delete(list(ids))
             for path in paths:
-                self.restore(self.manifest.chunks_of(path))
+                self.restore(self.manifest.notes.chunks_of(path))
         except StoreError as exc:
             # Put right later: the manifest still has these notes as they were, so the next pass
             # finds them changed (or touched, if changed back) and writes their records again.

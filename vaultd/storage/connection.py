@@ -1,5 +1,10 @@
 """The manifest's SQLite file, opened: one writing connection behind a lock, a small pool of
-readers, the transactions, and sqlite3's errors translated where they occur."""
+readers, the transactions, and sqlite3's errors translated where they occur.
+
+The manifest's controllers (`notes`, `links`, `filters`, `embeddings`, `quarantine`,
+`keyword`) read through `query` and write through `transaction`; a transaction begun inside
+another joins it, so that each controller's write is atomic alone and the manifest can still
+make one unit of several (`Manifest.apply`)."""
 
 from __future__ import annotations
 
@@ -11,12 +16,11 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from vaultd.errors import DataDirError, ManifestDamagedError, StoreError
-from vaultd.storage.schema import Query, create_or_migrate, register
+from vaultd.storage.schema import create_or_migrate, register
 
-_T = TypeVar("_T")
 #: SQLite's primary result codes for a file that is not (or no longer) a database.
 _DAMAGED = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
 #: ... and for one this process may not write (mode, `chattr +i`, a read-only mount).
@@ -85,6 +89,8 @@ class Connection:
         #: Write transactions so far, counted once ended; `_begun` once begun.
         self._writes = 0
         self._begun = 0
+        #: Transactions open on the writing connection (the outermost and those joining it).
+        self._depth = 0
         self._trace: Callable[[str], None] | None = None
         #: The read connection `snapshot` holds a transaction open on, per thread.
         self._pinned = threading.local()
@@ -188,9 +194,19 @@ class Connection:
         return self._opened_as, (now.st_dev, now.st_ino)
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction on the writing connection, committed with an fsync; one begun
+        within another (on the thread holding it) joins it and commits with it."""
         with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self._db
+                finally:
+                    self._depth -= 1
+                return
             self._begun += 1
+            self._depth = 1
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
@@ -205,24 +221,32 @@ class Connection:
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
             finally:
+                self._depth = 0
                 self._writes += 1
 
     @contextmanager
-    def _unsynced_transaction(self) -> Iterator[sqlite3.Connection]:
+    def unsynced_transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction committed without an fsync; within another, it joins that one
+        (and is synced with it)."""
         with self._lock:
+            if self._depth:
+                with self.transaction() as db:
+                    yield db
+                return
             try:
                 self._db.execute("PRAGMA synchronous=NORMAL")
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
             try:
-                with self._transaction() as db:
+                with self.transaction() as db:
                     yield db
             finally:
                 # The next synced commit flushes these pages too.
                 with suppress(sqlite3.Error):
                     self._db.execute("PRAGMA synchronous=FULL")
 
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """One read statement's rows, on a read connection (the snapshot's, within one)."""
         try:
             pinned: sqlite3.Connection | None = getattr(self._pinned, "db", None)
             if pinned is not None:
@@ -268,10 +292,6 @@ class Connection:
             return None
         held: int | None = self._pinned.held
         return held
-
-    def read_with(self, reader: Callable[[Query], _T]) -> _T:
-        """`reader` called with this manifest's read query (for `vocabulary`'s snapshots)."""
-        return reader(self._query)
 
     @property
     def writes(self) -> int:

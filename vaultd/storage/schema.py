@@ -19,8 +19,8 @@ from typing import Any
 from vaultd.errors import StoreError
 from vaultd.query import UNSPACED_RANGES, cjk_terms
 
-#: Runs one read-only statement on the manifest and returns its rows (`Manifest._query`, which
-#: translates sqlite3's errors): how the modules above this one read without a connection.
+#: Runs one read-only statement on the manifest and returns its rows (`Connection.query`, which
+#: translates sqlite3's errors).
 Query = Callable[[str, Sequence[Any]], list[Any]]
 
 #: `col IN_KEYS` with `keys(...)` as its parameter: a set of any size as one parameter, where

@@ -1,9 +1,9 @@
 """What a query's words may mean besides themselves: the words index's vocabulary, for typo
 candidates, and the notes' names (title, aliases, file name, path), folded.
 
-Both are snapshots read from the manifest through a query function it passes in (one of its
-read connections), kept in memory and read again when the manifest has changed (the caller
-decides when: `vaultd.index.known`). A snapshot of obsidian-hub's ~90,000 terms is read in a
+Both are snapshots read from the manifest (`manifest.keyword.vocabulary()`,
+`manifest.notes.names()`), kept in memory and read again when the manifest has changed (the
+caller decides when: `vaultd.index.known`). A snapshot of obsidian-hub's ~90,000 terms is read in a
 fraction of a second, so re-reading it whole is cheaper to keep right than following every
 chunk written.
 """
@@ -14,13 +14,11 @@ import json
 import re
 import unicodedata
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from rapidfuzz import process
 from rapidfuzz.distance import OSA
-
-from vaultd.storage.schema import Query
 
 _WORD = re.compile(r"\w+")
 #: The vocabulary's terms made of letters only: numbers, ids and hashes are never corrected to.
@@ -48,11 +46,6 @@ class Vocabulary:
     by_last: dict[tuple[int, str], list[str]] = field(default_factory=dict)
     #: The chunks in all (for a term's share of them).
     rows: int = 0
-
-    @classmethod
-    def read(cls, query: Query) -> Vocabulary:
-        rows = int(query("SELECT count(*) FROM chunks", ())[0][0])
-        return cls.of(dict(query("SELECT term, doc FROM chunks_vocab", ())), rows)
 
     @classmethod
     def of(cls, chunks: dict[str, int], rows: int = 0) -> Vocabulary:
@@ -103,9 +96,9 @@ class Names:
     paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, query: Query) -> Names:
+    def of(cls, rows: Iterable[tuple[str, str, str]]) -> Names:
+        """From each note's (path, title, aliases as JSON)."""
         paths: defaultdict[str, list[str]] = defaultdict(list)
-        rows = query("SELECT path, title, aliases FROM notes WHERE status != 'left_out'", ())
         for path, title, aliases in rows:
             stem = path[:-3] if path.lower().endswith(".md") else path
             names = [title, stem.rsplit("/", 1)[-1], stem, *_aliases(aliases)]
@@ -125,19 +118,3 @@ def _aliases(raw: str) -> Sequence[str]:
     except ValueError:
         return ()
     return [str(a) for a in value] if isinstance(value, list) else ()
-
-
-def chunks_holding(
-    query: Query, match: str, limit: int, paths: Sequence[str] | None = None
-) -> list[tuple[str, str]]:
-    """(chunk id, path) of up to `limit` chunks the words index finds for `match` (in `paths`
-    when given), unranked, in the index's order."""
-    sql = (
-        "SELECT c.id, c.path FROM chunks_fts JOIN chunks c ON c.n = chunks_fts.rowid "
-        "WHERE chunks_fts MATCH ?"
-    )
-    params: list[object] = [match]
-    if paths is not None:
-        sql += " AND c.path IN (SELECT value FROM json_each(?))"
-        params.append(json.dumps(list(paths), ensure_ascii=False))
-    return [(r[0], r[1]) for r in query(sql + " LIMIT ?", (*params, limit))]
