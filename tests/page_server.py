@@ -23,9 +23,8 @@ def ui_server(daemon: Client, vault: Path) -> Iterator[UiServer]:
     try:
         yield server
     finally:
-        server.stop()
-        server.stopped.wait(10)
-        server.server_close()
+        server.close()
+        assert server.stopped.is_set()
 
 
 @contextmanager

@@ -17,15 +17,19 @@ each where it can be held before the application sees a byte:
 - a response the client does not read is cut once a write has waited `idle` seconds;
 - every refusal, h11's own included, is answered in the server's error shape, and closes.
 
-The page's server could take it as it is, with limits, an error shape and a way to know a
-peer's owner of its own (it listens on loopback TCP, where the kernel's socket tables tell).
+Each server subclasses it with its limits, its error shape and how it knows a peer's owner:
+the API from its Unix socket's credentials, the page (loopback TCP) from the kernel's socket
+tables, where an owner that cannot be known is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
+import socket
+import struct
 import time
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -167,6 +171,11 @@ class GuardedProtocol(H11Protocol):
     """uvicorn's h11 protocol with the module's guards; `limits` set by a subclass."""
 
     limits: ClassVar[Limits]
+    #: Whether a connection whose owner the platform cannot tell is served: on a Unix socket
+    #: only its owner may open (0600), yes; on a TCP port anyone may reach, no.
+    serve_unknown_owner: ClassVar[bool] = True
+    #: Header fields of every refusal besides the server's own (a page's CSP).
+    refusal_fields: ClassVar[tuple[tuple[bytes, bytes], ...]] = ()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -193,7 +202,7 @@ class GuardedProtocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         uid = self.owner(transport)
-        if uid is not None and uid != os.getuid():
+        if uid != os.getuid() and (uid is not None or not self.serve_unknown_owner):
             log.warning("refused a connection from another user", uid=uid)
             transport.abort()
             return
@@ -258,7 +267,10 @@ class GuardedProtocol(H11Protocol):
         content_type, body = self.refused(refusal)
         head = [
             f"HTTP/1.1 {refusal.status.value} {refusal.status.phrase}\r\n".encode(),
-            *(name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers),
+            *(
+                name + b": " + value + b"\r\n"
+                for name, value in (*self.server_state.default_headers, *self.refusal_fields)
+            ),
             b"Content-Type: " + content_type + b"\r\n",
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode(),
         ]
@@ -297,6 +309,12 @@ class GuardedProtocol(H11Protocol):
     def _not_reading(self) -> None:
         self._stalled = None
         log.debug("cut a client that does not read its answer")
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            # A reset, not a close: TCP would otherwise keep trying to deliver what is unread
+            # to a window that stays shut, holding the connection open in the kernel.
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -21,13 +21,11 @@ import asyncio
 import contextlib
 import errno
 import json
-import logging
 import os
 import socket
 import stat
-import threading
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Generator, Mapping
+from collections.abc import AsyncGenerator, Generator, Mapping
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from http import HTTPStatus
 from pathlib import Path
@@ -35,9 +33,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 import structlog
-import uvicorn
 
 from vaultd import __version__
+from vaultd.api import asgi
+from vaultd.api.asgi import Message, Receive, Send, Served
 from vaultd.api.client import VAULT_HEADER, VAULT_PATH_HEADER
 from vaultd.api.limits import MAX_BODY
 from vaultd.api.locate import remove_record, socket_path, write_record
@@ -54,9 +53,6 @@ __all__ = ["Api", "Lines", "SocketServer", "check_socket_path", "start_server"]
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
-Message = dict[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 
 #: A request (line, headers and body) must arrive whole within this many seconds of its first
 #: byte, however the bytes are spread.
@@ -202,51 +198,6 @@ def _batch(items: Generator[Any, None, None]) -> bytes:
     return b"".join(lines)
 
 
-async def _body(receive: Receive) -> bytes | None:
-    """The request's body (the guards have capped its length and its time); None if the
-    client went away."""
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(chunks)
-
-
-async def _gone(receive: Receive, *, done_sending: bool) -> None:
-    """Returns once the client has gone, or with `done_sending` once it has also just stopped
-    sending (closed its side): all a stream's client can say after its request."""
-    while (await receive())["type"] != "http.disconnect":
-        if done_sending:
-            return
-
-
-async def _unless_gone(
-    work: Coroutine[Any, Any, T],
-    receive: Receive,
-    *,
-    done_sending: bool,
-    stop: asyncio.Event | None = None,
-) -> T | None:
-    """`work`'s result, or None (`work` cancelled, and over) once the client is gone (see
-    `_gone`) or the server stops."""
-    first = asyncio.ensure_future(work)
-    tasks: list[asyncio.Future[Any]] = [first]
-    tasks.append(asyncio.ensure_future(_gone(receive, done_sending=done_sending)))
-    if stop is not None:
-        tasks.append(asyncio.ensure_future(stop.wait()))
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        # Over before the caller goes on: it may close what `work` was reading.
-        await asyncio.wait(tasks)
-    return first.result() if not first.cancelled() else None
-
-
 class _Gone(Exception):
     """The client went away before its answer: nobody to send it to."""
 
@@ -267,7 +218,7 @@ class App:
     async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        body = await _body(receive)
+        body = await asgi.body(receive)
         if body is None:
             return
         started = time.perf_counter()
@@ -349,7 +300,7 @@ class App:
             raise _busy(f"{MAX_WAITING} searches are waiting already")
         self._waiting += 1
         try:
-            waited = await _unless_gone(
+            waited = await asgi.unless_gone(
                 self._waited(call), receive, done_sending=False, stop=self.stopping
             )
         finally:
@@ -367,11 +318,7 @@ class App:
         self, send: Send, status: HTTPStatus, payload: Any, headers: Mapping[str, str]
     ) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode()
-        fields = {"Content-Type": "application/json", "Content-Length": str(len(data))}
-        fields |= headers
-        await send(_start(status, fields))
-        # uvicorn sends no body after a HEAD's headers.
-        await send({"type": "http.response.body", "body": data})
+        await asgi.send_whole(send, status, data, {"Content-Type": "application/json", **headers})
 
     async def _events(
         self, status: HTTPStatus, payload: Lines, receive: Receive, send: Send
@@ -385,9 +332,9 @@ class App:
         try:
             fields = {"Content-Type": "text/event-stream; charset=utf-8"}
             fields |= {"Cache-Control": "no-store", "Connection": "close"}
-            await send(_start(status, fields))
+            await send(asgi.start(status, fields))
             pumped = self._pump(items, send)
-            await _unless_gone(pumped, receive, done_sending=True, stop=self.stopping)
+            await asgi.unless_gone(pumped, receive, done_sending=True, stop=self.stopping)
             await send({"type": "http.response.body", "body": b""})
         finally:
             self._streams -= 1
@@ -417,8 +364,8 @@ class App:
                 await send({"type": "http.response.body", "body": data, "more_body": True})
 
         try:
-            await send(_start(status, {"Content-Type": "application/x-ndjson"}))
-            await _unless_gone(pump(), receive, done_sending=False)
+            await send(asgi.start(status, {"Content-Type": "application/x-ndjson"}))
+            await asgi.unless_gone(pump(), receive, done_sending=False)
         except VaultdError as exc:
             log.error("export failed", error=str(exc))
             raise
@@ -431,26 +378,8 @@ class App:
         await send({"type": "http.response.body", "body": b""})
 
 
-def _start(status: HTTPStatus, fields: Mapping[str, str]) -> Message:
-    headers = [(name.encode(), value.encode()) for name, value in fields.items()]
-    return {"type": "http.response.start", "status": int(status), "headers": headers}
-
-
-class _Server(uvicorn.Server):
-    """uvicorn's server, saying when it listens."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.listening = threading.Event()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        self.listening.set()
-
-
 class SocketServer:
-    """The API served on `path` by uvicorn, on an event loop in a thread of its own, from
-    `start` until `close`."""
+    """The API served on `path`, from `start` until `close`."""
 
     def __init__(self, path: Path, api: Api, vault: Path) -> None:
         self.path = path
@@ -464,66 +393,30 @@ class SocketServer:
             (VAULT_HEADER, vault_id(vault)),
             (VAULT_PATH_HEADER, quote(str(vault), safe="/")),
         ]
-        config = uvicorn.Config(
+        self._served = Served(
             self.app,
-            http=ApiProtocol,
-            ws="none",
-            lifespan="off",
-            interface="asgi3",
-            # The daemon's logging stays its own: uvicorn's errors reach it, not its notices
-            # (a refused request is the client's, answered in full).
-            log_config=None,
-            log_level=logging.ERROR,
-            access_log=False,
-            proxy_headers=False,
-            server_header=False,
+            ApiProtocol,
+            _listening(path),
+            name="vaultd-server",
             headers=headers,
-            # Room for bursts of hundreds of clients: a full queue fails a Unix socket's
-            # connect at once (EAGAIN), which a client reads as no daemon at all.
-            backlog=1024,
-            timeout_graceful_shutdown=int(STOP_GRACE),
+            grace=STOP_GRACE,
+            # Blocking work the daemon's side awaits (a long poll's look) runs in the pool.
+            on_loop=lambda loop: loop.set_default_executor(self.app.work),
+            on_stop=self.app.stopping.set,
         )
-        self._server = _Server(config)
-        self._sock = _listening(path)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread = threading.Thread(target=self._run, name="vaultd-server", daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
-        self._server.listening.wait()
-        if not self._server.started:
-            raise StartupError(f"the socket server on {self.path} did not start; see the log")
-
-    def _run(self) -> None:
-        async def serve() -> None:
-            self._loop = asyncio.get_running_loop()
-            # Blocking work the daemon's side awaits (a long poll's look) runs in the pool.
-            self._loop.set_default_executor(self.app.work)
-            await self._server.serve(sockets=[self._sock])
-
-        try:
-            asyncio.run(serve())
-        finally:
-            self._server.listening.set()  # a start that failed is not waited for
+        self._served.start()
 
     def close(self) -> None:
         if self.record_dir is not None:
             remove_record(self.record_dir)
-        loop = self._loop
-        if loop is not None and self._thread.is_alive():
-            with contextlib.suppress(RuntimeError):  # stopped meanwhile
-                loop.call_soon_threadsafe(self._stop)
-            self._thread.join(STOP_GRACE + 5)
-        self._sock.close()
+        self._served.close()
         # After the last answer: nothing reads the index once the daemon closes it.
         for pool in (self.app.work, self.app.lane):
             pool.shutdown(wait=True, cancel_futures=True)
         with contextlib.suppress(OSError):
             self.path.unlink()
-
-    def _stop(self) -> None:
-        self.app.stopping.set()
-        self._server.should_exit = True
 
 
 def daemon_socket_path(config: Any, env: Mapping[str, str]) -> Path:

@@ -93,6 +93,4 @@ def ui(
                 click.echo(f"no browser could be started: open {link.path} in yours")
             server.stopped.wait()
     finally:
-        server.stop()
-        server.stopped.wait()
-        server.server_close()
+        server.close()

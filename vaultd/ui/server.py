@@ -23,29 +23,42 @@ Safe by construction, against a web page in the same browser and against another
 - The secret and the cookie are never logged (requests are not logged at all).
 - It stops with its terminal (SIGHUP, SIGINT, SIGTERM) or after `idle` seconds without a
   request or an open event stream.
+
+uvicorn serves it as it serves the API (vaultd.api.asgi), on an event loop in a thread, each
+connection held by the API's guards (vaultd.api.protocol) to the page's limits: its owner asked
+before a byte is read, a deadline for a request's head and body, caps on both, a client that
+does not read cut. The application below is plain ASGI for the API's reason: a handful of
+routes, each answered in one or two messages. What blocks (the daemon's answers, a PDF page
+drawn) runs in a pool of WORKERS threads; an event stream is relayed by a thread of its own
+reading the daemon's stream, at most MAX_STREAMS at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
+import http.client
 import json
-import os
 import re
 import secrets
+import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from typing import Any, ClassVar, cast
+from urllib.parse import parse_qs, unquote
 
 from vaultd import isolation
+from vaultd.api import asgi
+from vaultd.api.asgi import Message, Receive, Send, Served
 from vaultd.api.client import Client
 from vaultd.api.operations import OPERATIONS
+from vaultd.api.protocol import GuardedProtocol, Limits, Refusal
 from vaultd.errors import (
     LeftOutError,
     NoteUnavailableError,
@@ -67,6 +80,14 @@ CSP = (
 #: The policy of a vault file's answer: an SVG opened by itself could run its script, so the
 #: browser is told to sandbox it (images inside the page never run script anyway).
 FILE_CSP = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
+#: Every answer's header fields, refusals' included.
+COMMON = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
 #: The longest body passed on (a search's or a reindex's JSON).
 MAX_BODY = 65536
 #: The page's files, by the name asked for, with their types.
@@ -86,6 +107,15 @@ EXCHANGED = (
 SESSION_DAYS = 30
 #: Seconds without a request or an open stream after which the server stops (0: never).
 IDLE = 3600.0
+#: Threads for what blocks: the daemon's answers, vault files, PDF pages.
+WORKERS = 8
+#: Event streams relayed at once (a browser's tabs), each by a thread reading the daemon's.
+MAX_STREAMS = 16
+#: What one connection is held to (vaultd.api.protocol): a browser keeps a few connections
+#: alive between requests, and a request arrives whole within seconds.
+LIMITS = Limits(idle=10.0, request=10.0, head=16384, fields=100, body=MAX_BODY, waiting=64)
+#: How long a stop waits for the answers in hand.
+STOP_GRACE = 2.0
 
 
 def _allowed() -> list[tuple[str, re.Pattern[str]]]:
@@ -105,21 +135,54 @@ def allowed(method: str, path: str) -> bool:
     return any(m == method and p.fullmatch(path) for m, p in ALLOWED)
 
 
-class UiServer(ThreadingHTTPServer):
-    daemon_threads = True
+def _refusal_body(message: str) -> bytes:
+    return json.dumps({"error": {"code": "refused", "message": message}}).encode()
+
+
+class PageProtocol(GuardedProtocol):
+    """The page's connections: the guards with the page's limits, refusing any connection
+    whose owner the kernel does not name as this user."""
+
+    limits = LIMITS
+    serve_unknown_owner = False
+    refusal_fields: ClassVar[tuple[tuple[bytes, bytes], ...]] = tuple(
+        (name.encode(), value.encode()) for name, value in COMMON.items()
+    )
+
+    def owner(self, transport: asyncio.Transport) -> int | None:
+        peer = transport.get_extra_info("peername")
+        local = transport.get_extra_info("sockname")
+        if not peer or not local:
+            return None
+        # Looked up here at each call: a test stands in for the kernel's word.
+        return socket_owner((peer[0], peer[1]), (local[0], local[1]))
+
+    def refused(self, refusal: Refusal) -> tuple[bytes, bytes]:
+        return b"application/json", _refusal_body(refusal.message)
+
+
+class _Refused(Exception):
+    def __init__(self, status: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Page:
+    """The ASGI application: the secret, the cookie, the checks of every request, and what
+    each route answers (see the module)."""
 
     def __init__(
         self,
         daemon: Client,
         vault: Path,
+        port: int,
         *,
-        idle: float = IDLE,
-        port: int = 0,
-        on_exchange: Callable[[], None] | None = None,
-        rules: IgnoreRules | None = None,
-        max_pdf_bytes: int = files.MAX_FILE_BYTES,
+        idle: float,
+        on_exchange: Callable[[], None] | None,
+        rules: IgnoreRules | None,
+        max_pdf_bytes: int,
     ) -> None:
-        super().__init__(("127.0.0.1", port), Handler)
         self.daemon = daemon
         self.vault = vault
         #: The vault's ignore rules and the largest PDF drawn: what the daemon reads, the page
@@ -130,41 +193,20 @@ class UiServer(ThreadingHTTPServer):
         #: Called at each exchange of the secret for the cookie.
         self.on_exchange = on_exchange
         #: The URL's secret: exchanged for the cookie as often as it is asked.
-        self._secret = secrets.token_urlsafe(32)
+        self.secret = secrets.token_urlsafe(32)
         self._cookie = secrets.token_urlsafe(32)
-        self._lock = threading.Lock()
+        self.hosts = {f"127.0.0.1:{port}", f"localhost:{port}"}
         self.last_used = time.monotonic()
         self.streams = 0
-        self.port = self.server_address[1]
-        self.hosts = {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
-        self.stopped = threading.Event()
+        self.stopping = asyncio.Event()
+        self.work = ThreadPoolExecutor(WORKERS, thread_name_prefix="vaultd-ui")
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A search the page cancelled (the next keystroke's replaced it) closes its connection
-        # before the answer is written: not an error. Anything else is printed as usual.
-        import sys
-
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-    @property
-    def url(self) -> str:
-        """The link (holds the secret: hand it over in a private file, never on a command
-        line, never in a log)."""
-        return f"http://127.0.0.1:{self.port}/?key={self._secret}"
-
-    def verify_request(self, request: Any, client_address: Any) -> bool:
-        """Serve a connection only if the kernel says the user's own process made it: every
-        source address is checked, and an owner that cannot be known is refused."""
-        try:
-            local = request.getsockname()
-        except OSError:
-            return False
-        return socket_owner(client_address, local) == os.getuid()
+    def touch(self) -> None:
+        self.last_used = time.monotonic()
 
     def exchange(self, key: str) -> str | None:
         """The cookie for the link's secret; None for any other key (which changes nothing)."""
-        if not hmac.compare_digest(key.encode(), self._secret.encode()):
+        if not hmac.compare_digest(key.encode(), self.secret.encode()):
             return None
         if self.on_exchange is not None:
             self.on_exchange()
@@ -177,233 +219,294 @@ class UiServer(ThreadingHTTPServer):
                 return True
         return False
 
-    def opened(self, change: int) -> None:
-        with self._lock:
-            self.streams += change
-            self.last_used = time.monotonic()
-
-    def touch(self) -> None:
-        self.last_used = time.monotonic()
-
-    def watch_idle(self) -> None:
-        """Stop once idle for `idle` seconds (run on a thread of its own)."""
-        while not self.stopped.wait(1.0):
-            if self.idle > 0 and not self.streams and time.monotonic() - self.last_used > self.idle:
-                self.stop()
+    async def watch_idle(self, stop: Callable[[], None]) -> None:
+        """Stop once idle for `idle` seconds."""
+        while self.idle > 0:
+            await asyncio.sleep(1.0)
+            if not self.streams and time.monotonic() - self.last_used > self.idle:
+                stop()
                 return
 
-    def stop(self) -> None:
-        if not self.stopped.is_set():
-            self.stopped.set()
-            threading.Thread(target=self.shutdown, daemon=True).start()
-            isolation.close_children()  # the worker drawing PDF pages, if one was started
-
-
-class Handler(BaseHTTPRequestHandler):
-    server: UiServer
-    protocol_version = "HTTP/1.1"
-    server_version = "vaultd-ui"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # a request line may hold the secret: nothing is logged
-
-    def do_GET(self) -> None:
-        self._handle("GET")
-
-    def do_POST(self) -> None:
-        self._handle("POST")
-
-    def do_HEAD(self) -> None:
-        self._refuse(HTTPStatus.METHOD_NOT_ALLOWED, "method not allowed")
-
-    do_PUT = do_DELETE = do_OPTIONS = do_PATCH = do_HEAD
-
-    def _handle(self, method: str) -> None:
-        self.server.touch()
-        url = urlsplit(self.path)
-        key = parse_qs(url.query).get("key") if method == "GET" and url.path == "/" else None
-        refusal = self._refusal(method, exchange=key is not None)
-        if refusal is not None:
-            self._refuse(*refusal)
+    async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
             return
+        self.touch()
+        body = await asgi.body(receive)
+        if body is None:
+            return
+        headers: dict[str, str] = {}
+        for name, value in scope["headers"]:
+            # The first of a repeated field, as the checks have always read it.
+            headers.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+        try:
+            await self._route(scope, headers, body, receive, send)
+        except _Refused as refused:
+            await self._send(
+                send, refused.status, _refusal_body(refused.message), "application/json",
+                {"Connection": "close"},
+            )  # fmt: skip
+
+    async def _route(
+        self, scope: Message, headers: Mapping[str, str], body: bytes, receive: Receive, send: Send
+    ) -> None:
+        method: str = scope["method"]
+        # The path as sent, percent-escapes and all: a vault file's name is unquoted once.
+        path = scope["raw_path"].decode("latin-1")
+        query = scope["query_string"].decode("latin-1")
+        if method not in ("GET", "POST"):
+            raise _Refused(HTTPStatus.METHOD_NOT_ALLOWED, "method not allowed")
+        key = parse_qs(query).get("key") if method == "GET" and path == "/" else None
+        self._check(method, headers, exchange=key is not None)
         if key is not None:
-            self._exchange(key[-1])
-            return
-        if not self.server.has_cookie(self.headers.get("Cookie")):
-            self._refuse(
+            await self._exchange(send, key[-1])
+        elif not self.has_cookie(headers.get("cookie")):
+            raise _Refused(
                 HTTPStatus.FORBIDDEN,
                 "open the page with the link file `vaultd ui` printed (open.html); this browser "
                 "has not been let in by this run of it",
             )
-            return
-        if method == "GET" and url.path in ("/", "/index.html"):
-            self._asset("index.html")
-        elif method == "GET" and url.path.startswith("/static/"):
-            self._asset(url.path.removeprefix("/static/"))
-        elif method == "GET" and url.path.startswith(("/file/", "/pdf-page/")):
-            self._vault_file(url.path, url.query)
-        elif url.path.startswith("/api/") and allowed(method, url.path.removeprefix("/api")):
-            self._proxy(method, self.path.removeprefix("/api"))
+        elif method == "GET" and path in ("/", "/index.html"):
+            await self._asset(send, "index.html")
+        elif method == "GET" and path.startswith("/static/"):
+            await self._asset(send, path.removeprefix("/static/"))
+        elif method == "GET" and path.startswith(("/file/", "/pdf-page/")):
+            await self._vault_file(send, path, query)
+        elif path.startswith("/api/") and allowed(method, path.removeprefix("/api")):
+            target = path.removeprefix("/api") + (f"?{query}" if query else "")
+            await self._proxy(send, receive, method, target, body if method == "POST" else None)
         else:
-            self._refuse(HTTPStatus.NOT_FOUND, "not here")
+            raise _Refused(HTTPStatus.NOT_FOUND, "not here")
 
-    def _refusal(self, method: str, *, exchange: bool) -> tuple[HTTPStatus, str] | None:
-        if self.headers.get("Host") not in self.server.hosts:
-            return HTTPStatus.MISDIRECTED_REQUEST, "wrong Host"
-        origin = self.headers.get("Origin")
-        if origin is not None and origin not in {f"http://{h}" for h in self.server.hosts}:
-            return HTTPStatus.FORBIDDEN, "cross-site request"
+    def _check(self, method: str, headers: Mapping[str, str], *, exchange: bool) -> None:
+        if headers.get("host") not in self.hosts:
+            raise _Refused(HTTPStatus.MISDIRECTED_REQUEST, "wrong Host")
+        origin = headers.get("origin")
+        if origin is not None and origin not in {f"http://{h}" for h in self.hosts}:
+            raise _Refused(HTTPStatus.FORBIDDEN, "cross-site request")
         if method == "POST" and origin is None:
-            return HTTPStatus.FORBIDDEN, "a POST must say where it comes from (Origin)"
+            raise _Refused(HTTPStatus.FORBIDDEN, "a POST must say where it comes from (Origin)")
         # The link file is a file:// page, so the browser calls its navigation cross-site. The
         # exchange needs the secret, not the cookie: no other site can make one that works.
-        if self.headers.get("Sec-Fetch-Site") == "cross-site" and not exchange:
-            return HTTPStatus.FORBIDDEN, "cross-site request"
-        return None
+        if headers.get("sec-fetch-site") == "cross-site" and not exchange:
+            raise _Refused(HTTPStatus.FORBIDDEN, "cross-site request")
 
-    def _common_headers(self) -> None:
-        self.send_header("Content-Security-Policy", CSP)
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Referrer-Policy", "no-referrer")
-        self.send_header("X-Frame-Options", "DENY")
-        self.send_header("Cache-Control", "no-store")
+    async def _send(
+        self,
+        send: Send,
+        status: int,
+        body: bytes,
+        kind: str,
+        fields: Mapping[str, str] | None = None,
+    ) -> None:
+        fields = {**COMMON, "Content-Type": kind, **(fields or {})}
+        await asgi.send_whole(send, status, body, fields)
 
-    def _send(self, status: HTTPStatus, body: bytes, kind: str, **headers: str) -> None:
-        self.send_response(status)
-        self._common_headers()
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in headers.items():
-            self.send_header(name.replace("_", "-"), value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _refuse(self, status: HTTPStatus, message: str) -> None:
-        self.close_connection = True
-        body = json.dumps({"error": {"code": "refused", "message": message}}).encode()
-        with contextlib.suppress(OSError):
-            self._send(status, body, "application/json", Connection="close")
-
-    def _exchange(self, key: str) -> None:
-        cookie = self.server.exchange(key)
+    async def _exchange(self, send: Send, key: str) -> None:
+        cookie = self.exchange(key)
         if cookie is None:
-            self._refuse(
+            raise _Refused(
                 HTTPStatus.FORBIDDEN,
                 "this link is not the running `vaultd ui`'s: open the link file it printed",
             )
-            return
         # A page that moves on by itself, not a redirect: after the link file's cross-site
         # start, a redirect's next request is cross-site too and the browser would withhold
         # the SameSite=Strict cookie; a navigation this page starts is same-origin.
-        self._send(
-            HTTPStatus.OK,
-            EXCHANGED,
-            "text/html; charset=utf-8",
-            Set_Cookie=(
-                f"{COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/; "
-                f"Max-Age={SESSION_DAYS * 86400}"
-            ),
+        age = SESSION_DAYS * 86400
+        cookie_field = f"{COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/; Max-Age={age}"
+        await self._send(
+            send, HTTPStatus.OK, EXCHANGED, "text/html; charset=utf-8", {"Set-Cookie": cookie_field}
         )
 
-    def _asset(self, name: str) -> None:
+    async def _asset(self, send: Send, name: str) -> None:
         kind = ASSETS.get(name)
         if kind is None:
-            self._refuse(HTTPStatus.NOT_FOUND, "not here")
-            return
+            raise _Refused(HTTPStatus.NOT_FOUND, "not here")
         data = resources.files("vaultd.ui").joinpath("static", name).read_bytes()
         if name == "index.html":
-            data = data.replace(b"{{vault}}", _html(self.server.vault.name).encode())
-            data = data.replace(b"{{socket}}", _html(str(self.server.daemon.path)).encode())
+            data = data.replace(b"{{vault}}", _html(self.vault.name).encode())
+            data = data.replace(b"{{socket}}", _html(str(self.daemon.path)).encode())
             data = data.replace(b"{{start}}", _html(command("run")).encode())
-        self._send(HTTPStatus.OK, data, kind)
+        await self._send(send, HTTPStatus.OK, data, kind)
 
-    def _vault_file(self, path: str, query: str) -> None:
+    async def _vault_file(self, send: Send, path: str, query: str) -> None:
         """An image of the vault (`/file/PATH`) or a PDF's page as a picture
         (`/pdf-page/PATH?page=N`), as vaultd.ui.files allows."""
-        server = self.server
+        if path.startswith("/file/"):
+            name = unquote(path.removeprefix("/file/"))
+            job = lambda: files.vault_file(self.vault, name, rules=self.rules)  # noqa: E731
+        else:
+            name = unquote(path.removeprefix("/pdf-page/"))
+            asked = parse_qs(query).get("page", ["1"])[-1]
+            page = int(asked) if asked.isdigit() else 0
+            job = lambda: files.pdf_page(  # noqa: E731
+                self.vault, name, page, rules=self.rules, max_bytes=self.max_pdf_bytes
+            )
         try:
-            if path.startswith("/file/"):
-                served = files.vault_file(
-                    server.vault, unquote(path.removeprefix("/file/")), rules=server.rules
-                )
-            else:
-                page = parse_qs(query).get("page", ["1"])[-1]
-                served = files.pdf_page(
-                    server.vault,
-                    unquote(path.removeprefix("/pdf-page/")),
-                    int(page) if page.isdigit() else 0,
-                    rules=server.rules,
-                    max_bytes=server.max_pdf_bytes,
-                )
+            served = await asyncio.get_running_loop().run_in_executor(self.work, job)
         except (VaultPathError, QueryError) as exc:
-            self._refuse(HTTPStatus.BAD_REQUEST, str(exc))
-            return
+            raise _Refused(HTTPStatus.BAD_REQUEST, str(exc)) from exc
         except NoteUnavailableError as exc:
-            self._refuse(HTTPStatus.NOT_FOUND, str(exc))
-            return
+            raise _Refused(HTTPStatus.NOT_FOUND, str(exc)) from exc
         except LeftOutError as exc:
-            self._refuse(HTTPStatus.UNPROCESSABLE_ENTITY, str(exc))
-            return
-        self._send(
-            HTTPStatus.OK, served.body, served.content_type, Content_Security_Policy=FILE_CSP
-        )
+            raise _Refused(HTTPStatus.UNPROCESSABLE_ENTITY, str(exc)) from exc
+        await self._send(
+            send, HTTPStatus.OK, served.body, served.content_type,
+            {"Content-Security-Policy": FILE_CSP},
+        )  # fmt: skip
 
-    def _proxy(self, method: str, target: str) -> None:
-        body = None
-        if method == "POST":
-            try:
-                length = int(self.headers.get("Content-Length") or "0")
-            except ValueError:
-                length = -1
-            if not 0 <= length <= MAX_BODY:
-                self._refuse(HTTPStatus.BAD_REQUEST, "bad Content-Length")
-                return
-            body = self.rfile.read(length)
+    async def _proxy(
+        self, send: Send, receive: Receive, method: str, target: str, body: bytes | None
+    ) -> None:
+        loop = asyncio.get_running_loop()
         try:
-            answer = self.server.daemon.open(method, target, body)
-        except VaultdError:
-            self._refuse(HTTPStatus.BAD_GATEWAY, "the vault's daemon does not answer")
+            answer = await loop.run_in_executor(self.work, self.daemon.open, method, target, body)
+        except VaultdError as exc:
+            raise _Refused(HTTPStatus.BAD_GATEWAY, "the vault's daemon does not answer") from exc
+        kind = answer.getheader("Content-Type", "application/json")
+        if kind.startswith("text/event-stream"):
+            await self._relay(answer, send, receive)
             return
         try:
-            kind = answer.getheader("Content-Type", "application/json")
-            if kind.startswith("text/event-stream"):
-                self._relay(answer.status, answer)
-                return
-            data = answer.read()
-            if answer.status == HTTPStatus.OK and kind.startswith("application/json"):
-                data = json.dumps(
-                    views.enrich(method, target, json.loads(data)), ensure_ascii=False
-                ).encode()
-            self._send(HTTPStatus(answer.status), data, kind)
+            data = await loop.run_in_executor(self.work, _read, method, target, answer, kind)
+        except (OSError, http.client.HTTPException) as exc:
+            raise _Refused(HTTPStatus.BAD_GATEWAY, "the vault's daemon does not answer") from exc
         finally:
             answer.close()
+        await self._send(send, answer.status, data, kind)
 
-    def _relay(self, status: int, answer: Any) -> None:
-        """An event stream passed on as it comes, until either side goes away."""
-        self.close_connection = True
-        self.server.opened(1)
+    async def _relay(self, answer: http.client.HTTPResponse, send: Send, receive: Receive) -> None:
+        """An event stream passed on as it comes, until either side goes away or the server
+        stops. A thread reads the daemon's stream (it wakes at least at each heartbeat)."""
+        if self.streams >= MAX_STREAMS:
+            answer.close()
+            raise _Refused(HTTPStatus.SERVICE_UNAVAILABLE, f"{MAX_STREAMS} streams are open")
+        self.streams += 1
+        lines: asyncio.Queue[bytes] = asyncio.Queue()
+        done = threading.Event()
+        reader = threading.Thread(
+            target=_read_lines,
+            args=(answer, asyncio.get_running_loop(), lines, done),
+            name="vaultd-ui-stream",
+            daemon=True,
+        )
         try:
-            self.send_response(status)
-            self._common_headers()
-            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.flush()
-            while line := answer.readline():
-                self.wfile.write(line)
-                if line in (b"\n", b"\r\n"):
-                    self.wfile.flush()
-                    self.server.touch()
-        except OSError:
-            pass
+            fields = {**COMMON, "Content-Type": "text/event-stream; charset=utf-8"}
+            await send(asgi.start(answer.status, {**fields, "Connection": "close"}))
+            reader.start()
+            pumped = self._pump(lines, send)
+            await asgi.unless_gone(pumped, receive, done_sending=True, stop=self.stopping)
+            await send({"type": "http.response.body", "body": b""})
         finally:
-            self.server.opened(-1)
+            self.streams -= 1
+            self.touch()
+            done.set()
+            if not reader.is_alive():
+                answer.close()  # (a reader closes it itself once it sees `done`)
+
+    async def _pump(self, lines: asyncio.Queue[bytes], send: Send) -> None:
+        while line := await lines.get():
+            await send({"type": "http.response.body", "body": line, "more_body": True})
+            if line in (b"\n", b"\r\n"):
+                self.touch()
+
+
+def _read(method: str, target: str, answer: http.client.HTTPResponse, kind: str) -> bytes:
+    """The daemon's answer whole, a JSON one dressed for the page (vaultd.ui.views)."""
+    data = answer.read()
+    if answer.status == HTTPStatus.OK and kind.startswith("application/json"):
+        enriched = views.enrich(method, target, json.loads(data))
+        data = json.dumps(enriched, ensure_ascii=False).encode()
+    return data
+
+
+def _read_lines(
+    answer: http.client.HTTPResponse,
+    loop: asyncio.AbstractEventLoop,
+    lines: asyncio.Queue[bytes],
+    done: threading.Event,
+) -> None:
+    """The daemon's stream, line by line onto `lines`, then b"" when it ends; closed once the
+    relay is `done` (seen at the next line: the daemon's heartbeat bounds the wait)."""
+    try:
+        while not done.is_set() and (line := answer.readline()):
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+    except (OSError, http.client.HTTPException):
+        pass  # the daemon went away
+    except RuntimeError:
+        pass  # the page's loop has closed: nobody is waiting
+    finally:
+        answer.close()
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(lines.put_nowait, b"")
 
 
 def _html(text: str) -> str:
     return (
         text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
     )
+
+
+class UiServer:
+    """The page served on 127.0.0.1:`port` (0: any free port), from `start` until `close`."""
+
+    def __init__(
+        self,
+        daemon: Client,
+        vault: Path,
+        *,
+        idle: float = IDLE,
+        port: int = 0,
+        on_exchange: Callable[[], None] | None = None,
+        rules: IgnoreRules | None = None,
+        max_pdf_bytes: int = files.MAX_FILE_BYTES,
+    ) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            sock.close()
+            raise
+        self.port: int = sock.getsockname()[1]
+        self.page = Page(
+            daemon, vault, self.port, idle=idle, on_exchange=on_exchange, rules=rules,
+            max_pdf_bytes=max_pdf_bytes,
+        )  # fmt: skip
+        self._idle_watch: asyncio.Task[None] | None = None
+        self._served = Served(
+            cast(Any, self.page),
+            PageProtocol,
+            sock,
+            name="vaultd-ui",
+            grace=STOP_GRACE,
+            on_loop=self._watch,
+            on_stop=self.page.stopping.set,
+        )
+        #: Set once the page has stopped being served.
+        self.stopped = self._served.stopped
+
+    def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._idle_watch = loop.create_task(self.page.watch_idle(self.stop))
+
+    @property
+    def url(self) -> str:
+        """The link (holds the secret: hand it over in a private file, never on a command
+        line, never in a log)."""
+        return f"http://127.0.0.1:{self.port}/?key={self.page.secret}"
+
+    def start(self) -> None:
+        self._served.start()
+
+    def stop(self) -> None:
+        """Ask it to stop, from any thread or a signal handler; returns at once."""
+        self._served.stop()
+        isolation.close_children()  # the worker drawing PDF pages, if one was started
+
+    def close(self) -> None:
+        """Stop, let the answers in hand finish (for at most STOP_GRACE and a little), close."""
+        self.stop()
+        self._served.close()
+        self.page.work.shutdown(wait=False, cancel_futures=True)
 
 
 def serve(
@@ -416,11 +519,10 @@ def serve(
     rules: IgnoreRules | None = None,
     max_pdf_bytes: int = files.MAX_FILE_BYTES,
 ) -> UiServer:
-    """A started server (serving on a thread of its own, its idle watch on another)."""
+    """A started server."""
     server = UiServer(
         daemon, vault, idle=idle, port=port, on_exchange=on_exchange, rules=rules,
         max_pdf_bytes=max_pdf_bytes,
     )  # fmt: skip
-    threading.Thread(target=server.serve_forever, name="vaultd-ui", daemon=True).start()
-    threading.Thread(target=server.watch_idle, name="vaultd-ui-idle", daemon=True).start()
+    server.start()
     return server
