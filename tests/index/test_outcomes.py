@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.storage.outcomes import failed, left_out
-from vaultd.index.ledger import Ledger
 from vaultd.index.outcomes import Outcomes, Summary, failure
 from vaultd.records import FileState, NoteFailed, NoteLeftOut
 from vaultd.storage.manifest import Manifest
 
 
-def outcomes_of(manifest: Manifest, quarantine_after: int = 2) -> Outcomes:
-    return Outcomes(manifest, Ledger(manifest, quarantine_after), quarantine_after)
+@pytest.fixture
+def manifest(tmp_path: Path) -> Iterator[Manifest]:
+    """A manifest quarantining a note at its second failure on the same content."""
+    opened = Manifest(tmp_path / "data", quarantine_after=2)
+    yield opened
+    opened.close()
 
 
 def test_failure_is_a_left_out_file_only_when_it_has_a_kind() -> None:
@@ -22,7 +29,7 @@ def test_failure_is_a_left_out_file_only_when_it_has_a_kind() -> None:
 
 
 def test_failures_are_recorded_counted_and_told_of(manifest: Manifest) -> None:
-    outcomes = outcomes_of(manifest)
+    outcomes = Outcomes(manifest)
     told: list[tuple[str, dict[str, Any]]] = []
     outcomes.on_note = lambda kind, **fields: told.append((kind, fields))
     summary = Summary()
@@ -41,7 +48,7 @@ def test_failures_are_recorded_counted_and_told_of(manifest: Manifest) -> None:
 
 
 def test_a_note_failing_again_on_the_same_content_is_quarantined(manifest: Manifest) -> None:
-    outcomes = outcomes_of(manifest, quarantine_after=2)
+    outcomes = Outcomes(manifest)
     told: list[str] = []
     outcomes.on_note = lambda kind, **fields: told.append(fields["status"])
     for _ in range(2):
@@ -52,7 +59,7 @@ def test_a_note_failing_again_on_the_same_content_is_quarantined(manifest: Manif
 
 def test_nothing_failed_writes_nothing(manifest: Manifest) -> None:
     summary = Summary()
-    outcomes_of(manifest).record_failures(summary, [])
+    Outcomes(manifest).record_failures(summary, [])
     assert summary == Summary()
     assert manifest.counts()["failed"] == 0
 

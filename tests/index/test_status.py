@@ -40,7 +40,7 @@ def test_a_note_indexed_in_part_is_told_and_a_failure_troubles(tmp_path: Path) -
         assert "invalid YAML" in status.as_json()["in_part"][0]["reason"]
         assert not status.troubled
 
-        index.manifest.apply([failed("worse.md")], quarantine_after=3)
+        index.manifest.apply([failed("worse.md")])
         status = index_status(index)
         assert status.troubled
         assert status.as_json()["failed"] == [
@@ -57,7 +57,7 @@ def assert_each_note_counted_once(index: Index) -> None:
     def batch_between_reads(sql: str) -> None:
         if "status = 'failed'" in sql and not recorded:
             recorded.append(sql)
-            manifest.apply([failed("a.md")], quarantine_after=3)
+            manifest.apply([failed("a.md")])
 
     manifest.trace(batch_between_reads)
     try:

@@ -64,7 +64,7 @@ def test_failed_and_rechunked_notes_await_nothing_unless_any_status(manifest: Ma
     manifest.notes.write(written("bad.md"), now=1.0)
     manifest.notes.write(written("again.md"), now=1.0)
     manifest.notes.write(written("ok.md"), now=1.0)
-    manifest.failures.record_failure(failed("bad.md"), quarantine_after=0, when=2.0)
+    manifest.failures.record_failure(failed("bad.md"), when=2.0)
     manifest.notes.rechunk(["again.md"])
 
     assert [c.path for c in manifest.vectors.awaiting("m", 10)] == ["ok.md"]

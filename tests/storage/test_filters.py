@@ -56,7 +56,7 @@ def test_no_filter_is_none_and_each_filter_narrows(manifest: Manifest) -> None:
 def test_filters_find_notes_that_keep_their_last_good_chunks(manifest: Manifest) -> None:
     for path in ("failed.md", "left.md", "ok.md"):
         _write(manifest, path, ["t"])
-    manifest.failures.record_failure(failed("failed.md"), quarantine_after=0, when=2.0)
+    manifest.failures.record_failure(failed("failed.md"), when=2.0)
     manifest.failures.record_left_out(left_out("left.md"), when=2.0)
 
     assert manifest.filters.matching(Filters(tags=("t",))) == ["failed.md", "left.md", "ok.md"]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
 
 from tests.storage.outcomes import failed, left_out, written
 from vaultd.query import Filters
+from vaultd.records import Change
 from vaultd.storage.manifest import Manifest
 
 
@@ -24,50 +26,50 @@ def test_meta_is_kept_across_a_reopen(tmp_path: Path) -> None:
         again.close()
 
 
-def test_apply_records_each_kind_of_outcome_and_counts_them(manifest: Manifest) -> None:
-    writes = manifest.writes
-    quarantined = manifest.apply(
-        [
-            written("ok.md", ["a", "b"], tags=["t/sub"], links=["other"]),
-            failed("bad.md"),
-            left_out("blob.md"),
-            failed("worse.md"),
-        ],
-        quarantine_after=1,
-    )
+def test_apply_records_each_kind_of_outcome_and_counts_them(tmp_path: Path) -> None:
+    with closing(Manifest(tmp_path, quarantine_after=1)) as manifest:
+        writes = manifest.writes
+        quarantined = manifest.apply(
+            [
+                written("ok.md", ["a", "b"], tags=["t/sub"], links=["other"]),
+                failed("bad.md"),
+                left_out("blob.md"),
+                failed("worse.md"),
+            ],
+        )
 
-    assert quarantined == ["bad.md", "worse.md"]
-    assert manifest.writes == writes + 1  # one transaction, whatever its controllers wrote
-    assert manifest.counts() == {
-        "notes": 1,
-        "failed": 0,
-        "quarantined": 2,
-        "left_out": 1,
-        "chunks": 2,
-    }
-    assert manifest.links.backlinks("other.md") == ["ok.md"]
-    assert manifest.filters.matching(Filters(tags=("t",))) == ["ok.md"]
+        assert quarantined == ["bad.md", "worse.md"]
+        assert manifest.writes == writes + 1  # one transaction, whatever its controllers wrote
+        assert manifest.counts() == {
+            "notes": 1,
+            "failed": 0,
+            "quarantined": 2,
+            "left_out": 1,
+            "chunks": 2,
+        }
+        assert manifest.links.backlinks("other.md") == ["ok.md"]
+        assert manifest.filters.matching(Filters(tags=("t",))) == ["ok.md"]
 
 
 def test_a_deleted_note_loses_its_chunks_tags_links_and_suspicion(manifest: Manifest) -> None:
     manifest.apply([written("a.md", tags=["t"], links=["b"])])
-    manifest.failures.hold([("a.md", 1, 1, "h")])
-    manifest.failures.recover(quarantine_after=0)
-    assert manifest.failures.suspects() == {"a.md": 1}
+    manifest.failures.hold([Change("created", "a.md", size=1, mtime_ns=1, sha256="h")])
+    manifest.failures.recover()
+    assert manifest.failures.crashes() == {"a.md": 1}
 
     manifest.apply(deleted=["a.md"])
     assert manifest.notes.paths() == []
     assert manifest.notes.chunk_ids() == []
     assert manifest.filters.tag_counts() == []
     assert manifest.links.backlinks("b.md") == []
-    assert manifest.failures.suspects() == {}
+    assert manifest.failures.crashes() == {}
 
 
 def test_done_notes_leave_in_flight_with_their_outcome(manifest: Manifest) -> None:
-    manifest.failures.hold([("a.md", 1, 1, "h"), ("b.md", 1, 1, "h")])
+    manifest.failures.hold([Change("created", p, size=1, mtime_ns=1) for p in ("a.md", "b.md")])
     manifest.apply([written("a.md")], done=["a.md"])
     assert manifest.failures.in_flight() == ["b.md"]
-    manifest.failures.clear_in_flight(["b.md"])
+    manifest.failures.abandon(["b.md"])
     assert manifest.failures.in_flight() == []
 
 

@@ -11,6 +11,7 @@ from tests.storage.outcomes import failed, written
 from vaultd.errors import StoreError
 from vaultd.layout import MANIFEST
 from vaultd.storage.manifest import Manifest
+from vaultd.storage.quarantine import FailuresController
 from vaultd.storage.schema import SCHEMA_VERSION
 from vaultd.storage.view import read_manifest
 
@@ -18,8 +19,9 @@ from vaultd.storage.view import read_manifest
 def test_the_view_says_what_the_manifest_holds(tmp_path: Path) -> None:
     manifest = Manifest(tmp_path)
     note = written("a.md", ["one", "two"])
-    manifest.apply([note, written("b.md"), failed("bad.md")], quarantine_after=0)
-    manifest.apply([failed("held.md", reason="crashed")], quarantine_after=1)
+    manifest.apply([note, written("b.md"), failed("bad.md")])
+    quarantining = FailuresController(manifest, quarantine_after=1)
+    quarantining.record_failure(failed("held.md", reason="crashed"), when=1.0)
     manifest.set_meta("model", "m")
     manifest.set_meta("vault", "/v")
     manifest.add_vectors("m", {note.chunks[0].hash: np.zeros(4, np.float32)})

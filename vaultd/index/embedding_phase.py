@@ -120,7 +120,7 @@ class EmbeddingPhase:
         totals = manifest.vectors.awaiting_totals(model_id, wanted)
         if not totals.chunks:
             return
-        suspects = set(self.parts.ledger.suspects)
+        suspects = set(self.parts.manifest.failures.suspects)
         done = 0
         report("embed", 0, totals.tokens)
         # Nothing is in hand now: an edit held while its note was read ahead of the keyword
@@ -152,7 +152,7 @@ class EmbeddingPhase:
                 self._batch(chunks, summary, unusable, None)
                 done = min(totals.tokens, done + sum(c.tokens for c in chunks))
                 report("embed", done, totals.tokens)
-            self.parts.ledger.suspects.discard(path)
+            self.parts.manifest.failures.suspects.discard(path)
             pauses(frozenset())
         if unusable:
             # Their chunks were recorded before the manifest kept the context they were
@@ -183,7 +183,7 @@ class EmbeddingPhase:
         records = manifest.notes.records({c.path for c in chunks})
         known = {p: r.known for p, r in records.items()}
         paths = sorted(known)
-        self.parts.ledger.hold_known([known[p] for p in paths])
+        self.parts.manifest.failures.hold([known[p] for p in paths])
         waiting: dict[str, list[Record]] = {}
         texts, by_path = self._texts(
             chunks, {p: r.row for p, r in records.items()}, waiting, unusable
@@ -207,7 +207,7 @@ class EmbeddingPhase:
             # by the next pass (`sync_store`).
             if isinstance(exc, StoreError) or not self._keep(run.unrecorded):
                 self.parts.writer.discard()
-            self.parts.ledger.abandon(paths)
+            self.parts.manifest.failures.abandon(paths)
             raise
         # Only now, with the store holding the records, are the vectors recorded.
         manifest.add_vectors(

@@ -16,8 +16,8 @@ The indexer owns ordering; each phase of a pass is a module of its own:
 - `outcomes`: one bad note is recorded as failed with its reason and never stops the run.
   After `quarantine_after` failures on the same content it is quarantined: skipped until its
   content changes or it is asked for by name (`retry`), its last good chunks still searchable.
-- `ledger`: a note that kills the whole process is found from the notes in flight when it
-  died, tried last and one at a time.
+- The manifest's `failures` (`vaultd.storage.quarantine`): a note that kills the whole process
+  is found from the notes in flight when it died, tried last and one at a time.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from pathlib import Path
 import structlog
 
 from vaultd import logs
-from vaultd.config import QUARANTINE_AFTER
 from vaultd.embedding.embedder import TextEmbedder
 from vaultd.embedding.tokens import TokenCounter
 from vaultd.faults import Faults
@@ -45,7 +44,6 @@ from vaultd.index.embedding_phase import (
 )
 from vaultd.index.extract import Extraction
 from vaultd.index.keyword_phase import KeywordPhase
-from vaultd.index.ledger import Ledger
 from vaultd.index.outcomes import Outcomes, Summary
 from vaultd.index.packages import Packages
 from vaultd.index.parsers import POOL_ABOVE, ParserPool
@@ -75,7 +73,6 @@ class Indexer:
         max_tokens: int,
         max_bytes: int,
         extraction: Extraction | None = None,
-        quarantine_after: int = QUARANTINE_AFTER,
         batch_chunks: int = BATCH_CHUNKS,
         faults: Faults | None = None,
         after_full_pass: Callable[[], None] | None = None,
@@ -94,8 +91,7 @@ class Indexer:
         self.extraction = extraction or Extraction()
         #: Writes records to the store while the model embeds; closed with the indexer.
         self.writer = Writer(store, embedder.passage_metadata)
-        self.ledger = Ledger(manifest, quarantine_after)
-        self.outcomes = Outcomes(manifest, self.ledger, quarantine_after)
+        self.outcomes = Outcomes(manifest)
         self.pauses = Pauses()
         parts = Parts(
             discovery,
@@ -105,7 +101,6 @@ class Indexer:
             self.writer,
             # Test fault hooks, read from the environment by the composition root.
             faults if faults is not None else Faults(),
-            self.ledger,
             self.outcomes,
             self.pauses,
         )
@@ -221,7 +216,7 @@ class Indexer:
 
     def _reconcile_all(self, progress: Progress | None, check: float) -> Summary:
         summary = Summary()
-        self.ledger.start_pass()
+        self.manifest.failures.start_pass()
         repaired = self.sync_store()
         known = self.manifest.notes.known()
         (progress or quiet)("scan", 0, 0)
@@ -233,7 +228,7 @@ class Indexer:
         summary.store_repaired = repaired
         self.manifest.vectors.prune(self.model_id)
         # Every suspect still on disk was tried in this pass, or is as last recorded.
-        self.ledger.end_full_pass()
+        self.manifest.failures.end_full_pass()
         if self._after_full_pass is not None:
             self._after_full_pass()
         return summary
@@ -241,7 +236,7 @@ class Indexer:
     def retry(self, paths: Iterable[str]) -> None:
         """The user asked for these notes by name: quarantined ones get one more try at the
         start of the next pass (thread-safe; the pass runs on the indexing thread)."""
-        self.ledger.retry(paths)
+        self.manifest.failures.retry(paths)
 
     def is_current(self, path: str) -> bool:
         """Whether the manifest holds exactly what the file holds now (or knows it is gone):
@@ -286,7 +281,7 @@ class Indexer:
         verify: set[str],
     ) -> Summary:
         paths, dirs = set(paths) | verify, set(dirs)
-        self.ledger.start_pass()
+        self.manifest.failures.start_pass()
         known = self.manifest.notes.known_subset(paths, dirs)
 
         def states() -> Iterable[FileState]:

@@ -3,7 +3,7 @@ manifest, and so to the keyword index, at once.
 
 A chunk whose text has a stored vector is published to Chroma with it, the others await the
 embedding phase. One bad note is recorded as failed with its reason and never stops the run;
-crash suspects go last and one at a time (see `ledger`).
+crash suspects go last and one at a time (see `vaultd.storage.quarantine`).
 """
 
 from __future__ import annotations
@@ -78,8 +78,8 @@ class KeywordPhase:
         self.forget([c.path for c in changes if c.kind == "deleted"], summary)
         content = [c for c in changes if c.kind in ("created", "modified", "moved")]
         # Crash suspects go last: the rest of the vault is indexed first.
-        suspects = [c for c in content if c.path in self.parts.ledger.suspects]
-        content = [c for c in content if c.path not in self.parts.ledger.suspects]
+        suspects = [c for c in content if c.path in self.parts.manifest.failures.suspects]
+        content = [c for c in content if c.path not in self.parts.manifest.failures.suspects]
         # PDFs and images (seconds each, in the extraction worker) after the notes, so that
         # the notes' words are searchable first; each is then a batch of its own, so that an
         # edit and the governor's rest come between two of them.
@@ -92,7 +92,7 @@ class KeywordPhase:
             written = self._batches(content, summary, tally, marked, pool, read or {})
             written += self._isolate(suspects, marked, summary, tally)
         except BaseException:
-            self.parts.ledger.abandon(marked)
+            self.parts.manifest.failures.abandon(marked)
             raise
         return written
 
@@ -174,7 +174,8 @@ class KeywordPhase:
         """
         written: list[str] = []
         for change in suspects:
-            self.parts.ledger.hold([change], marked)
+            self.parts.manifest.failures.hold([change])
+            marked.append(change.path)
             outcome = self.preparer.one(change)
             if isinstance(outcome, Prepared):
                 self._flush([outcome], [], summary)
@@ -292,9 +293,8 @@ class KeywordPhase:
         self.parts.manifest.apply(
             written,
             deleted=moved_from,
-            done=[p.change.path for p in batch],
             # A suspect stays one until the embedding phase has tried its chunks alone too.
-            suspects=self.parts.ledger.suspects,
+            done=[p.change.path for p in batch],
         )
         for p in batch:
             self.parts.outcomes.tell("note_indexed", path=p.change.path)

@@ -301,7 +301,6 @@ def _indexer(
         max_tokens=max_tokens,
         max_bytes=max_bytes,
         extraction=extraction,
-        quarantine_after=config.vault.quarantine_after,
         batch_chunks=batch_chunks,
         # Only a complete full pass proves the current collection holds the whole vault.
         after_full_pass=lambda: _upkeep(manifest, store, model_id),
@@ -345,7 +344,7 @@ def open_index(
     chromadb_version = installed_chromadb()
     with ExitStack() as stack:
         _take(stack, data_dir, holder)
-        manifest = Manifest(data_dir)
+        manifest = Manifest(data_dir, quarantine_after=config.vault.quarantine_after)
         stack.callback(manifest.close)
         _check_owner(manifest, vault)
         discovery = Discovery(vault, IgnoreRules.from_config(config.vault, config.attachments))

@@ -9,7 +9,6 @@ from typing import Any
 
 import structlog
 
-from vaultd.index.ledger import Ledger
 from vaultd.records import FileState, NoteFailed, NoteLeftOut
 from vaultd.storage.manifest import Manifest
 
@@ -64,11 +63,8 @@ class Summary:
 class Outcomes:
     """Records the notes that failed or were left out, and tells of every note's outcome."""
 
-    def __init__(self, manifest: Manifest, ledger: Ledger, quarantine_after: int) -> None:
+    def __init__(self, manifest: Manifest) -> None:
         self.manifest = manifest
-        self.ledger = ledger
-        #: Failures on the same content after which a note is quarantined.
-        self.quarantine_after = quarantine_after
         #: Told of each note indexed, failed or deleted, as `(kind, path=..., ...)`: the
         #: daemon's event stream (vaultd.daemon.events). Must not block.
         self.on_note: Callable[..., None] | None = None
@@ -86,13 +82,7 @@ class Outcomes:
         # A note failing the same way on every retry is logged once, not on every pass; a file
         # left out for the same kind of reason too, across restarts (the manifest remembers).
         before = self.manifest.notes.records(f.path for f in failed)
-        quarantined = self.manifest.apply(
-            failed,
-            deleted=deleted,
-            quarantine_after=self.quarantine_after,
-            done=[f.path for f in failed],
-            suspects=self.ledger.suspects,
-        )
+        quarantined = self.manifest.apply(failed, deleted=deleted, done=[f.path for f in failed])
         left = [f for f in failed if isinstance(f, NoteLeftOut)]
         for f in left:
             path, kind, reason = f.path, f.kind, f.reason

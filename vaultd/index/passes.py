@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from vaultd.embedding.embedder import TextEmbedder
 from vaultd.faults import Faults
-from vaultd.index.ledger import Ledger
 from vaultd.index.outcomes import Outcomes
 from vaultd.index.writer import Writer
 from vaultd.pipeline.discover import Discovery
@@ -75,7 +74,6 @@ class Parts:
     #: Writes records to the store while the model embeds; closed with the indexer.
     writer: Writer
     faults: Faults
-    ledger: Ledger
     outcomes: Outcomes
     pauses: Pauses
 

@@ -100,7 +100,8 @@ class Preparer:
         """
         if pool is None:
             for change in content:
-                self.parts.ledger.hold([change], marked)
+                self.parts.manifest.failures.hold([change])
+                marked.append(change.path)
                 self.reading = (change.path, time.time())
                 try:
                     outcome = self.one(change, read.pop(change.path, None))
@@ -114,7 +115,8 @@ class Preparer:
         def loaded() -> Iterator[_Loaded]:
             for start in range(0, len(content), MARK_GROUP):
                 group = content[start : start + MARK_GROUP]
-                self.parts.ledger.hold(group, marked)
+                self.parts.manifest.failures.hold(group)
+                marked.extend(c.path for c in group)
                 for change in group:
                     ahead.add(change.path)
                     handed.append(change.path)

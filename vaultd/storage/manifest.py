@@ -27,7 +27,7 @@ manifest, never writing it.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -47,14 +47,16 @@ class Manifest(Connection):
     """The SQLite manifest: one controller per concern, what runs in one transaction across
     them, and the meta (see `Connection` for the connections)."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, quarantine_after: int = 0) -> None:
+        """`quarantine_after`: failures on the same content after which a note is
+        quarantined (0: never)."""
         super().__init__(data_dir / MANIFEST)
         self.notes = NotesController(self)
         self.links = LinksController(self, notes=self.notes)
         self.filters = FiltersController(self)
         self.vectors = VectorsController(self)
         self.keyword = KeywordController(self)
-        self.failures = FailuresController(self)
+        self.failures = FailuresController(self, quarantine_after)
         #: The counts by model (None: without one) as of a count of writes.
         self._counts: dict[str | None, tuple[int, dict[str, int]]] = {}
 
@@ -72,18 +74,17 @@ class Manifest(Connection):
         *,
         deleted: Sequence[str] = (),
         touched: Sequence[FileState] = (),
-        quarantine_after: int = 0,
         done: Iterable[str] = (),
-        suspects: Collection[str] = (),
     ) -> list[str]:
         """Record one batch of outcomes atomically; return the notes quarantined by it.
 
         `touched` is the stat, read under, of notes whose bytes did not change. A failed note
         keeps its last good chunks, and is quarantined once it has failed `quarantine_after`
-        times (0: never) on the same content. A file left out keeps its last good chunks too
-        (a path also in `deleted` loses them first). `done` are notes no longer in flight, and
-        no longer suspects: each was recorded one way or another without killing the process;
-        except those also in `suspects`, still to be tried alone by a later stage.
+        times on the same content. A file left out keeps its last good chunks too (a path also
+        in `deleted` loses them first). `done` are notes no longer in flight, and no longer
+        suspects: each was recorded one way or another without killing the process; except
+        this process's suspects (`failures.suspects`), still to be tried alone by the
+        embedding phase.
         """
         now = time.time()
         quarantined: list[str] = []
@@ -95,7 +96,7 @@ class Manifest(Connection):
                 self.failures.forget(path)
             self.notes.touch(touched)
             for failed in (o for o in outcomes if isinstance(o, NoteFailed)):
-                if self.failures.record_failure(failed, quarantine_after, now):
+                if self.failures.record_failure(failed, now):
                     quarantined.append(failed.path)
             for left in (o for o in outcomes if isinstance(o, NoteLeftOut)):
                 self.failures.record_left_out(left, now)
@@ -103,7 +104,7 @@ class Manifest(Connection):
                 self.notes.write(written, now)
                 self.links.write(written.path, written.note.links)
                 self.filters.write_tags(written.path, written.note.tags)
-            self.failures.finish(done, suspects)
+            self.failures.finish(done, self.failures.suspects)
         return quarantined
 
     def add_vectors(

@@ -1,12 +1,15 @@
 """The crash-and-quarantine policy: how many tries a note gets, what a crash counts against
 it, and what is set aside.
 
-The manifest remembers which notes the indexer had in hand (`in_flight`): rows still there when
-the next process opens the file mean the last one died with those notes. Each becomes a
-*suspect* (`suspects`, with a count of the crashes it was in hand for), which is not a failure:
-the indexer tries suspects one at a time, and only a suspect that kills the process again
-alone is recorded as failed (`recover`). A note that fails too often on the same content is
-quarantined (`record_failure`) until it changes or is released (`release`).
+A note that kills the whole process (a native crash, an OOM kill) must be found without
+stopping the rest of the vault, so the manifest remembers which notes the indexer had in hand
+(`hold`, the `in_flight` table): rows still there when the next process starts its first pass
+mean the last one died with those notes. Each becomes a *suspect* (`suspects`, with a count of
+the crashes it was in hand for in the table of that name), which is not a failure: most were
+only in hand when something else killed the process. The indexer tries suspects last and one
+at a time, and only a suspect that kills the process again alone is recorded as failed
+(`recover`). A note that fails too often on the same content is quarantined
+(`record_failure`) until it changes or the user asks for it by name (`retry`).
 
 Files that are no note vaultd can index (over the size cap, binary, not UTF-8 text,
 unreadable) are recorded with the status 'left_out', the kind in `left_out` and the reason in
@@ -14,17 +17,24 @@ unreadable) are recorded with the status 'left_out', the kind in `left_out` and 
 is fixed or deleted.
 
 `FailuresController` is the manifest's `failures`: these rows, the in-flight and suspects
-tables, and the reads status and doctor make of them.
+tables, the suspects of this process, and the reads status and doctor make of them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Collection, Iterable, Sequence
 
+import structlog
+
 from vaultd.answers import LeftOut, Quarantined
-from vaultd.records import FileState, NoteFailed, NoteLeftOut
+from vaultd.errors import StoreError
+from vaultd.records import Change, FileState, KnownNote, NoteFailed, NoteLeftOut
 from vaultd.storage.connection import Connection
+
+log = structlog.get_logger(__name__)
 
 #: The reason recorded for a note the process died holding (the count is the notes' crashes).
 CRASH_REASON = "crashed the indexer {} time{}"
@@ -37,10 +47,85 @@ def _crash_reason(crashes: int) -> str:
 class FailuresController:
     """What could not be indexed and why, and the notes in hand in case the process dies."""
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Connection, quarantine_after: int = 0) -> None:
         self._query = connection.query
         self._transaction = connection.transaction
         self._unsynced_transaction = connection.unsynced_transaction
+        #: Failures on the same content after which a note is quarantined (0: never).
+        self.quarantine_after = quarantine_after
+        #: Notes in flight when the last process died, to be tried one at a time.
+        self.suspects: set[str] = set()
+        self._recovered = False
+        self._retry: set[str] = set()
+        self._retry_lock = threading.Lock()
+
+    # -- the notes in hand ---------------------------------------------------------------------
+
+    def start_pass(self) -> None:
+        """Before each pass: at the first of this process, the notes the last one died holding
+        become suspects; quarantined notes asked for by name get their one more try."""
+        if not self._recovered:
+            self._recovered = True
+            self._recover_in_flight()
+        with self._retry_lock:
+            wanted, self._retry = self._retry, set()
+        if wanted:
+            released = self.release(sorted(wanted))
+            if released:
+                log.info("quarantined notes released for one more try", paths=released)
+
+    def retry(self, paths: Iterable[str]) -> None:
+        """The user asked for these notes by name: quarantined ones get one more try at the
+        start of the next pass (thread-safe; the pass runs on the indexing thread)."""
+        with self._retry_lock:
+            self._retry.update(paths)
+
+    def end_full_pass(self) -> None:
+        """After a complete full pass: every suspect still on disk was tried, or is unchanged
+        since it was last recorded, and neither holds anything against it."""
+        self.suspects.clear()
+        with self._transaction() as db:
+            db.execute("DELETE FROM suspects")
+
+    def hold(self, notes: Sequence[Change | KnownNote]) -> None:
+        """Note that these notes are about to be parsed or embedded (cleared by
+        `Manifest.apply(done=...)`), in one commit.
+
+        Committed without an fsync: the row must outlive a crash of this process, not of the
+        machine, and a page in the OS cache does. It costs one small write per commit.
+        """
+        now = time.time()
+        rows = [(n.path, n.size, n.mtime_ns, n.sha256, now) for n in notes]
+        with self._unsynced_transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO in_flight(path, size, mtime_ns, sha256, since) "
+                "VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    def abandon(self, paths: Iterable[str]) -> None:
+        """Abandoned (a graceful stop, an error raised), not crashed: these notes did nothing
+        wrong, so no attempt is counted against them."""
+        with contextlib.suppress(StoreError), self._unsynced_transaction() as db:
+            db.executemany("DELETE FROM in_flight WHERE path = ?", [(p,) for p in paths])
+
+    def _recover_in_flight(self) -> None:
+        """Notes the last process died holding: suspects, tried one at a time."""
+        outcomes = self.recover()
+        if outcomes:
+            log.warning(
+                "the last run died while indexing these notes; trying them one at a time",
+                paths=[path for path, *_ in outcomes],
+            )
+        for path, crashes, failed, quarantined in outcomes:
+            if quarantined:
+                log.error("note quarantined: it crashed the indexer", path=path, crashes=crashes)
+            elif failed:
+                log.error("note failed: it crashed the indexer alone", path=path, crashes=crashes)
+        # Suspects of earlier deaths too: a process that died before trying them alone.
+        self.suspects = set(self.crashes())
+
+    # -- what is recorded ----------------------------------------------------------------------
 
     def _attempt(self, path: str, sha256: str) -> int:
         """Which attempt on this content a failure is: the count starts again when it changes."""
@@ -57,7 +142,6 @@ class FailuresController:
     def record_failure(
         self,
         failed: NoteFailed,
-        quarantine_after: int,
         when: float,
         crashes: int = 0,
         attempts: int = 0,
@@ -72,7 +156,7 @@ class FailuresController:
         sha256, reason = failed.sha256, failed.reason
         with self._transaction() as db:
             attempts = attempts or self._attempt(path, sha256)
-            quarantined = bool(sha256) and 0 < quarantine_after <= attempts
+            quarantined = bool(sha256) and 0 < self.quarantine_after <= attempts
             db.execute(
                 "INSERT INTO notes(path, size, mtime_ns, sha256, status, error, attempts, "
                 "crashes, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
@@ -114,7 +198,7 @@ class FailuresController:
                 (path, size, mtime_ns, sha256, reason, kind, when),
             )
 
-    def recover(self, quarantine_after: int) -> list[tuple[str, int, bool, bool]]:
+    def recover(self) -> list[tuple[str, int, bool, bool]]:
         """Count one crash against every note the last process died holding (in `in_flight`),
         then empty it; returns (path, crashes, failed, quarantined) for each."""
         outcomes: list[tuple[str, int, bool, bool]] = []
@@ -145,7 +229,6 @@ class FailuresController:
                     state = FileState(path, size, mtime_ns)
                     quarantined = self.record_failure(
                         NoteFailed(state, sha256, _crash_reason(crashes)),
-                        quarantine_after,
                         since,
                         crashes,
                         attempts,
@@ -163,26 +246,6 @@ class FailuresController:
             db.execute("DELETE FROM in_flight")
             return outcomes
 
-    def hold(self, notes: Sequence[tuple[str, int, int, str]]) -> None:
-        """Note that each (path, size, mtime_ns, sha256) is about to be parsed and embedded
-        (cleared by `Manifest.apply(done=...)`), in one commit.
-
-        Committed without an fsync: the row must outlive a crash of this process, not of the
-        machine, and a page in the OS cache does. It costs one small write per commit.
-        """
-        now = time.time()
-        with self._unsynced_transaction() as db:
-            db.executemany(
-                "INSERT OR REPLACE INTO in_flight(path, size, mtime_ns, sha256, since) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [(*note, now) for note in notes],
-            )
-
-    def clear_in_flight(self, paths: Iterable[str]) -> None:
-        """Forget notes abandoned without a crash (a graceful stop, an error raised)."""
-        with self._unsynced_transaction() as db:
-            db.executemany("DELETE FROM in_flight WHERE path = ?", [(p,) for p in paths])
-
     def finish(self, done: Iterable[str], suspects: Collection[str] = ()) -> None:
         """`done` are no longer in flight, and no longer suspects, except those in `suspects`."""
         finished = [(p,) for p in done]
@@ -195,12 +258,6 @@ class FailuresController:
         """A deleted note is no suspect."""
         with self._transaction() as db:
             db.execute("DELETE FROM suspects WHERE path = ?", (path,))
-
-    def clear_suspects(self) -> None:
-        """After a complete full pass: every suspect still on disk was tried, or is unchanged
-        since it was last recorded, and neither holds anything against it."""
-        with self._transaction() as db:
-            db.execute("DELETE FROM suspects")
 
     def release(self, paths: Iterable[str]) -> list[str]:
         """Give quarantined notes among `paths` one more try: set back to failed, they keep
@@ -216,6 +273,8 @@ class FailuresController:
                 if cursor.rowcount:
                     released.append(path)
             return released
+
+    # -- what is read ----------------------------------------------------------------------------
 
     def failed(self) -> list[tuple[str, str, int]]:
         """(path, reason, attempts) of every failed note."""
@@ -255,6 +314,6 @@ class FailuresController:
         )
         return [(r[0], r[1]) for r in rows]
 
-    def suspects(self) -> dict[str, int]:
+    def crashes(self) -> dict[str, int]:
         """Notes in hand when a process died and not tried alone since: path -> crashes."""
         return dict(self._query("SELECT path, crashes FROM suspects ORDER BY path", ()))
