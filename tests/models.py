@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from vaultd.cli.doctor import Check, diagnose
+from vaultd.doctor.checks import diagnose
+from vaultd.doctor.report import Check
 from vaultd.embedding.derive import cache_dir
 
 

@@ -28,7 +28,7 @@ import pytest
 
 from harness.daemon import RunningDaemon, running, wait_until
 from tests.conftest import shared_path
-from vaultd.cli.doctor import diagnose
+from vaultd.doctor.checks import diagnose
 from vaultd.embedding.tokens import TokenCounter
 from vaultd.pipeline import code
 from vaultd.records import Note

@@ -19,7 +19,7 @@ import pytest
 
 from harness.daemon import short_socket_dir, write_config
 from harness.vaults import write_vault
-from vaultd.cli.doctor import diagnose
+from vaultd.doctor.checks import diagnose
 
 ROOT = Path(__file__).resolve().parents[1]
 

