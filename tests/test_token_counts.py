@@ -11,12 +11,18 @@ import pytest
 
 from tests.conftest import shared_path
 from vaultd.embedding.spec import default_spec
-from vaultd.embedding.tokens import TokenCounter
+from vaultd.embedding.tokens import TokenCounter, load_tokenizer
 
 
 @pytest.fixture(scope="module")
 def counter() -> TokenCounter:
     return TokenCounter.for_spec(default_spec())
+
+
+@pytest.fixture(scope="module")
+def reference() -> TokenCounter:
+    """Every count and cut from the tokenizer itself."""
+    return TokenCounter(load_tokenizer(default_spec()), by_words=False)
 
 
 def encoded(counter: TokenCounter, texts: list[str]) -> list[int]:
@@ -47,6 +53,19 @@ def test_edge_cases_count_as_the_tokenizer_counts(counter: TokenCounter) -> None
     assert counter.count_many(EDGES) == encoded(counter, EDGES)
 
 
+#: Budgets of a cut: the chunker's (about 230), small ones that cut inside words.
+BUDGETS = (1, 2, 3, 8, 50, 230)
+
+
+def test_edge_cases_cut_as_the_tokenizer_cuts(
+    counter: TokenCounter, reference: TokenCounter
+) -> None:
+    long = " ".join(EDGES) * 5 + " getElementById " * 40 + "x" * 120
+    for text in [*EDGES, long]:
+        for budget in BUDGETS:
+            assert counter.cut(text, budget) == reference.cut(text, budget), (text, budget)
+
+
 def test_the_word_memory_starts_again_past_its_cap(
     counter: TokenCounter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -75,7 +94,7 @@ def texts_of(root: Path, limit: int) -> list[str]:
     "corpus", ["code", "obsidian-help/en", "obsidian-help/zh", "kepano-obsidian"]
 )
 def test_every_line_and_paragraph_of_real_files_counts_as_the_tokenizer_counts(
-    counter: TokenCounter, corpus: str
+    counter: TokenCounter, reference: TokenCounter, corpus: str
 ) -> None:
     files = texts_of(shared_path("corpora", *corpus.split("/")), 400)
     lines = list(dict.fromkeys(line for text in files for line in text.split("\n")))
@@ -85,3 +104,7 @@ def test_every_line_and_paragraph_of_real_files_counts_as_the_tokenizer_counts(
         expected = encoded(counter, texts)
         wrong = [t for t, a, b in zip(texts, counted, expected, strict=True) if a != b]
         assert not wrong, wrong[:5]
+    # The longest paragraphs (minified lines among them), cut as the tokenizer cuts them.
+    for text in sorted(paragraphs, key=len)[-40:]:
+        for budget in BUDGETS[2:]:
+            assert counter.cut(text, budget) == reference.cut(text, budget), (text[:80], budget)

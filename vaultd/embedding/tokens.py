@@ -83,7 +83,9 @@ def _counts_by_word(tokenizer: Tokenizer) -> bool:
 class TokenCounter:
     """Counts tokens as the model will see them."""
 
-    def __init__(self, tokenizer: Tokenizer) -> None:
+    def __init__(self, tokenizer: Tokenizer, *, by_words: bool = True) -> None:
+        """`by_words=False`: every count and cut from the tokenizer itself (what the words'
+        counts are held to)."""
         self._tokenizer = tokenizer
         # [CLS] and [SEP] for BERT-style models; whatever the post-processor adds otherwise.
         self.special_tokens = len(tokenizer.encode("", add_special_tokens=True).ids)
@@ -97,7 +99,7 @@ class TokenCounter:
         #: WordPiece): such a text is counted in Python from its words, each word encoded once
         #: in a process. Source code repeats its words (a corpus of 10 MB holds few distinct
         #: ones), which makes this two to three times the tokenizer's own speed, and exact.
-        self._words: dict[str, int] | None = {} if _counts_by_word(tokenizer) else None
+        self._words: dict[str, int] | None = {} if by_words and _counts_by_word(tokenizer) else None
         self._words_lock = threading.Lock()
         # What the tokenizer reads otherwise: control characters, which its normaliser deletes
         # (joining what they separated), and text it matches before it splits words ([CLS],
@@ -159,6 +161,9 @@ class TokenCounter:
     def cut(self, text: str, budget: int) -> list[str]:
         """Split `text` into pieces of at most `budget` tokens, cutting between words."""
         budget = max(1, budget)
+        by_words = self._cut_by_words(text, budget)
+        if by_words is not None:
+            return by_words
         encoding = self._tokenizer.encode(text, add_special_tokens=False)
         offsets = encoding.offsets
         word_ids = encoding.word_ids
@@ -181,6 +186,34 @@ class TokenCounter:
                 pieces.append(piece)
             start_token = end_token
         return pieces
+
+    def _cut_by_words(self, text: str, budget: int) -> list[str] | None:
+        """`cut`'s pieces from the words' counts (see `count_many`), or None where only the
+        tokenizer can say: a text it reads otherwise, or a word that must be cut inside (one
+        over the budget, or one that follows a piece of a single token, which `cut` fills)."""
+        if self._words is None or not text.isascii() or self._unsafe.search(text):
+            return None
+        found = list(_ASCII_WORD.finditer(text))
+        known = self._word_counts(m.group() for m in found)
+        pieces: list[str] = []
+        begin = total = 0
+        end = 0
+        for match in found:
+            count = known[match.group()]
+            if count > budget:
+                return None
+            if total + count > budget:
+                if total == 1:
+                    return None
+                pieces.append(text[begin:end].strip())
+                total = 0
+            if total == 0:
+                begin = match.start()
+            total += count
+            end = match.end()
+        if total:
+            pieces.append(text[begin:end].strip())
+        return [piece for piece in pieces if piece]
 
 
 @lru_cache(maxsize=4)
