@@ -127,6 +127,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     add_record_option(parser)
     args = parser.parse_args()
+    # As in the indexer's parser workers, which are the parallelism: the tokenizer's own
+    # threads off (before it is loaded).
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
     tokenizer = load_tokenizer(default_spec())
     print(f"machine: {machine()}; load {os.getloadavg()[0]:.2f}")
     print(f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
