@@ -1,5 +1,6 @@
-"""The shape of the code: no class in vaultd/ over 400 lines, no function over 80, and a test
-file of its own for every module of the indexing core.
+"""The shape of the code: no class in vaultd/ over 400 lines, no function over 80, no class of
+storage/ or index/ that is mostly forwards to other objects, and a test file of its own for
+every module of the indexing core.
 
 A class that long owns more than one thing, and a function that long does; both are read from
 the source with `ast`. No module is exempt: a long algorithm (a graph rewrite, a quantizer)
@@ -82,3 +83,84 @@ def test_the_check_names_the_test_file_a_module_lacks(tmp_path: Path) -> None:
     (tmp_path / "vaultd" / "storage" / "lock.py").touch()
     (tmp_path / "tests" / "storage" / "test_lock.py").touch()
     assert untested(tmp_path / "vaultd", tmp_path / "tests") == ["tests/index/test_deep_walk.py"]
+
+
+#: Methods a class of storage/ or index/ may have that only pass a call on to another object.
+MAX_FORWARDS = 10
+FORWARDING = ("storage", "index")
+
+
+def _passed_on(node: ast.expr, names: set[str]) -> bool:
+    """Whether an argument is only handed on: a parameter, a constant, or `self.x`."""
+    if isinstance(node, ast.Starred):
+        node = node.value
+    if isinstance(node, ast.Name):
+        return node.id in names
+    if isinstance(node, ast.Constant):
+        return True
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    )
+
+
+def forwards(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether a method only forwards: its body (a docstring aside) is one call, returned or
+    not, of another object's method (`self.x.f(...)`) or a module's function (`m.f(...)`),
+    with nothing but its own parameters, constants and `self.x` as arguments."""
+    body = method.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if len(body) != 1 or not isinstance(body[0], ast.Return | ast.Expr):
+        return False
+    call = body[0].value
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
+        return False
+    target = call.func.value
+    to_other = isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+    to_module = isinstance(target, ast.Name) and target.id != "self"
+    if not (to_other or to_module):
+        return False
+    arguments = method.args
+    names = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
+    names |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+    values = [*call.args, *(k.value for k in call.keywords)]
+    return all(_passed_on(value, names) for value in values)
+
+
+def forwarders(root: Path = PACKAGE, packages: tuple[str, ...] = FORWARDING) -> dict[str, int]:
+    """Every class of `packages` with more than MAX_FORWARDS forwarding methods, by
+    `file:class`, with how many it has."""
+    found: dict[str, int] = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.ClassDef):
+                    continue
+                methods = [
+                    n for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+                ]
+                count = sum(1 for m in methods if forwards(m))
+                if count > MAX_FORWARDS:
+                    found[f"{path.relative_to(root).as_posix()}:{node.name}"] = count
+    return found
+
+
+def test_no_class_of_storage_or_index_is_a_facade_of_forwards() -> None:
+    over = forwarders()
+    assert not over, "\n".join(
+        f"{name}: {count} forwarding methods" for name, count in over.items()
+    )
+
+
+def test_the_walk_counts_forwarding_methods(tmp_path: Path) -> None:
+    (tmp_path / "index").mkdir()
+    forwarding = "".join(
+        f"    def f{i}(self, path):\n        return notes.f{i}(self._query, path)\n"
+        for i in range(MAX_FORWARDS + 1)
+    )
+    working = "    def g(self, path):\n        return notes.g(self._query, path.strip())\n"
+    (tmp_path / "index" / "m.py").write_text(f"class Facade:\n{forwarding}{working}")
+    assert forwarders(tmp_path, ("index",)) == {"index/m.py:Facade": MAX_FORWARDS + 1}
