@@ -86,17 +86,21 @@ def _rule(check: Callable[[Any], object]) -> AfterValidator:
 
 
 def _in_vault(value: str, info: ValidationInfo) -> str:
-    """The vault path, normalized (or `wait_for`'s "idle"); refused, naming the field, when out
-    of the vault."""
-    if info.field_name == "wait_for" and value == "idle":
-        return value
+    """The vault path, normalized; refused, naming the field, when out of the vault."""
     try:
         return vault_path(value)
     except VaultdError as exc:
         raise _refusal(f"{info.field_name}: {exc}", info.field_name) from None
 
 
+def _in_vault_or_idle(value: str, info: ValidationInfo) -> str:
+    """`_in_vault`, or "idle" as it is: the vault as a whole, once nothing is left to index."""
+    return value if value == "idle" else _in_vault(value, info)
+
+
 VaultPath = Annotated[str, Field(min_length=1), AfterValidator(_in_vault)]
+#: What a search may wait for: a note, or the whole vault ("idle").
+WaitTarget = Annotated[str, Field(min_length=1), AfterValidator(_in_vault_or_idle)]
 Since = Annotated[
     str | Annotated[float, Field(ge=0)] | None,
     _rule(lambda value: value is None or parse_since(value)),
@@ -273,7 +277,7 @@ class SearchRequest(Filtered):
         "`highlights` into the snippet; the line range stays the passage's.",
     )
     explain: bool = Field(False, description="Add each hit's score parts.")
-    wait_for: VaultPath | None = Field(
+    wait_for: WaitTarget | None = Field(
         None,
         description='A vault path, or "idle": answer once it is indexed (refused when out of '
         "the vault; a timeout when it is not indexed in time). Only a running daemon waits: "
