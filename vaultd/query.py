@@ -16,7 +16,7 @@ import datetime as dt
 import math
 import re
 import unicodedata
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -102,79 +102,6 @@ STOP_WORDS = frozenset(_STOP_WORDS.split())
 
 
 # -- filters -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Filters:
-    """Which notes a search may return; every filter must pass."""
-
-    #: All of these tags (nested tags match their parents), without "#", lower-case.
-    tags: tuple[str, ...] = ()
-    #: At least one of these tags.
-    tags_any: tuple[str, ...] = ()
-    #: A folder (everything under it) or one note's exact path.
-    path_prefix: str = ""
-    #: Frontmatter conditions.
-    where: tuple[Condition, ...] = ()
-    #: Only notes whose file changed at or after this time (ns since the epoch).
-    modified_since_ns: int | None = None
-    #: Only files of these kinds (`records.NOTE_KINDS`: "note", "pdf", "canvas" ...).
-    kinds: tuple[str, ...] = ()
-    #: Only source files of one of these packages (vaultd.pipeline.packages), lower-case:
-    #: a name matches in any case.
-    packages: tuple[str, ...] = ()
-
-    @classmethod
-    def build(
-        cls,
-        tags: Sequence[str] = (),
-        tags_any: Sequence[str] = (),
-        path_prefix: str = "",
-        where: Mapping[str, Any] | Sequence[Condition] | None = None,
-        modified_since: str | float | None = None,
-        kinds: Sequence[str] = (),
-        packages: Sequence[str] = (),
-    ) -> Filters:
-        """Filters from request values, raising QueryError for anything malformed."""
-        if where is None:
-            conditions: tuple[Condition, ...] = ()
-        elif isinstance(where, Mapping):
-            conditions = parse_where(where)
-        else:
-            conditions = tuple(where)
-        return cls(
-            tags=_tags(tags),
-            tags_any=_tags(tags_any),
-            path_prefix=_path_prefix(path_prefix),
-            where=conditions,
-            modified_since_ns=None if modified_since is None else parse_since(modified_since),
-            kinds=_kinds(kinds),
-            packages=_packages(packages),
-        )
-
-    @property
-    def active(self) -> bool:
-        return bool(
-            self.tags
-            or self.tags_any
-            or self.path_prefix
-            or self.where
-            or self.modified_since_ns is not None
-            or self.kinds
-            or self.packages
-        )
-
-    def with_packages(self, packages: Sequence[str]) -> Filters | None:
-        """These filters and, as well, "one of `packages`" (a query's `package:` terms); None
-        when no package can pass both (the packages asked for and these are disjoint)."""
-        named = _packages(packages)
-        if not named:
-            return self
-        if self.packages:
-            named = tuple(p for p in named if p in self.packages)
-            if not named:
-                return None
-        return dataclasses.replace(self, packages=named)
 
 
 def _path_prefix(prefix: str) -> str:
@@ -359,6 +286,74 @@ def parse_since(value: str | float) -> int:
     if not (0 <= seconds < 1e11):
         raise QueryError(f"since: {value!r} is out of range", "since")
     return int(seconds * 1e9)
+
+
+def _asked(read: Callable[[Any], Any], name: str = "") -> dict[str, Any]:
+    """A filter's field: `read` makes it of the value a request gives (raising QueryError for
+    a malformed one), under `name` when the request names it otherwise."""
+    return {"read": read, "asked": name}
+
+
+def _conditions(where: Mapping[str, Any] | Sequence[Condition]) -> tuple[Condition, ...]:
+    """`where` as the API takes it, or conditions parsed already (the CLI's `--where`)."""
+    return parse_where(where) if isinstance(where, Mapping) else tuple(where)
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Which notes a search may return; every filter must pass.
+
+    A filter is declared here once, with how a request's value is read into it (`of`); the
+    API's requests take it by the same name (vaultd.api.operations), and storage applies it
+    (vaultd.storage.filters).
+    """
+
+    #: All of these tags (nested tags match their parents), without "#", lower-case.
+    tags: tuple[str, ...] = dataclasses.field(default=(), metadata=_asked(_tags))
+    #: At least one of these tags.
+    tags_any: tuple[str, ...] = dataclasses.field(default=(), metadata=_asked(_tags))
+    #: A folder (everything under it) or one note's exact path.
+    path_prefix: str = dataclasses.field(default="", metadata=_asked(_path_prefix))
+    #: Frontmatter conditions.
+    where: tuple[Condition, ...] = dataclasses.field(default=(), metadata=_asked(_conditions))
+    #: Only notes whose file changed at or after this time (ns since the epoch); asked for as
+    #: `since`, an ISO date or time or epoch seconds.
+    modified_since_ns: int | None = dataclasses.field(
+        default=None, metadata=_asked(parse_since, "since")
+    )
+    #: Only files of these kinds (`records.NOTE_KINDS`: "note", "pdf", "canvas" ...).
+    kinds: tuple[str, ...] = dataclasses.field(default=(), metadata=_asked(_kinds))
+    #: Only source files of one of these packages (vaultd.pipeline.packages), lower-case:
+    #: a name matches in any case.
+    packages: tuple[str, ...] = dataclasses.field(default=(), metadata=_asked(_packages))
+
+    @classmethod
+    def of(cls, asked: Mapping[str, Any]) -> Filters:
+        """The filters a request's values ask for, each under the request's name for it;
+        QueryError for anything malformed. A value that is None is no filter, and the
+        request's other fields are none of the filters'."""
+        values = {}
+        for f in dataclasses.fields(cls):  # in their order: the first malformed is refused
+            value = asked.get(f.metadata["asked"] or f.name)
+            if value is not None:
+                values[f.name] = f.metadata["read"](value)
+        return cls(**values)
+
+    @property
+    def active(self) -> bool:
+        return self != Filters()
+
+    def with_packages(self, packages: Sequence[str]) -> Filters | None:
+        """These filters and, as well, "one of `packages`" (a query's `package:` terms); None
+        when no package can pass both (the packages asked for and these are disjoint)."""
+        named = _packages(packages)
+        if not named:
+            return self
+        if self.packages:
+            named = tuple(p for p in named if p in self.packages)
+            if not named:
+                return None
+        return dataclasses.replace(self, packages=named)
 
 
 # -- the query ---------------------------------------------------------------------------------

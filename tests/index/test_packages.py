@@ -98,7 +98,7 @@ def test_package_in_the_query_filters_and_is_no_word(index: Index) -> None:
 
 
 def test_the_packages_filter_and_a_query_term_must_both_pass(index: Index) -> None:
-    asked = Filters.build(packages=["alpha", "beta"])
+    asked = Filters.of({"packages": ["alpha", "beta"]})
     hits = index.searcher.search("lanterns", k=10, filters=asked)
     assert {h.path for h in hits} == {"crates/alpha/src/lib.rs", "crates/beta/src/lib.rs"}
     hits = index.searcher.search("lanterns package:beta", k=10, filters=asked)

@@ -72,12 +72,12 @@ def test_each_result_has_the_pair_of_passages_that_ties_them(index: Index) -> No
 def test_linked_notes_can_be_left_out_and_the_filters_hold(index: Index) -> None:
     unlinked = index.related.related("Sea/Otters.md", 5, exclude_linked=True)
     assert "Sea/Kelp.md" not in paths(unlinked)
-    animals = index.searcher.select(Filters.build(tags=["animals"]))
+    animals = index.searcher.select(Filters.of({"tags": ["animals"]}))
     assert paths(index.related.related("Sea/Kelp.md", 5, allowed=animals)) == [
         "Sea/Otters.md",
         "Sea/Whales.md",
     ]
-    home = index.searcher.select(Filters.build(path_prefix="Home"))
+    home = index.searcher.select(Filters.of({"path_prefix": "Home"}))
     assert set(paths(index.related.related("Work/Taxes.md", 5, allowed=home))) == {
         "Home/Bread.md",
         "Home/Pizza.md",

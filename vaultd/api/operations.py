@@ -140,7 +140,8 @@ Tags = Annotated[list[str], Field(max_length=MAX_TAGS)]
 
 
 class Filtered(Request):
-    """The filters a search and related notes share: every one given must pass."""
+    """The filters a search and related notes share: every one given must pass. Each is read
+    into vaultd.query.Filters, which declares it, by its name."""
 
     tags: Tags = Field(
         default_factory=list,
@@ -177,15 +178,8 @@ class Filtered(Request):
     @model_validator(mode="after")
     def _checked_filters(self) -> Filtered:
         try:
-            self._filters = Filters.build(
-                self.tags,
-                self.tags_any,
-                self.path_prefix,
-                getattr(self, "where", None),
-                self.since,
-                self.kinds,
-                self.packages,
-            )
+            # By their names, whichever request declares them (only a search takes `where`).
+            self._filters = Filters.of(dict(self))
         except VaultdError as exc:
             raise _refusal(exc) from None
         return self

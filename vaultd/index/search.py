@@ -144,7 +144,7 @@ class Searcher:
         settings = settings or self.settings
         k = max(1, min(k, MAX_K))
         if filters is None:
-            filters = Filters.build(tags=tags, path_prefix=path_prefix)
+            filters = Filters.of({"tags": tags, "path_prefix": path_prefix})
         elif tags or path_prefix:
             raise ValueError("pass tags and path_prefix inside filters, not beside them")
         if parsed.packages:
