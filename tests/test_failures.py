@@ -289,7 +289,7 @@ def test_a_note_written_again_during_a_pass_is_recorded_with_the_stat_it_was_rea
 
             monkeypatch.setattr(indexer.discovery, "walk", walk)
         else:
-            real_read = indexer.detection.read
+            real_read = indexer.reader.read
             reads: list[str] = []
 
             def read(path: str) -> Any:
@@ -299,7 +299,7 @@ def test_a_note_written_again_during_a_pass_is_recorded_with_the_stat_it_was_rea
                     saved_again()
                 return out
 
-            monkeypatch.setattr(indexer.detection, "read", read)
+            monkeypatch.setattr(indexer.reader, "read", read)
         assert indexer.reconcile().notes_changed == 6
         monkeypatch.undo()
         # Notes changed within a timestamp tick of their read are read again (racily clean,
@@ -323,16 +323,16 @@ def test_a_moved_note_written_again_before_it_is_indexed_is_indexed_as_written(
         indexer.reconcile()
         moved = vault / "sub" / "moved.md"
         (vault / "sub" / "good2.md").rename(moved)
-        real_read = indexer.detection.read
+        real_read = indexer.reader.read
 
         def read(path: str) -> Any:
             out = real_read(path)
             if path == "sub/moved.md":  # the hash read: edited before the parse reads it
                 moved.write_text("# Moved\n\nRewritten about a kingfisher.\n")
-                monkeypatch.setattr(indexer.detection, "read", real_read)
+                monkeypatch.setattr(indexer.reader, "read", real_read)
             return out
 
-        monkeypatch.setattr(indexer.detection, "read", read)
+        monkeypatch.setattr(indexer.reader, "read", read)
         summary = indexer.reconcile()
         assert summary.notes_failed == 0
         paths = {r["metadata"]["path"]: r["document"] for r in export_records(index.store)}

@@ -215,6 +215,7 @@ def test_a_pass_keeps_serving_edits_after_the_first_one_it_served(tmp_path: Path
     from harness.daemon import short_socket_dir, write_config
     from vaultd.config import load_config
     from vaultd.index.open import open_index
+    from vaultd.index.passes import Pacing
 
     vault = tmp_path / "vault"
     vault.mkdir()
@@ -222,7 +223,7 @@ def test_a_pass_keeps_serving_edits_after_the_first_one_it_served(tmp_path: Path
         (vault / f"n{i:02}.md").write_text(f"# Note {i}\n\nParagraph {i} of the vault.\n", "utf-8")
     config = write_config(tmp_path / "c.toml", vault, tmp_path / "data", short_socket_dir() / "s")
     calls: list[int] = []
-    with open_index(load_config(config, env={}), env={}, batch_chunks=2) as index:
+    with open_index(load_config(config, env={}), env={}, pacing=Pacing(batch_chunks=2)) as index:
 
         def pause(in_flight: frozenset[str]) -> None:
             calls.append(len(calls))

@@ -16,6 +16,7 @@ import pytest
 
 from vaultd.config import load_config
 from vaultd.index.open import Index, open_index
+from vaultd.index.passes import Pacing
 
 NOTE = "# A\n\nThe keeper writes about {}.\n\n## More\n\nGulls over the pier [[b]].\n"
 
@@ -30,10 +31,10 @@ def index(tmp_path: Path) -> Iterator[Index]:
         '[log]\nlevel = "error"\n',
         encoding="utf-8",
     )
-    with open_index(load_config(config, env={}), env={}) as opened:
-        # Vectors recorded once, at the end of the batch, however slow the machine: the
-        # cadence that records them every few seconds would add a write here.
-        opened.indexer.commit_seconds = float("inf")
+    # Vectors recorded once, at the end of the batch, however slow the machine: the cadence
+    # that records them every few seconds would add a write here.
+    once = Pacing(commit_seconds=float("inf"))
+    with open_index(load_config(config, env={}), env={}, pacing=once) as opened:
         opened.indexer.reconcile()  # the first pass's recovery and repair are not counted
         yield opened
 

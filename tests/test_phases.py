@@ -20,6 +20,7 @@ from vaultd.embedding.embedder import Embedder
 from vaultd.index import keyword_phase
 from vaultd.index.export import export_records
 from vaultd.index.open import Index, open_index
+from vaultd.index.passes import Pacing
 from vaultd.index.status import index_status
 
 DAY = 86_400
@@ -62,8 +63,8 @@ def embedded_texts(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     yield seen
 
 
-def open_for(root: Path, vault: Path) -> Any:
-    return open_index(load_config(config_file(root, vault), env={}), env={})
+def open_for(root: Path, vault: Path, pacing: Pacing | None = None) -> Any:
+    return open_index(load_config(config_file(root, vault), env={}), env={}, pacing=pacing)
 
 
 def converged(index: Index, vault: Path, root: Path) -> None:
@@ -112,8 +113,7 @@ def test_the_most_recently_modified_notes_are_embedded_first(
 ) -> None:
     vault = tmp_path / "vault"
     write_notes(vault, 10)
-    with open_for(tmp_path, vault) as index:
-        index.indexer.batch_chunks = 4  # five batches of two notes
+    with open_for(tmp_path, vault, Pacing(batch_chunks=4)) as index:  # five of two notes
         index.indexer.reconcile()
     order = list(dict.fromkeys(t.split("\n")[0].split(" > ")[0] for t in embedded_texts))
     assert order == [f"Note {i}" for i in reversed(range(10))]
@@ -160,8 +160,7 @@ def test_a_note_read_ahead_for_the_parsers_and_edited_is_embedded_in_its_new_for
     waiting: set[str] = set()
     edited: list[str] = []
     serving: list[bool] = []
-    with open_for(tmp_path, vault) as index:
-        index.indexer.pool_above = 1
+    with open_for(tmp_path, vault, Pacing(pool_above=1)) as index:
 
         def pause(in_flight: frozenset[str]) -> None:
             if serving:
@@ -195,8 +194,7 @@ def test_a_note_edited_during_the_embedding_phase_is_never_embedded_stale(
     vault = tmp_path / "vault"
     write_notes(vault, 8)
     edited: list[str] = []
-    with open_for(tmp_path, vault) as index:
-        index.indexer.batch_chunks = 2  # a note per batch
+    with open_for(tmp_path, vault, Pacing(batch_chunks=2)) as index:  # a note per batch
         model = index.embedder.model_id
 
         def pause(in_flight: frozenset[str]) -> None:
@@ -230,8 +228,7 @@ def test_a_stopped_first_index_resumes_without_embedding_twice(
     class Stop(Exception):
         pass
 
-    with open_for(tmp_path, vault) as index:
-        index.indexer.batch_chunks = 4
+    with open_for(tmp_path, vault, Pacing(batch_chunks=4)) as index:
 
         def pause(in_flight: frozenset[str]) -> None:
             if len(embedded_texts) >= 4:
@@ -259,8 +256,7 @@ def test_a_passage_two_notes_share_reaches_the_store_for_both_in_one_pass(
     for folder in ("one", "two"):
         (vault / folder).mkdir(parents=True)
         (vault / folder / "Readme.md").write_text(text, encoding="utf-8")
-    with open_for(tmp_path, vault) as index:
-        index.indexer.batch_chunks = 1
+    with open_for(tmp_path, vault, Pacing(batch_chunks=1)) as index:
         index.indexer.reconcile()
         assert len(embedded_texts) == 2  # one text each for the two passages
         assert index.store.ids() == set(index.manifest.notes.chunk_ids())

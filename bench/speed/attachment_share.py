@@ -36,6 +36,7 @@ from vaultd import isolation
 from vaultd.config import load_config
 from vaultd.index import extract
 from vaultd.index.open import open_index
+from vaultd.index.passes import Pacing
 
 FOLDERS = ("Import notes",)
 SCREENSHOTS = ("Roam-exporting.png", "Roam-Importer-importing.png")
@@ -104,11 +105,11 @@ def main() -> None:
         )
         config = load_config(config_file, env={})
         start_times, start = os.times(), time.monotonic()
-        with open_index(config, env={}) as index:
-            # Parsed in this process, so that every call of an extraction worker passes through
-            # `timed`: a parser pool's processes would call the workers out of its sight. The
-            # workers and the work are the same; only where the parsing runs differs.
-            index.indexer.pool_above = 1 << 30
+        # Parsed in this process, so that every call of an extraction worker passes through
+        # `timed`: a parser pool's processes would call the workers out of its sight. The
+        # workers and the work are the same; only where the parsing runs differs.
+        in_process = Pacing(pool_above=1 << 30)
+        with open_index(config, env={}, pacing=in_process) as index:
             summary = index.indexer.reconcile()
             wall = time.monotonic() - start
             ended = os.times()

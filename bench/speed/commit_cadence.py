@@ -34,6 +34,7 @@ from bench.lib.results import add_record_option, record
 from vaultd.config import load_config
 from vaultd.index.indexer import COMMIT_CHUNKS, COMMIT_SECONDS
 from vaultd.index.open import open_index
+from vaultd.index.passes import Pacing
 from vaultd.layout import private_umask
 from vaultd.logs import configure
 
@@ -56,9 +57,9 @@ def first_index(work: Path, vault: Path, run: int, cadence: str) -> dict[str, An
     )
     config = load_config(config_file, env=os.environ)
     configure(config.log)
-    with open_index(config) as idx:
+    texts, seconds = CADENCES[cadence]
+    with open_index(config, pacing=Pacing(commit_chunks=texts, commit_seconds=seconds)) as idx:
         indexer = idx.indexer
-        indexer.commit_chunks, indexer.commit_seconds = CADENCES[cadence]
         commits = 0
         add_vectors = idx.manifest.add_vectors
 

@@ -2,31 +2,26 @@
 
 from __future__ import annotations
 
-from vaultd.index.detection import Read
 from vaultd.index.open import Index
 from vaultd.index.outcomes import Summary
-from vaultd.index.passes import quiet
-from vaultd.records import Change
+from vaultd.index.passes import Hashed, quiet
 
 
-def detected(
-    index: Index, summary: Summary
-) -> tuple[list[Change], dict[str, int], dict[str, Read]]:
-    """Detection over the whole vault: the changes, their weights and the bytes read."""
+def detected(index: Index) -> Hashed:
+    """Detection over the whole vault: the changes, their weights, the bytes read and the
+    counts (the scan's and the hashing's)."""
     indexer = index.indexer
     known = index.manifest.notes.known()
-    result, _ = indexer.detection.scan(
-        known, indexer.discovery.walk(), summary, full=True, verify=()
-    )
-    return indexer.detection.hash(result, known, summary, quiet)
+    scanned = indexer.detection.scan(known, indexer.discovery.walk(), full=True, verify=())
+    hashed = indexer.detection.hash(scanned.scan, known, quiet)
+    return Hashed(hashed.changes, hashed.weights, hashed.kept, scanned.summary + hashed.summary)
 
 
 def keyword_pass(index: Index) -> Summary:
     """Detection over the whole vault, then the keyword phase alone."""
-    summary = Summary()
-    changes, weights, kept = detected(index, summary)
-    index.indexer.keyword.apply(changes, summary, quiet, weights, read=kept)
-    return summary
+    hashed = detected(index)
+    written = index.indexer.keyword.apply(hashed.changes, quiet, hashed.weights, read=hashed.kept)
+    return hashed.summary + written.summary
 
 
 def paths_in_store(index: Index) -> set[str]:

@@ -10,7 +10,6 @@ import pytest
 from tests.small_vault import indexed
 from vaultd.errors import LeftOutError
 from vaultd.index.detection import sha256_file
-from vaultd.index.outcomes import Summary
 from vaultd.index.passes import quiet
 
 NOTES = {
@@ -26,18 +25,16 @@ def test_new_edited_and_moved_notes_are_classified_and_their_bytes_kept(tmp_path
         (vault / "a.md").write_text("# A\n\nThe keeper rests.\n", encoding="utf-8")
         (vault / "b.md").rename(vault / "moved.md")
         known = index.manifest.notes.known()
-        summary = Summary()
 
-        result, went = detection.scan(
-            known, index.indexer.discovery.walk(), summary, full=True, verify=()
-        )
-        assert summary.notes_seen == 3
+        scanned = detection.scan(known, index.indexer.discovery.walk(), full=True, verify=())
+        assert scanned.summary.notes_seen == 3
         # The note gone is found until the pass has forgotten it: it is still indexed.
         assert detection.found == {"a.md", "b.md", "c.md", "moved.md"}
-        detection.forgotten(went)
+        detection.forgotten(scanned.went)
         assert detection.found == {"a.md", "c.md", "moved.md"}
 
-        changes, weights, kept = detection.hash(result, known, summary, quiet)
+        hashed = detection.hash(scanned.scan, known, quiet)
+        changes, weights, kept = hashed.changes, hashed.weights, hashed.kept
         kinds = {c.path: (c.kind, c.old_path) for c in changes if c.kind != "verified"}
         assert kinds == {
             "a.md": ("modified", None),
@@ -54,19 +51,19 @@ def test_new_edited_and_moved_notes_are_classified_and_their_bytes_kept(tmp_path
 
 def test_a_note_that_cannot_be_read_is_left_out(tmp_path: Path) -> None:
     with indexed(tmp_path, NOTES) as index:
-        detection = index.indexer.detection
-        reads = detection.reads
+        reader = index.indexer.reader
+        reads = reader.reads
         with pytest.raises(LeftOutError) as raised:
-            detection.read("missing.md")
+            reader.read("missing.md")
         assert raised.value.kind == "unreadable"
-        assert detection.reads == reads + 1
+        assert reader.reads == reads + 1
 
 
 def test_unchanged_since_holds_until_the_file_is_written(tmp_path: Path) -> None:
     with indexed(tmp_path, NOTES) as index:
-        detection = index.indexer.detection
-        _, state = detection.read("a.md")
-        assert detection.unchanged_since(state)
+        reader = index.indexer.reader
+        _, state = reader.read("a.md")
+        assert reader.unchanged_since(state)
         (index.vault / "a.md").write_text("# A\n\nOther words, other size.\n", encoding="utf-8")
-        assert not detection.unchanged_since(state)
-        assert not detection.unchanged_since(state.__class__("gone.md", 1, 1))
+        assert not reader.unchanged_since(state)
+        assert not reader.unchanged_since(state.__class__("gone.md", 1, 1))

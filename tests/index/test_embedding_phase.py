@@ -7,7 +7,6 @@ from pathlib import Path
 
 from tests.index.phases import keyword_pass, paths_in_store
 from tests.small_vault import indexed
-from vaultd.index.outcomes import Summary
 from vaultd.index.passes import quiet
 
 NOTES = {"a.md": "# A\n\nThe keeper climbs the stairs.\n"}
@@ -22,7 +21,7 @@ def test_what_awaits_is_embedded_and_published(tmp_path: Path) -> None:
         waiting = len(index.manifest.vectors.awaiting(model, 100))
         made, embedded = phase.vectors_made, index.embedder.embedded
 
-        phase.run(Summary(), quiet)
+        phase.run(quiet)
 
         assert waiting >= 2
         assert index.embedder.embedded - embedded == waiting
@@ -39,9 +38,9 @@ def test_only_the_notes_asked_for_are_embedded(tmp_path: Path) -> None:
         (vault / "d.md").write_text("# D\n\nThe fog horn.\n", encoding="utf-8")
         keyword_pass(index)
 
-        phase.run(Summary(), quiet, ["c.md"])
+        phase.run(quiet, ["c.md"])
         assert index.manifest.vectors.awaiting_paths(model, ["c.md", "d.md"]) == {"d.md"}
         assert paths_in_store(index) == {"a.md", "c.md"}
 
-        phase.run(Summary(), quiet, [])  # nothing asked for: nothing done
+        phase.run(quiet, [])  # nothing asked for: nothing done
         assert index.manifest.vectors.awaiting_paths(model, ["d.md"]) == {"d.md"}

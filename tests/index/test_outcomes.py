@@ -29,12 +29,10 @@ def test_failure_is_a_left_out_file_only_when_it_has_a_kind() -> None:
 
 
 def test_failures_are_recorded_counted_and_told_of(manifest: Manifest) -> None:
-    outcomes = Outcomes(manifest)
     told: list[tuple[str, dict[str, Any]]] = []
-    outcomes.on_note = lambda kind, **fields: told.append((kind, fields))
-    summary = Summary()
+    outcomes = Outcomes(manifest, on_note=lambda kind, **fields: told.append((kind, fields)))
 
-    outcomes.record_failures(summary, [failed("bad.md"), left_out("blob.md")])
+    summary = outcomes.record_failures([failed("bad.md"), left_out("blob.md")])
 
     assert (summary.notes_failed, summary.notes_left_out) == (1, 1)
     assert summary.failures == [{"path": "bad.md", "reason": "cannot parse"}]
@@ -48,20 +46,27 @@ def test_failures_are_recorded_counted_and_told_of(manifest: Manifest) -> None:
 
 
 def test_a_note_failing_again_on_the_same_content_is_quarantined(manifest: Manifest) -> None:
-    outcomes = Outcomes(manifest)
     told: list[str] = []
-    outcomes.on_note = lambda kind, **fields: told.append(fields["status"])
+    outcomes = Outcomes(manifest, on_note=lambda kind, **fields: told.append(fields["status"]))
     for _ in range(2):
-        outcomes.record_failures(Summary(), [failed("bad.md")])
+        outcomes.record_failures([failed("bad.md")])
     assert told == ["failed", "quarantined"]
     assert [q.path for q in manifest.failures.quarantined()] == ["bad.md"]
 
 
 def test_nothing_failed_writes_nothing(manifest: Manifest) -> None:
-    summary = Summary()
-    Outcomes(manifest).record_failures(summary, [])
-    assert summary == Summary()
+    assert Outcomes(manifest).record_failures([]) == Summary()
     assert manifest.counts()["failed"] == 0
+
+
+def test_parts_of_a_pass_add_up_in_the_order_they_came() -> None:
+    scan = Summary(notes_seen=3, left_out=[{"path": "big.md"}], skipped=[{"path": "x"}])
+    keyword = Summary(notes_changed=2, left_out=[{"path": "blob.md"}], seconds=0.5)
+    whole = scan + keyword
+    assert (whole.notes_seen, whole.notes_changed, whole.seconds) == (3, 2, 0.5)
+    assert whole.left_out == [{"path": "big.md"}, {"path": "blob.md"}]
+    assert whole.skipped == [{"path": "x"}]
+    assert scan.left_out == [{"path": "big.md"}]  # the parts are left as they were
 
 
 def test_the_summary_rounds_its_seconds() -> None:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from tests.index.phases import detected
 from tests.small_vault import indexed
-from vaultd.index.outcomes import Summary
 from vaultd.index.prepare import Prepared
 from vaultd.records import NoteLeftOut
 
@@ -21,11 +20,12 @@ NOTES = {
 def test_an_edited_note_is_chunked_with_the_ids_it_had(tmp_path: Path) -> None:
     with indexed(tmp_path, NOTES) as index:
         (index.vault / "a.md").write_text("# A\n\nThe keeper rests.\n", encoding="utf-8")
-        changes, _, kept = detected(index, Summary())
+        hashed = detected(index)
+        changes, kept = hashed.changes, hashed.kept
         change = next(c for c in changes if c.path == "a.md")
         marked: list[str] = []
 
-        [(_, prepared)] = index.indexer.keyword.preparer.all([change], marked, None, kept, set())
+        [(_, prepared)] = index.indexer.preparer.all([change], marked, None, kept, set())
 
         assert isinstance(prepared, Prepared)
         assert marked == ["a.md"] and index.manifest.failures.in_flight() == ["a.md"]
@@ -38,10 +38,11 @@ def test_a_moved_note_keeps_its_chunks_and_vectors_under_new_ids(tmp_path: Path)
     with indexed(tmp_path, NOTES) as index:
         old = index.manifest.notes.chunks_of("b.md")
         (index.vault / "b.md").rename(index.vault / "c.md")
-        changes, _, kept = detected(index, Summary())
+        hashed = detected(index)
+        changes, kept = hashed.changes, hashed.kept
         [change] = [c for c in changes if c.kind == "moved"]
 
-        prepared = index.indexer.keyword.preparer.one(change, kept.get("c.md"))
+        prepared = index.indexer.preparer.one(change, kept.get("c.md"))
 
         assert isinstance(prepared, Prepared)
         assert prepared.moved_ids == [c.id for c in old]
@@ -53,11 +54,12 @@ def test_a_moved_note_keeps_its_chunks_and_vectors_under_new_ids(tmp_path: Path)
 def test_bytes_written_since_the_scan_are_read_again(tmp_path: Path) -> None:
     with indexed(tmp_path, NOTES) as index:
         (index.vault / "a.md").write_text("# A\n\nFirst edit.\n", encoding="utf-8")
-        changes, _, kept = detected(index, Summary())
+        hashed = detected(index)
+        changes, kept = hashed.changes, hashed.kept
         change = next(c for c in changes if c.path == "a.md")
         (index.vault / "a.md").write_text("# A\n\nA second, longer edit.\n", encoding="utf-8")
 
-        prepared = index.indexer.keyword.preparer.one(change, kept["a.md"])
+        prepared = index.indexer.preparer.one(change, kept["a.md"])
 
         assert isinstance(prepared, Prepared)
         assert "second, longer edit" in prepared.chunks[0].text
@@ -67,10 +69,11 @@ def test_bytes_written_since_the_scan_are_read_again(tmp_path: Path) -> None:
 def test_a_binary_file_is_left_out(tmp_path: Path) -> None:
     with indexed(tmp_path, NOTES) as index:
         (index.vault / "a.md").write_bytes(b"binary\x00bytes")
-        changes, _, kept = detected(index, Summary())
+        hashed = detected(index)
+        changes, kept = hashed.changes, hashed.kept
         change = next(c for c in changes if c.path == "a.md")
 
-        outcome = index.indexer.keyword.preparer.one(change, kept.get("a.md"))
+        outcome = index.indexer.preparer.one(change, kept.get("a.md"))
 
         assert isinstance(outcome, NoteLeftOut)
         assert outcome.kind == "binary"

@@ -35,6 +35,7 @@ from harness.daemon import RunningDaemon, running, wait_until, write_config
 from vaultd.config import load_config
 from vaultd.errors import DaemonError, StoreError, StoreFullError
 from vaultd.index.open import open_index
+from vaultd.index.passes import Pacing
 
 NEW = {"quokka.md": "quokka", "zymurgy.md": "zymurgy", "xylophone.md": "xylophone"}
 
@@ -216,7 +217,7 @@ def test_an_io_error_for_one_batch_holds_the_manifest_back_and_the_next_pass_con
     config = load_config(config_path, env={})
     # One note per batch of the embedding phase: the fault hits the second batch, after the
     # first was committed (the keyword phase recorded every new note before either).
-    with open_index(config, env={}, batch_chunks=1) as index:
+    with open_index(config, env={}, pacing=Pacing(batch_chunks=1)) as index:
         before = manifest_claims(index)
         if layer == "chroma":
             from chromadb.api.models.Collection import Collection

@@ -71,7 +71,7 @@ class LocalService:
             from vaultd.index.extract import turned_off
 
             # An image while `ocr` is off, say: why it is not indexed, not just that it is not.
-            kind = self.index.indexer.extraction.kind(request.path)
+            kind = self.index.indexer.settings.extraction.kind(request.path)
             if kind in self.index.config.attachments.kinds():
                 raise
             raise NoteUnavailableError(request.path, turned_off(kind), "excluded") from None
@@ -80,7 +80,7 @@ class LocalService:
             raise NoteNotIndexedError(path)
         pages = (request.start_page, request.end_page)
         # By its name: a file left out has no kind in the manifest.
-        kind = self.index.indexer.extraction.kind(path)
+        kind = self.index.indexer.settings.extraction.kind(path)
         if request.text and kind == "pdf":
             if request.start_line is not None or request.end_line is not None:
                 raise ApiError(
@@ -106,7 +106,7 @@ class LocalService:
 
         try:
             data, _ = self.index.indexer.discovery.read_note(path)
-            pages: list[str] = read_pdf(path, data, self.index.indexer.extraction)["pages"]
+            pages: list[str] = read_pdf(path, data, self.index.indexer.settings.extraction)["pages"]
         except OSError as exc:
             raise NoteUnavailableError(path, f"cannot read ({exc})") from None
         except LeftOutError as exc:
@@ -183,10 +183,10 @@ class LocalService:
         worker, with its limits); one it would leave out is unavailable with that reason."""
         from vaultd.index.extract import extract_note
 
-        indexer = self.index.indexer
+        settings = self.index.indexer.settings
         try:
             note = extract_note(
-                path, data, max_bytes=indexer.max_bytes, extraction=indexer.extraction
+                path, data, max_bytes=settings.max_bytes, extraction=settings.extraction
             )
         except LeftOutError as exc:
             raise NoteUnavailableError(path, exc.reason, "unreadable") from None
@@ -220,12 +220,12 @@ class LocalService:
     def outline(self, request: o.OutlineRequest) -> o.OutlineResponse:
         path = self.find_note(request.path)
         indexer = self.index.indexer
-        kind = indexer.extraction.kind(path)
+        kind = indexer.settings.extraction.kind(path)
         if kind != "note":
             # Its file is no Markdown (a PDF's bytes, a canvas's JSON, source code), and the
             # lines of its text as read are not its file's: headings read from it would mislead.
             raise NoteError(f"{path} is a {kind}, not a note: it has no outline; read its text")
-        headings = browse.outline(indexer.discovery, path, indexer.max_bytes)
+        headings = browse.outline(indexer.discovery, path, indexer.settings.max_bytes)
         return o.OutlineResponse(path=path, headings=headings)
 
     def tags(self, request: o.TagsRequest) -> o.TagsResponse:

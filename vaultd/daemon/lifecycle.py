@@ -41,6 +41,7 @@ from vaultd.daemon.worker import (
 from vaultd.errors import LockedError, ManifestLostError, ReaderHeldError, VaultdError
 from vaultd.index.open import Index, open_index
 from vaultd.index.packages import watch_rule
+from vaultd.index.passes import Pacing
 from vaultd.index.status import IdentityCheck, index_status
 from vaultd.logs import iso, ms
 from vaultd.pipeline.watch import Watcher
@@ -194,8 +195,10 @@ class Daemon:
                         self.config,
                         self.env,
                         holder=Holder.DAEMON,
-                        batch_chunks=BULK_BATCH_CHUNKS,
+                        pacing=Pacing(batch_chunks=BULK_BATCH_CHUNKS),
                         run_tokens=INTERACTIVE_RUN_TOKENS,
+                        # Each note indexed, failed or deleted, on the event stream.
+                        on_note=self.state.events.publish,
                     )
                 )
             except LockedError as exc:

@@ -92,8 +92,6 @@ class Worker(threading.Thread):
         #: The last phase published as an event, and when.
         self._phase = ""
         self._phase_at = 0.0
-        # Each note indexed, failed or deleted, on the event stream.
-        index.indexer.on_note = state.events.publish
         embedding = index.config.embedding
         # The parser's worker processes and the extraction workers (PDF, OCR) are this
         # daemon's load, not other programs'.

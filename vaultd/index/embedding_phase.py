@@ -17,28 +17,17 @@ from typing import Any
 import numpy as np
 import structlog
 
+from vaultd.embedding.embedder import TextEmbedder
 from vaultd.errors import EmbedError, StoreError
+from vaultd.faults import Faults
 from vaultd.index.metadata import stored_metadata
-from vaultd.index.outcomes import Summary
-from vaultd.index.passes import Parts, Progress
+from vaultd.index.outcomes import Outcomes, Summary
+from vaultd.index.passes import Embedded, Pacing, Pauses, Progress
 from vaultd.index.writer import Record, Writer
 from vaultd.records import FileState, KnownNote, NoteFailed
 from vaultd.storage.manifest import Manifest, StoredChunk
 
 log = structlog.get_logger(__name__)
-
-#: A batch is embedded (sorted by length, so padding stays small) and flushed to the store once
-#: it holds this many chunks. Big batches pad least: on obsidian-hub, 4,096 chunks pad 0.7%
-#: over the texts' own tokens, 1,024 chunks 2.1%, 128 chunks 19%. The daemon uses smaller ones
-#: (`Indexer.batch_chunks`) so that less work is redone after a crash and a note in flight is
-#: not held back long.
-BATCH_CHUNKS = 4096
-#: Inside a batch, the vectors embedded are recorded (with their records in the store) once
-#: this many texts or seconds of embedding have passed, whichever comes first: a stopped or
-#: killed first index keeps all but the last few seconds of its work. Measured to cost nothing
-#: measurable on a first index (bench/speed/commit_cadence.py, docs/benchmarks.md).
-COMMIT_CHUNKS = 256
-COMMIT_SECONDS = 2.0
 
 
 class _Landing:
@@ -48,13 +37,19 @@ class _Landing:
 
     def __init__(
         self,
-        phase: EmbeddingPhase,
+        writer: Writer,
+        manifest: Manifest,
+        model_id: str,
+        pacing: Pacing,
         waiting: dict[str, list[Record]],
     ) -> None:
-        self.phase = phase
-        self.writer: Writer = phase.parts.writer
-        self.manifest: Manifest = phase.parts.manifest
+        self.writer = writer
+        self.manifest = manifest
+        self.model_id = model_id
+        self.pacing = pacing
         self.waiting = waiting
+        #: Texts the model embedded in this batch, counted as each run ends.
+        self.made = 0
         self.computed: dict[str, np.ndarray] = {}
         self.recorded: set[str] = set()
         self._landing: deque[tuple[int, dict[str, np.ndarray]]] = deque()
@@ -62,20 +57,20 @@ class _Landing:
         self._since = time.monotonic()
 
     def embedded(self, hashes: list[str], vectors: np.ndarray) -> None:
-        self.phase.vectors_made += len(hashes)
+        self.made += len(hashes)
         for text_hash, vector in zip(hashes, vectors, strict=True):
             self.computed[text_hash] = vector
             self._fresh[text_hash] = vector
             for record in self.waiting.pop(text_hash, ()):
                 self.writer.add(record, vector)
         now = time.monotonic()
-        phase = self.phase
-        if len(self._fresh) >= phase.commit_chunks or now - self._since >= phase.commit_seconds:
+        pacing = self.pacing
+        if len(self._fresh) >= pacing.commit_chunks or now - self._since >= pacing.commit_seconds:
             self._landing.append((self.writer.sent(), self._fresh))
             self._fresh, self._since = {}, now
         while self._landing and self.writer.landed(self._landing[0][0]):
             _, landed = self._landing.popleft()
-            self.manifest.add_vectors(phase.parts.model_id, landed)
+            self.manifest.add_vectors(self.model_id, landed)
             self.recorded.update(landed)
 
     @property
@@ -86,25 +81,31 @@ class _Landing:
 class EmbeddingPhase:
     def __init__(
         self,
-        parts: Parts,
         *,
-        batch_chunks: int,
-        commit_chunks: int,
-        commit_seconds: float,
-        rechunked: Callable[[set[str]], Any],
+        manifest: Manifest,
+        embedder: TextEmbedder,
+        writer: Writer,
+        outcomes: Outcomes,
+        pauses: Pauses,
+        faults: Faults,
+        pacing: Pacing,
     ) -> None:
-        self.parts = parts
-        self.batch_chunks = batch_chunks
-        #: How often a batch records the vectors embedded so far (see COMMIT_CHUNKS).
-        self.commit_chunks = commit_chunks
-        self.commit_seconds = commit_seconds
-        #: Reads these notes again (their chunks could not be embedded as recorded).
-        self.rechunked = rechunked
-        #: Texts the model embedded since start, counted as each run ends (a pass stopped
-        #: midway reports them; `Summary.chunks_embedded` counts passes that ended).
+        #: The unit of work: a batch's vectors and its notes' release move in one commit
+        #: (`Manifest.add_vectors`).
+        self.manifest = manifest
+        self.embedder = embedder
+        #: Publishes each record as its vector comes.
+        self.writer = writer
+        self.outcomes = outcomes
+        self.pauses = pauses
+        self.faults = faults
+        self.pacing = pacing
+        #: Texts the model embedded since start, counted as each batch ends or is given up (a
+        #: pass stopped midway reports them; `Summary.chunks_embedded` counts passes that
+        #: ended).
         self.vectors_made = 0
 
-    def run(self, summary: Summary, report: Progress, paths: Iterable[str] | None = None) -> None:
+    def run(self, report: Progress, paths: Iterable[str] | None = None) -> Embedded:
         """Embed the chunks awaiting vectors (only those of `paths` when given), the most
         recently modified notes first, a batch at a time; crash suspects last, one at a time.
 
@@ -112,15 +113,19 @@ class EmbeddingPhase:
         waits was chunked again by that edit's pass (served at a pause point) and is embedded
         in its new form only: each batch is read from the manifest when it starts, and an
         edit to a note of the batch in flight waits for the batch (`PausePoint`).
+
+        Returns the phase's part of the summary, and the notes whose chunks were recorded
+        without the context they are embedded with: the caller reads them again.
         """
-        manifest, model_id, pauses = self.parts.manifest, self.parts.model_id, self.parts.pauses
+        manifest, model_id, pauses = self.manifest, self.embedder.model_id, self.pauses
+        summary = Summary()
         wanted = None if paths is None else sorted(set(paths))
         if wanted is not None and not wanted:
-            return
+            return Embedded(summary)
         totals = manifest.vectors.awaiting_totals(model_id, wanted)
         if not totals.chunks:
-            return
-        suspects = set(self.parts.manifest.failures.suspects)
+            return Embedded(summary)
+        suspects = set(manifest.failures.suspects)
         done = 0
         report("embed", 0, totals.tokens)
         # Nothing is in hand now: an edit held while its note was read ahead of the keyword
@@ -129,7 +134,7 @@ class EmbeddingPhase:
         unusable: set[str] = set()
         while True:
             chunks = manifest.vectors.awaiting(
-                model_id, self.batch_chunks, paths=wanted, exclude=suspects
+                model_id, self.pacing.batch_chunks, paths=wanted, exclude=suspects
             )
             if not chunks:
                 break
@@ -152,12 +157,11 @@ class EmbeddingPhase:
                 self._batch(chunks, summary, unusable, None)
                 done = min(totals.tokens, done + sum(c.tokens for c in chunks))
                 report("embed", done, totals.tokens)
-            self.parts.manifest.failures.suspects.discard(path)
+            manifest.failures.suspects.discard(path)
             pauses(frozenset())
-        if unusable:
-            # Their chunks were recorded before the manifest kept the context they were
-            # embedded with: chunk them again now, not at the next full pass.
-            self.rechunked(unusable)
+        # Chunks recorded before the manifest kept the context they are embedded with: their
+        # notes are chunked again now, not at the next full pass.
+        return Embedded(summary, frozenset(unusable))
 
     def _twins(self, chunks: list[StoredChunk], suspects: set[str]) -> list[StoredChunk]:
         """Chunks of other notes with the same texts as these, awaiting (crash suspects' left
@@ -165,8 +169,8 @@ class EmbeddingPhase:
         recorded they no longer await one, and would reach the store only at the next repair."""
         ids = {c.id for c in chunks}
         hashes = sorted({c.hash for c in chunks})
-        found = self.parts.manifest.vectors.awaiting(
-            self.parts.model_id, 1 << 30, exclude=suspects, hashes=hashes
+        found = self.manifest.vectors.awaiting(
+            self.embedder.model_id, 1 << 30, exclude=suspects, hashes=hashes
         )
         return [c for c in found if c.id not in ids]
 
@@ -179,11 +183,11 @@ class EmbeddingPhase:
     ) -> bool:
         """Embed one batch of awaiting chunks, publish them as their vectors come, then
         record the vectors. False when the batch changed nothing (no vector, no failure)."""
-        manifest = self.parts.manifest
+        manifest, model_id = self.manifest, self.embedder.model_id
         records = manifest.notes.records({c.path for c in chunks})
         known = {p: r.known for p, r in records.items()}
         paths = sorted(known)
-        self.parts.manifest.failures.hold([known[p] for p in paths])
+        manifest.failures.hold([known[p] for p in paths])
         waiting: dict[str, list[Record]] = {}
         texts, by_path = self._texts(
             chunks, {p: r.row for p, r in records.items()}, waiting, unusable
@@ -194,27 +198,29 @@ class EmbeddingPhase:
                 "chunks recorded without their context; reading these notes again", paths=bad
             )
             manifest.notes.rechunk(bad)
-        run = _Landing(self, waiting)
+        run = _Landing(self.writer, manifest, model_id, self.pacing, waiting)
         failures: dict[str, str] = {}
         try:
             if texts:
                 failures = self._embed(texts, by_path, run, frozenset(paths), share)
-            self.parts.writer.finish()
+            self.writer.finish()
         except BaseException as exc:
             # Abandoned (a graceful stop, an error raised), not crashed: nothing is held
             # against these notes, and the vectors finished so far are kept, unless the store
             # is what failed. Records in the store whose vectors are not recorded are dropped
             # by the next pass (`sync_store`).
             if isinstance(exc, StoreError) or not self._keep(run.unrecorded):
-                self.parts.writer.discard()
-            self.parts.manifest.failures.abandon(paths)
+                self.writer.discard()
+            manifest.failures.abandon(paths)
             raise
+        finally:
+            self.vectors_made += run.made
         # Only now, with the store holding the records, are the vectors recorded.
-        manifest.add_vectors(
-            self.parts.model_id, run.unrecorded, done=[p for p in paths if p not in failures]
-        )
-        self.parts.outcomes.record_failures(
-            summary, [_failed(known[p], reason) for p, reason in sorted(failures.items())]
+        manifest.add_vectors(model_id, run.unrecorded, done=[p for p in paths if p not in failures])
+        summary.add(
+            self.outcomes.record_failures(
+                [_failed(known[p], reason) for p, reason in sorted(failures.items())]
+            )
         )
         return bool(run.computed or failures or bad)
 
@@ -237,7 +243,7 @@ class EmbeddingPhase:
                 continue
             texts.setdefault(c.hash, text)
             by_path.setdefault(c.path, {})[c.hash] = text
-            metadata = stored_metadata(c, rows[c.path], self.parts.model_id)
+            metadata = stored_metadata(c, rows[c.path], self.embedder.model_id)
             waiting.setdefault(c.hash, []).append(Record(c.id, c.path, c.text, metadata))
         return texts, by_path
 
@@ -252,13 +258,13 @@ class EmbeddingPhase:
         """Embed the texts, handing each vector to `run` as it comes; the notes whose texts
         could not be embedded, with why."""
         hashes = list(texts)
-        embedder, faults = self.parts.embedder, self.parts.faults
+        embedder, faults = self.embedder, self.faults
         failures: dict[str, str] = {}
         try:
             faults.before_embed(list(texts.values()))
             embedder.embed_documents(
                 list(texts.values()),
-                pause=lambda: self.parts.pauses(in_flight),
+                pause=lambda: self.pauses(in_flight),
                 progress=None if share is None else lambda n, of: share(n / of),
                 ready=lambda at, rows: run.embedded([hashes[i] for i in at], rows),
             )
@@ -279,8 +285,8 @@ class EmbeddingPhase:
         """Write the records of a batch given up and record the vectors computed for it;
         False when the store or the manifest would not take them."""
         try:
-            self.parts.writer.finish()
-            self.parts.manifest.add_vectors(self.parts.model_id, unrecorded)
+            self.writer.finish()
+            self.manifest.add_vectors(self.embedder.model_id, unrecorded)
         except StoreError as exc:
             log.warning("could not keep the vectors of the batch given up", error=str(exc))
             return False

@@ -35,19 +35,22 @@ from vaultd import logs
 from vaultd.embedding.embedder import TextEmbedder
 from vaultd.embedding.tokens import TokenCounter
 from vaultd.faults import Faults
-from vaultd.index.detection import Detection
-from vaultd.index.embedding_phase import (
-    BATCH_CHUNKS,
-    COMMIT_CHUNKS,
-    COMMIT_SECONDS,
-    EmbeddingPhase,
-)
-from vaultd.index.extract import Extraction
+from vaultd.index.detection import Detection, Reader
+from vaultd.index.embedding_phase import EmbeddingPhase
 from vaultd.index.keyword_phase import KeywordPhase
 from vaultd.index.outcomes import Outcomes, Summary
 from vaultd.index.packages import Packages
-from vaultd.index.parsers import POOL_ABOVE, ParserPool
-from vaultd.index.passes import Parts, PausePoint, Pauses, Progress, quiet
+from vaultd.index.parsers import ParserPool
+from vaultd.index.passes import (
+    BATCH_CHUNKS,
+    COMMIT_CHUNKS,
+    COMMIT_SECONDS,
+    PassSettings,
+    PausePoint,
+    Pauses,
+    Progress,
+    quiet,
+)
 from vaultd.index.prepare import Preparer
 from vaultd.index.store_sync import StoreSync
 from vaultd.index.writer import Writer
@@ -61,6 +64,9 @@ log = structlog.get_logger(__name__)
 
 
 class Indexer:
+    """Runs passes: each phase is made here with the parts it uses, and the loop of a pass
+    (`_reconcile`) hands each phase's results to the next and adds up their summaries."""
+
     def __init__(
         self,
         *,
@@ -70,71 +76,79 @@ class Indexer:
         store: VectorStore,
         embedder: TextEmbedder,
         counter: TokenCounter,
-        max_tokens: int,
-        max_bytes: int,
-        extraction: Extraction | None = None,
-        batch_chunks: int = BATCH_CHUNKS,
+        settings: PassSettings,
         faults: Faults | None = None,
         after_full_pass: Callable[[], None] | None = None,
         parsers: Callable[[], ParserPool] | None = None,
-        pool_above: int = POOL_ABOVE,
-        commit_chunks: int = COMMIT_CHUNKS,
-        commit_seconds: float = COMMIT_SECONDS,
+        on_note: Callable[..., None] | None = None,
     ) -> None:
         self.root = root
         self.discovery = discovery
         self.manifest = manifest
         self.store = store
         self.embedder = embedder
-        self.max_bytes = max_bytes
-        #: How files other than notes are read (their kinds, the extraction worker's limits).
-        self.extraction = extraction or Extraction()
+        #: How the passes read, chunk and pace, fixed for the indexer's life.
+        self.settings = settings
+        # Test fault hooks, read from the environment by the composition root.
+        faults = faults if faults is not None else Faults()
         #: Writes records to the store while the model embeds; closed with the indexer.
         self.writer = Writer(store, embedder.passage_metadata)
-        self.outcomes = Outcomes(manifest)
+        self.outcomes = Outcomes(manifest, on_note)
         self.pauses = Pauses()
-        parts = Parts(
-            discovery,
-            manifest,
-            store,
-            embedder,
-            self.writer,
-            # Test fault hooks, read from the environment by the composition root.
-            faults if faults is not None else Faults(),
-            self.outcomes,
-            self.pauses,
-        )
         self.sync = StoreSync(manifest, store, embedder)
-        self.detection = Detection(root, parts)
-        preparer = Preparer(
-            parts,
-            self.detection,
-            counter,
-            max_tokens=max_tokens,
-            max_bytes=max_bytes,
-            extraction=self.extraction,
+        self.reader = Reader(root, discovery)
+        self.detection = Detection(
+            discovery=discovery,
+            reader=self.reader,
+            manifest=manifest,
+            store=store,
+            outcomes=self.outcomes,
+            pauses=self.pauses,
         )
         #: Each source file's package: named as it is written, re-attributed when a manifest
         #: changes and after every full pass.
         self.packages = Packages(discovery, manifest)
-        self.keyword = KeywordPhase(parts, preparer, self.sync, self.packages)
+        #: Reads, parses and chunks the keyword phase's notes (`status` names its file).
+        self.preparer = Preparer(
+            reader=self.reader,
+            notes=manifest.notes,
+            vectors=manifest.vectors,
+            failures=manifest.failures,
+            counter=counter,
+            model_id=embedder.model_id,
+            settings=settings,
+            faults=faults,
+        )
+        self.keyword = KeywordPhase(
+            manifest=manifest,
+            store=store,
+            writer=self.writer,
+            sync=self.sync,
+            preparer=self.preparer,
+            packages=self.packages,
+            discovery=discovery,
+            outcomes=self.outcomes,
+            pauses=self.pauses,
+            model_id=embedder.model_id,
+        )
         self.embedding = EmbeddingPhase(
-            parts,
-            batch_chunks=batch_chunks,
-            commit_chunks=commit_chunks,
-            commit_seconds=commit_seconds,
-            rechunked=lambda paths: self._reconcile_some(paths, (), None, set()),
+            manifest=manifest,
+            embedder=embedder,
+            writer=self.writer,
+            outcomes=self.outcomes,
+            pauses=self.pauses,
+            faults=faults,
+            pacing=settings.pacing,
         )
         #: Upkeep that needs the whole vault seen: called at the end of every full pass.
         self._after_full_pass = after_full_pass
-        #: Starts worker processes that parse and chunk, for a pass with `pool_above` notes
-        #: or more to read (None: always in this process).
+        #: Starts worker processes that parse and chunk, for a pass with
+        #: `settings.pacing.pool_above` notes or more to read (None: always in this process).
         self._parsers = parsers
-        self.pool_above = pool_above
         self._pool: ParserPool | None = None
         self._pools_cpu = 0.0
 
-    # -- what the daemon, the CLI and the benchmarks set and read ------------------------------
+    # -- what the daemon, the CLI and the benchmarks read --------------------------------------
 
     @property
     def found(self) -> int | None:
@@ -149,46 +163,12 @@ class Indexer:
     @property
     def reads(self) -> int:
         """Note files read since start (to hash or to parse)."""
-        return self.detection.reads
+        return self.reader.reads
 
     @property
     def vectors_made(self) -> int:
         """Texts the model embedded since start (see `EmbeddingPhase.vectors_made`)."""
         return self.embedding.vectors_made
-
-    @property
-    def on_note(self) -> Callable[..., None] | None:
-        """Told of each note indexed, failed or deleted (see `Outcomes.on_note`)."""
-        return self.outcomes.on_note
-
-    @on_note.setter
-    def on_note(self, callback: Callable[..., None] | None) -> None:
-        self.outcomes.on_note = callback
-
-    @property
-    def batch_chunks(self) -> int:
-        """Chunks embedded in one batch (see `embedding_phase.BATCH_CHUNKS`)."""
-        return self.embedding.batch_chunks
-
-    @batch_chunks.setter
-    def batch_chunks(self, value: int) -> None:
-        self.embedding.batch_chunks = value
-
-    @property
-    def commit_chunks(self) -> int:
-        return self.embedding.commit_chunks
-
-    @commit_chunks.setter
-    def commit_chunks(self, value: int) -> None:
-        self.embedding.commit_chunks = value
-
-    @property
-    def commit_seconds(self) -> float:
-        return self.embedding.commit_seconds
-
-    @commit_seconds.setter
-    def commit_seconds(self, value: float) -> None:
-        self.embedding.commit_seconds = value
 
     @property
     def helper_cpu(self) -> float:
@@ -215,13 +195,12 @@ class Indexer:
             return self._reconcile_all(progress, check)
 
     def _reconcile_all(self, progress: Progress | None, check: float) -> Summary:
-        summary = Summary()
         self.manifest.failures.start_pass()
         repaired = self.sync_store()
         known = self.manifest.notes.known()
         (progress or quiet)("scan", 0, 0)
         verify = due_for_check(known, check)
-        self._reconcile(known, self.discovery.walk(), summary, progress, verify=verify)
+        summary = self._reconcile(known, self.discovery.walk(), progress, verify=verify)
         # A manifest may have changed while nothing watched (or before schema 11 recorded
         # packages): every source file's package is named again, each manifest read once.
         self.packages.refresh()
@@ -296,8 +275,7 @@ class Indexer:
                 if single is not None:
                     yield single
 
-        summary = Summary()
-        self._reconcile(known, states(), summary, progress, embed=paths, verify=verify)
+        summary = self._reconcile(known, states(), progress, embed=paths, verify=verify)
         # A manifest saved, created, deleted or moved: its files change package, not text.
         self.packages.changed(paths)
         return summary
@@ -306,27 +284,33 @@ class Indexer:
         self,
         known: Mapping[str, KnownNote],
         walk: Iterable[FileState],
-        summary: Summary,
         progress: Progress | None,
         embed: Iterable[str] | None = None,
         verify: Container[str] = frozenset(),
-    ) -> None:
+    ) -> Summary:
         """Both phases over `walk`; the embedding phase takes every chunk awaiting vectors, or
         (with `embed`) those of the notes written now and of `embed`. The notes in `verify`
-        are read whatever their stat says."""
+        are read whatever their stat says. Returns the phases' summaries added up."""
         started = time.perf_counter()
         embedded_before = self.embedder.embedded
         reads_before = self.reads
         self.packages.begin()
         report = progress or quiet
-        result, went = self.detection.scan(known, walk, summary, full=embed is None, verify=verify)
-        with self._parser_pool(len(result.candidates)) as pool:
-            changes, weights, kept = self.detection.hash(result, known, summary, report)
-            written = self.keyword.apply(changes, summary, report, weights, pool=pool, read=kept)
-        self.detection.forgotten(went)
-        summary.keyword_seconds = time.perf_counter() - started
-        self.embedding.run(summary, report, None if embed is None else {*written, *embed})
+        scanned = self.detection.scan(known, walk, full=embed is None, verify=verify)
+        with self._parser_pool(len(scanned.scan.candidates)) as pool:
+            hashed = self.detection.hash(scanned.scan, known, report)
+            written = self.keyword.apply(
+                hashed.changes, report, hashed.weights, pool=pool, read=hashed.kept
+            )
+        self.detection.forgotten(scanned.went)
+        keyword_seconds = time.perf_counter() - started
+        embedded = self.embedding.run(report, None if embed is None else {*written.paths, *embed})
+        if embedded.rechunk:
+            # A pass of their own, reported with this one's counts of reads and vectors.
+            self._reconcile_some(embedded.rechunk, (), None, set())
 
+        summary = scanned.summary + hashed.summary + written.summary + embedded.summary
+        summary.keyword_seconds = keyword_seconds
         summary.chunks_embedded = self.embedder.embedded - embedded_before
         summary.notes_read = self.reads - reads_before
         summary.seconds = time.perf_counter() - started
@@ -335,17 +319,19 @@ class Indexer:
             counts = {k: v for k, v in asdict(summary).items() if type(v) is int and v}
             log.info(
                 "reconciled",
-                **logs.notes({*written, *result.gone}),
+                **logs.notes({*written.paths, *scanned.scan.gone}),
                 **counts,
                 ms=logs.ms(summary.seconds),
                 keyword_ms=logs.ms(summary.keyword_seconds),
             )
+        return summary
 
     @contextlib.contextmanager
     def _parser_pool(self, notes: int) -> Iterator[ParserPool | None]:
         """Worker processes to parse `notes` notes, if that many are worth them. Started
         before the hashing, so that the workers load meanwhile."""
-        if self._parsers is None or notes < self.pool_above or self._pool is not None:
+        pool_above = self.settings.pacing.pool_above
+        if self._parsers is None or notes < pool_above or self._pool is not None:
             yield None
             return
         with self._parsers() as pool:
@@ -361,4 +347,11 @@ class Indexer:
         return self.sync.sync()
 
 
-__all__ = ["BATCH_CHUNKS", "COMMIT_CHUNKS", "COMMIT_SECONDS", "Indexer", "Progress", "Summary"]
+__all__ = [
+    "BATCH_CHUNKS",
+    "COMMIT_CHUNKS",
+    "COMMIT_SECONDS",
+    "Indexer",
+    "Progress",
+    "Summary",
+]

@@ -11,16 +11,18 @@ from __future__ import annotations
 from collections.abc import Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from vaultd.index.detection import Read
 from vaultd.index.metadata import chunk_metadata, links_within
-from vaultd.index.outcomes import Failed, Summary
+from vaultd.index.outcomes import Failed, Outcomes, Summary
 from vaultd.index.packages import Packages
 from vaultd.index.parsers import ParserPool
-from vaultd.index.passes import Parts, Progress
+from vaultd.index.passes import Pauses, Progress, Read, Written
 from vaultd.index.prepare import Prepared, Preparer
 from vaultd.index.store_sync import StoreSync
-from vaultd.index.writer import Record
+from vaultd.index.writer import Record, Writer
+from vaultd.pipeline.discover import Discovery
 from vaultd.records import Change, NoteWritten, kind_of
+from vaultd.storage.manifest import Manifest
+from vaultd.storage.vectors import VectorStore
 
 #: Notes at most in one batch of the keyword phase (and of touched notes republished).
 BATCH_NOTES = 1024
@@ -51,35 +53,57 @@ class _Tally:
 
 class KeywordPhase:
     def __init__(
-        self, parts: Parts, preparer: Preparer, sync: StoreSync, packages: Packages
+        self,
+        *,
+        manifest: Manifest,
+        store: VectorStore,
+        writer: Writer,
+        sync: StoreSync,
+        preparer: Preparer,
+        packages: Packages,
+        discovery: Discovery,
+        outcomes: Outcomes,
+        pauses: Pauses,
+        model_id: str,
     ) -> None:
-        self.parts = parts
-        self.preparer = preparer
+        #: The unit of work: a batch's notes, chunks, links, tags and failures move in one
+        #: commit (`Manifest.apply`).
+        self.manifest = manifest
+        self.store = store
+        #: Writes the records with vectors to the store while the batch is parsed.
+        self.writer = writer
         self.sync = sync
+        #: Reads, parses and chunks each note.
+        self.preparer = preparer
         #: Names the package of each source file written.
         self.packages = packages
+        #: A note deleted is forgotten only while it is still gone.
+        self.discovery = discovery
+        self.outcomes = outcomes
+        self.pauses = pauses
+        self.model_id = model_id
 
     def apply(
         self,
         changes: Sequence[Change],
-        summary: Summary,
         report: Progress,
         weights: Mapping[str, int] | None = None,
         *,
         pool: ParserPool | None = None,
         read: dict[str, Read] | None = None,
-    ) -> list[str]:
+    ) -> Written:
         """Carry out `changes`, committing each note's chunks (their vectors are the embedding
         phase's); return the notes written. `weights` are the notes' shares of the work for
         progress (their sizes where missing); `pool` parses in worker processes; `read` holds
         notes read since the scan (bytes and the stat read under), taken instead of reading
         them again."""
+        summary = Summary()
         self._touch(changes, summary)
-        self.forget([c.path for c in changes if c.kind == "deleted"], summary)
+        self._forget([c.path for c in changes if c.kind == "deleted"], summary)
         content = [c for c in changes if c.kind in ("created", "modified", "moved")]
         # Crash suspects go last: the rest of the vault is indexed first.
-        suspects = [c for c in content if c.path in self.parts.manifest.failures.suspects]
-        content = [c for c in content if c.path not in self.parts.manifest.failures.suspects]
+        suspects = [c for c in content if c.path in self.manifest.failures.suspects]
+        content = [c for c in content if c.path not in self.manifest.failures.suspects]
         # PDFs and images (seconds each, in the extraction worker) after the notes, so that
         # the notes' words are searchable first; each is then a batch of its own, so that an
         # edit and the governor's rest come between two of them.
@@ -92,13 +116,13 @@ class KeywordPhase:
             written = self._batches(content, summary, tally, marked, pool, read or {})
             written += self._isolate(suspects, marked, summary, tally)
         except BaseException:
-            self.parts.manifest.failures.abandon(marked)
+            self.manifest.failures.abandon(marked)
             raise
-        return written
+        return Written(written, summary)
 
     def _touch(self, changes: Sequence[Change], summary: Summary) -> None:
         """Record the new stat of notes whose bytes did not change."""
-        manifest = self.parts.manifest
+        manifest = self.manifest
         touched = [c.state for c in changes if c.kind == "touched"]
         for start in range(0, len(touched), BATCH_NOTES):
             stats = touched[start : start + BATCH_NOTES]
@@ -156,10 +180,10 @@ class KeywordPhase:
                 tally.advance(batch_bytes)
                 batch_bytes = 0
                 # The notes read ahead for the pool are in hand: an edit of one waits.
-                self.parts.pauses(frozenset(ahead))
+                self.pauses(frozenset(ahead))
         self._flush(batch, failed, summary)
         tally.advance(batch_bytes)
-        self.forget(left, summary)
+        self._forget(left, summary)
         return written
 
     def _isolate(
@@ -174,7 +198,7 @@ class KeywordPhase:
         """
         written: list[str] = []
         for change in suspects:
-            self.parts.manifest.failures.hold([change])
+            self.manifest.failures.hold([change])
             marked.append(change.path)
             outcome = self.preparer.one(change)
             if isinstance(outcome, Prepared):
@@ -183,21 +207,21 @@ class KeywordPhase:
             else:
                 self._flush([], [outcome], summary)
             # Still a suspect: the embedding phase tries its chunks alone too.
-            self.parts.pauses(frozenset())
+            self.pauses(frozenset())
             tally.advance(tally.weight(change))
         return written
 
-    def forget(self, paths: Sequence[str], summary: Summary) -> None:
+    def _forget(self, paths: Sequence[str], summary: Summary) -> None:
         """Delete these notes, but not one recreated since the scan (a backlog overtaken by a
         fresh edit)."""
-        deleted = [path for path in paths if self.parts.discovery.state_of(path) is None]
+        deleted = [path for path in paths if self.discovery.state_of(path) is None]
         if deleted:
-            ids = [i for path in deleted for i in self.parts.manifest.notes.chunk_ids(path)]
-            self.parts.store.delete(ids)
-            self.parts.manifest.apply(deleted=deleted)
+            ids = [i for path in deleted for i in self.manifest.notes.chunk_ids(path)]
+            self.store.delete(ids)
+            self.manifest.apply(deleted=deleted)
             summary.notes_deleted += len(deleted)
             for path in deleted:
-                self.parts.outcomes.tell("note_deleted", path=path)
+                self.outcomes.tell("note_deleted", path=path)
             summary.chunks_deleted += len(ids)
 
     def _flush(self, batch: list[Prepared], failed: list[Failed], summary: Summary) -> None:
@@ -211,8 +235,8 @@ class KeywordPhase:
             vectors = {h: v for p in batch for h, v in p.vectors.items()}
             hashes = {c.hash for p in batch for c in p.chunks} - vectors.keys()
             if hashes:
-                vectors.update(self.parts.manifest.vectors.get(self.parts.model_id, hashes))
-            writer = self.parts.writer
+                vectors.update(self.manifest.vectors.get(self.model_id, hashes))
+            writer = self.writer
             written: set[str] = set()
             published: set[str] = set()
             try:
@@ -230,7 +254,7 @@ class KeywordPhase:
                 )
                 raise
             self._write(batch, published, summary)
-        self.parts.outcomes.record_failures(summary, failed)
+        summary.add(self.outcomes.record_failures(failed))
 
     def _records(self, p: Prepared, hashes: Container[str]) -> Iterator[tuple[Record, str]]:
         """The store's record of each chunk of a note whose text's hash is in `hashes`, with
@@ -253,7 +277,7 @@ class KeywordPhase:
                 end_line=c.end_line,
                 mtime_ns=p.change.mtime_ns,
                 sha256=p.change.sha256,
-                model_id=self.parts.model_id,
+                model_id=self.model_id,
                 kind=p.note.kind,
                 location=c.location,
             )
@@ -288,13 +312,13 @@ class KeywordPhase:
                 if change.kind == "modified":
                     summary.chunks_deleted += sum(1 for i in p.old_ids if i not in new_ids)
         if stale:
-            self.parts.store.delete(stale)
+            self.store.delete(stale)
         # Only now, with the store holding the batch, does the manifest move forward.
-        self.parts.manifest.apply(
+        self.manifest.apply(
             written,
             deleted=moved_from,
             # A suspect stays one until the embedding phase has tried its chunks alone too.
             done=[p.change.path for p in batch],
         )
         for p in batch:
-            self.parts.outcomes.tell("note_indexed", path=p.change.path)
+            self.outcomes.tell("note_indexed", path=p.change.path)

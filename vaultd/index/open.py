@@ -44,9 +44,10 @@ from vaultd.embedding.tokens import TokenCounter, chunk_budget
 from vaultd.errors import NotIndexedError, StoreError, StoreMismatchError
 from vaultd.faults import Faults
 from vaultd.index.extract import Extraction
-from vaultd.index.indexer import BATCH_CHUNKS, Indexer
+from vaultd.index.indexer import Indexer
 from vaultd.index.models import LANGUAGES_META, MODEL_META, choose, sample
 from vaultd.index.parsers import ParserPool
+from vaultd.index.passes import Pacing, PassSettings
 from vaultd.index.related import RelatedNotes
 from vaultd.index.search import Searcher
 from vaultd.isolation import close_children
@@ -285,12 +286,16 @@ def _indexer(
     embedder: TextEmbedder,
     spec: ModelSpec,
     model_id: str,
-    batch_chunks: int,
+    pacing: Pacing | None,
+    on_note: Callable[..., None] | None,
 ) -> Indexer:
     counter = TokenCounter.for_spec(spec)
-    max_tokens = chunk_budget(config.chunking.max_tokens, spec, counter)
-    max_bytes = int(config.vault.max_file_mb * 1024 * 1024)
-    extraction = Extraction.from_config(config.attachments, config.chunking)
+    settings = PassSettings(
+        max_tokens=chunk_budget(config.chunking.max_tokens, spec, counter),
+        max_bytes=int(config.vault.max_file_mb * 1024 * 1024),
+        extraction=Extraction.from_config(config.attachments, config.chunking),
+        pacing=pacing or Pacing(),
+    )
     return Indexer(
         root=vault,
         discovery=discovery,
@@ -298,17 +303,18 @@ def _indexer(
         store=store,
         embedder=embedder,
         counter=counter,
-        max_tokens=max_tokens,
-        max_bytes=max_bytes,
-        extraction=extraction,
-        batch_chunks=batch_chunks,
+        settings=settings,
         # Only a complete full pass proves the current collection holds the whole vault.
         after_full_pass=lambda: _upkeep(manifest, store, model_id),
         # The process's own environment, whatever `env` the caller passes: test hooks.
         faults=Faults.from_env(),
         parsers=lambda: ParserPool(
-            spec, max_bytes=max_bytes, max_tokens=max_tokens, extraction=extraction
+            spec,
+            max_bytes=settings.max_bytes,
+            max_tokens=settings.max_tokens,
+            extraction=settings.extraction,
         ),
+        on_note=on_note,
     )
 
 
@@ -319,8 +325,9 @@ def open_index(
     *,
     holder: Holder = Holder.INDEX,
     create: bool = True,
-    batch_chunks: int = BATCH_CHUNKS,
+    pacing: Pacing | None = None,
     run_tokens: int = 0,
+    on_note: Callable[..., None] | None = None,
 ) -> Iterator[Index]:
     """Lock the data directory and open the manifest, the store and the model.
 
@@ -329,9 +336,10 @@ def open_index(
 
     With `create=False` (the commands that only read: search, status, export) a vault that
     was never indexed raises NotIndexedError before anything is created: an empty data
-    directory would answer "no hits" as if the vault held nothing. `batch_chunks` (chunks per
-    batch of a pass) and `run_tokens` (padded tokens per embedding run, 0: no cap) are the
-    daemon's pacing; a one-off `vaultd index` keeps the defaults.
+    directory would answer "no hits" as if the vault held nothing. `pacing` (how a pass is cut
+    up) and `run_tokens` (padded tokens per embedding run, 0: no cap) are the daemon's pacing;
+    a one-off `vaultd index` keeps the defaults. `on_note` is told of each note indexed,
+    failed or deleted (the daemon's event stream).
     """
     env = os.environ if env is None else env
     vault = config.require_vault()
@@ -374,7 +382,7 @@ def open_index(
         # 077; this catches what an older version, a library caller or a restore left open.
         _make_private(data_dir)
         indexer = _indexer(
-            config, vault, discovery, manifest, store, embedder, spec, model_id, batch_chunks
+            config, vault, discovery, manifest, store, embedder, spec, model_id, pacing, on_note
         )
         stack.callback(close_children)  # the extraction workers (PDFs) this index started
         # Before the store closes (callbacks run last-in first-out): the writer writes to it.

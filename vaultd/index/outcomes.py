@@ -4,7 +4,7 @@ indexed recorded, logged and told of."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import structlog
@@ -53,6 +53,22 @@ class Summary:
     left_out: list[dict[str, str]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
 
+    def add(self, part: Summary) -> None:
+        """Count in another part of the pass: counts and times added, lists extended (in the
+        order the parts came)."""
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(part, f.name)
+            if isinstance(mine, list):
+                mine.extend(theirs)
+            else:
+                setattr(self, f.name, mine + theirs)
+
+    def __add__(self, part: Summary) -> Summary:
+        whole = Summary()
+        whole.add(self)
+        whole.add(part)
+        return whole
+
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["seconds"] = round(self.seconds, 3)
@@ -63,22 +79,22 @@ class Summary:
 class Outcomes:
     """Records the notes that failed or were left out, and tells of every note's outcome."""
 
-    def __init__(self, manifest: Manifest) -> None:
+    def __init__(self, manifest: Manifest, on_note: Callable[..., None] | None = None) -> None:
         self.manifest = manifest
         #: Told of each note indexed, failed or deleted, as `(kind, path=..., ...)`: the
         #: daemon's event stream (vaultd.daemon.events). Must not block.
-        self.on_note: Callable[..., None] | None = None
+        self.on_note = on_note
 
     def tell(self, kind: str, **fields: Any) -> None:
         if self.on_note is not None:
             self.on_note(kind, **fields)
 
-    def record_failures(
-        self, summary: Summary, failed: Iterable[Failed], deleted: Sequence[str] = ()
-    ) -> None:
+    def record_failures(self, failed: Iterable[Failed], deleted: Sequence[str] = ()) -> Summary:
+        """Record, log and tell of these notes; their part of the pass's summary."""
+        summary = Summary()
         failed = list(failed)
         if not failed:
-            return
+            return summary
         # A note failing the same way on every retry is logged once, not on every pass; a file
         # left out for the same kind of reason too, across restarts (the manifest remembers).
         before = self.manifest.notes.records(f.path for f in failed)
@@ -108,3 +124,4 @@ class Outcomes:
             status = "quarantined" if path in quarantined else "failed"
             self.tell("note_failed", path=path, reason=reason, status=status)
         summary.notes_failed += len(rows)
+        return summary

@@ -1,5 +1,5 @@
-"""What the phases of a pass share: the parts they work with, its pause points and its
-progress callback."""
+"""What the phases of a pass share: the settings they are made with, what each hands back to
+the indexer, the pause points and the progress callback."""
 
 from __future__ import annotations
 
@@ -7,15 +7,29 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from vaultd.embedding.embedder import TextEmbedder
-from vaultd.faults import Faults
-from vaultd.index.outcomes import Outcomes
-from vaultd.index.writer import Writer
-from vaultd.pipeline.discover import Discovery
-from vaultd.storage.manifest import Manifest
-from vaultd.storage.vectors import VectorStore
+from vaultd.index.extract import Extraction
+from vaultd.index.outcomes import Summary
+from vaultd.index.parsers import POOL_ABOVE
+from vaultd.pipeline.detect import Scan
+from vaultd.records import Change, FileState
+
+#: A batch is embedded (sorted by length, so padding stays small) and flushed to the store once
+#: it holds this many chunks. Big batches pad least: on obsidian-hub, 4,096 chunks pad 0.7%
+#: over the texts' own tokens, 1,024 chunks 2.1%, 128 chunks 19%. The daemon uses smaller ones
+#: (`Pacing.batch_chunks`) so that less work is redone after a crash and a note in flight is
+#: not held back long.
+BATCH_CHUNKS = 4096
+#: Inside a batch, the vectors embedded are recorded (with their records in the store) once
+#: this many texts or seconds of embedding have passed, whichever comes first: a stopped or
+#: killed first index keeps all but the last few seconds of its work. Measured to cost nothing
+#: measurable on a first index (bench/speed/commit_cadence.py, docs/benchmarks.md).
+COMMIT_CHUNKS = 256
+COMMIT_SECONDS = 2.0
+
+#: A note's bytes with the stat they were read under (and when).
+Read = tuple[bytes, FileState]
 
 #: Progress callback: (phase, done, total); total 0 means unknown.
 Progress = Callable[[str, int, int], None]
@@ -64,19 +78,66 @@ class Pauses:
 
 
 @dataclass(frozen=True, slots=True)
-class Parts:
-    """What every phase works with: one of each, made by the indexer."""
+class Pacing:
+    """How a pass is cut up: what the caller chooses (the daemon smaller batches than a
+    one-off index, a test tiny ones), given when the index is opened."""
 
-    discovery: Discovery
-    manifest: Manifest
-    store: VectorStore
-    embedder: TextEmbedder
-    #: Writes records to the store while the model embeds; closed with the indexer.
-    writer: Writer
-    faults: Faults
-    outcomes: Outcomes
-    pauses: Pauses
+    #: Chunks embedded in one batch (see BATCH_CHUNKS).
+    batch_chunks: int = BATCH_CHUNKS
+    #: How often a batch records the vectors embedded so far (see COMMIT_CHUNKS).
+    commit_chunks: int = COMMIT_CHUNKS
+    commit_seconds: float = COMMIT_SECONDS
+    #: Notes to parse in one pass from which worker processes parse them (see POOL_ABOVE).
+    pool_above: int = POOL_ABOVE
 
-    @property
-    def model_id(self) -> str:
-        return self.embedder.model_id
+
+@dataclass(frozen=True, slots=True)
+class PassSettings:
+    """Everything a pass is set by, fixed when the indexer is made: how notes are read and
+    chunked (from the config and the model), and the caller's pacing."""
+
+    #: Tokens at most in a chunk (the model's budget, see `embedding.tokens.chunk_budget`).
+    max_tokens: int
+    #: Bytes at most in a note read (`[vault] max_file_mb`).
+    max_bytes: int
+    #: How files other than notes are read (their kinds, the extraction worker's limits).
+    extraction: Extraction = field(default_factory=Extraction)
+    pacing: Pacing = field(default_factory=Pacing)
+
+
+@dataclass(frozen=True, slots=True)
+class Scanned:
+    """What the walk showed: the candidates to hash and the notes gone (`scan`), the notes
+    that leave the found ones once the pass has forgotten them, and the counts."""
+
+    scan: Scan
+    went: frozenset[str]
+    summary: Summary
+
+
+@dataclass(frozen=True, slots=True)
+class Hashed:
+    """The candidates hashed: the changes, each note's share of the work for progress, and
+    the bytes read, kept up to a bound for the parser."""
+
+    changes: list[Change]
+    weights: dict[str, int]
+    kept: dict[str, Read]
+    summary: Summary
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What the keyword phase wrote: the notes written, and its part of the summary."""
+
+    paths: list[str]
+    summary: Summary
+
+
+@dataclass(frozen=True, slots=True)
+class Embedded:
+    """What the embedding phase did, and the notes it found chunked without the context their
+    chunks are embedded with: the indexer reads them again at once."""
+
+    summary: Summary
+    rechunk: frozenset[str] = frozenset()

@@ -17,14 +17,17 @@ import structlog
 
 from vaultd.embedding.tokens import TokenCounter
 from vaultd.errors import LeftOutError, NoteError
-from vaultd.index.detection import Detection, Read, sha256_file
-from vaultd.index.extract import Extraction
+from vaultd.faults import Faults
+from vaultd.index.detection import Reader, sha256_file
 from vaultd.index.outcomes import Failed, failure
 from vaultd.index.parsers import Parsed, ParserPool, parse_and_chunk
-from vaultd.index.passes import Parts
+from vaultd.index.passes import PassSettings, Read
 from vaultd.pipeline.chunk import chunk_id
 from vaultd.records import Change, Chunk, FileState, Note, NoteFailed, NoteLeftOut
+from vaultd.storage.embeddings import VectorsController
 from vaultd.storage.manifest import StoredChunk
+from vaultd.storage.notes import NotesController
+from vaultd.storage.quarantine import FailuresController
 
 log = structlog.get_logger(__name__)
 
@@ -65,20 +68,27 @@ class _Loaded:
 class Preparer:
     def __init__(
         self,
-        parts: Parts,
-        detection: Detection,
-        counter: TokenCounter,
         *,
-        max_tokens: int,
-        max_bytes: int,
-        extraction: Extraction,
+        reader: Reader,
+        notes: NotesController,
+        vectors: VectorsController,
+        failures: FailuresController,
+        counter: TokenCounter,
+        model_id: str,
+        settings: PassSettings,
+        faults: Faults,
     ) -> None:
-        self.parts = parts
-        self.detection = detection
+        self.reader = reader
+        #: A note's chunks as recorded (what its write replaces; a move's, kept).
+        self.notes = notes
+        #: The vectors a moved note's chunks keep.
+        self.vectors = vectors
+        #: Each note is marked in hand before it is read (see `FailuresController.hold`).
+        self.failures = failures
         self.counter = counter
-        self.max_tokens = max_tokens
-        self.max_bytes = max_bytes
-        self.extraction = extraction
+        self.model_id = model_id
+        self.settings = settings
+        self.faults = faults
         #: The file whose note the pass waits for (with a pool, the oldest handed to the
         #: workers and not back yet) and the `time.time()` it began waiting; None between
         #: notes. One tuple, set whole: status reads it from another thread.
@@ -100,7 +110,7 @@ class Preparer:
         """
         if pool is None:
             for change in content:
-                self.parts.manifest.failures.hold([change])
+                self.failures.hold([change])
                 marked.append(change.path)
                 self.reading = (change.path, time.time())
                 try:
@@ -115,7 +125,7 @@ class Preparer:
         def loaded() -> Iterator[_Loaded]:
             for start in range(0, len(content), MARK_GROUP):
                 group = content[start : start + MARK_GROUP]
-                self.parts.manifest.failures.hold(group)
+                self.failures.hold(group)
                 marked.extend(c.path for c in group)
                 for change in group:
                     ahead.add(change.path)
@@ -141,9 +151,9 @@ class Preparer:
             change.path,
             item.data,
             self.counter,
-            max_bytes=self.max_bytes,
-            max_tokens=self.max_tokens,
-            extraction=self.extraction,
+            max_bytes=self.settings.max_bytes,
+            max_tokens=self.settings.max_tokens,
+            extraction=self.settings.extraction,
         )
         return self._parsed(item, parsed)
 
@@ -153,12 +163,12 @@ class Preparer:
         so that the next pass reads it again)."""
         state = change.state
         sha256 = change.sha256
-        if read is not None and not self.detection.unchanged_since(read[1]):
+        if read is not None and not self.reader.unchanged_since(read[1]):
             read = None
         try:
-            data, read_under = read or self.detection.read(change.path)
+            data, read_under = read or self.reader.read(change.path)
             sha256 = sha256_file(data)
-            self.parts.faults.before_parse(data)
+            self.faults.before_parse(data)
         except LeftOutError as exc:
             return _Loaded(change, failure=NoteLeftOut(state, sha256, exc.kind, exc.reason))
         except NoteError as exc:
@@ -186,17 +196,16 @@ class Preparer:
             # the old path, whose chunks must go.
             kind = "created" if change.kind == "moved" and sha256 != change.sha256 else change.kind
             change = Change.of(kind, item.state, sha256, change.old_path)
-        manifest = self.parts.manifest
         moved_ids: list[str] = []
         vectors: dict[str, np.ndarray] = {}
         if change.kind == "moved" and change.old_path:
-            old = manifest.notes.chunks_of(change.old_path)
+            old = self.notes.chunks_of(change.old_path)
             moved_ids = [c.id for c in old]
-            vectors = manifest.vectors.get(self.parts.model_id, {c.hash for c in old})
+            vectors = self.vectors.get(self.model_id, {c.hash for c in old})
             chunks = _rekeyed(old, vectors, note.path) or chunks
         elif change.old_path:  # a move whose content changed on the way
-            moved_ids = manifest.notes.chunk_ids(change.old_path)
-        old_ids = manifest.notes.chunk_ids(change.path)
+            moved_ids = self.notes.chunk_ids(change.old_path)
+        old_ids = self.notes.chunk_ids(change.path)
         return Prepared(change, note, chunks, old_ids, moved_ids, vectors)
 
 
