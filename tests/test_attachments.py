@@ -31,6 +31,7 @@ from vaultd.index.open import Index, open_index
 from vaultd.index.status import index_status
 from vaultd.isolation import close_children
 from vaultd.pipeline import pdf
+from vaultd.query import SearchQuery
 from vaultd.records import Hit, Location
 
 LOCATION_COLUMNS = ("page", "page_end", "node", "symbol")
@@ -218,7 +219,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
 
 
 def top(index: Index, query: str) -> Hit:
-    hits = index.searcher.search(query, k=3)
+    hits = index.searcher.search(SearchQuery(query, k=3)).hits
     assert hits, query
     return hits[0]
 
@@ -447,7 +448,7 @@ def test_an_edited_page_moved_card_and_renamed_pdf_cost_only_what_changed(
     renamed = index.indexer.reconcile()
     assert renamed.notes_moved == 1 and renamed.chunks_embedded == 0
     assert [c.page for c in index.manifest.notes.chunks_of("changing/renamed.pdf")] == [1, 2, 3]
-    hit = index.searcher.search("spoonbills", k=1)[0]
+    hit = index.searcher.search(SearchQuery("spoonbills", k=1)).hits[0]
     assert (hit.path, hit.page) == ("changing/renamed.pdf", 2)
 
 

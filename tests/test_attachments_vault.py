@@ -27,6 +27,7 @@ from vaultd.config import load_config
 from vaultd.index.open import Index, open_index
 from vaultd.isolation import close_children
 from vaultd.pipeline import pdf
+from vaultd.query import SearchQuery
 from vaultd.records import Hit
 
 pytestmark = pytest.mark.corpus
@@ -79,7 +80,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
 
 
 def top(index: Index, query: str, k: int = 3) -> list[Hit]:
-    hits = index.searcher.search(query, k=k)
+    hits = index.searcher.search(SearchQuery(query, k=k)).hits
     assert hits, query
     return hits
 

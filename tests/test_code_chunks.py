@@ -15,6 +15,7 @@ from vaultd.embedding.tokens import TokenCounter
 from vaultd.errors import NoteError
 from vaultd.index.open import open_index
 from vaultd.pipeline import code
+from vaultd.query import SearchQuery
 from vaultd.records import Note
 
 CLICK = Path(click.__file__).parent
@@ -338,8 +339,8 @@ def test_a_docstring_finds_its_symbol_through_a_real_index(tmp_path: Path) -> No
     with open_index(load_config(config, env={}), env={}) as index:
         index.indexer.reconcile()
         hits = index.searcher.search(
-            "Internal helper to get the default value of the color flag", k=3
-        )
+            SearchQuery("Internal helper to get the default value of the color flag", k=3)
+        ).hits
     assert hits, "no hit"
     hit = hits[0]
     symbol = "def resolve_color_default"

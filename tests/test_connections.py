@@ -20,6 +20,7 @@ from vaultd.index import browse
 from vaultd.index.mentions import unlinked_mentions
 from vaultd.index.open import Index
 from vaultd.index.snippets import merged, snippet, unspaced_spans
+from vaultd.query import SearchQuery
 
 DAY = 86400
 NOTES = {
@@ -139,7 +140,9 @@ def marks(text: str | None, ranges: tuple[tuple[int, int], ...]) -> list[str]:
 
 
 def test_search_snippets_mark_stemmed_words_and_phrases(index: Index) -> None:
-    hits = index.searcher.search("running tides", k=1, mode="keyword", snippets=True)
+    hits = index.searcher.search(
+        SearchQuery("running tides", k=1, mode="keyword", snippets=True)
+    ).hits
     assert hits[0].path == "Trips/Coast.md" and hits[0].snippet is not None
     # The words index matched "running", "runs" and "tide" by their stems: all are marked.
     assert "The running tide runs fast here." in hits[0].snippet
@@ -148,10 +151,12 @@ def test_search_snippets_mark_stemmed_words_and_phrases(index: Index) -> None:
     shown = hits[0].as_json()
     assert "text" not in shown and shown["snippet"] == hits[0].snippet
     assert shown["highlights"] == [list(r) for r in hits[0].highlights]
-    phrase = index.searcher.search('"crack a clam"', k=1, mode="keyword", snippets=True)
+    phrase = index.searcher.search(
+        SearchQuery('"crack a clam"', k=1, mode="keyword", snippets=True)
+    ).hits
     assert " ".join(marks(phrase[0].snippet, phrase[0].highlights)) == "crack a clam"
     # Without snippets, the ranges are into the whole passage.
-    whole = index.searcher.search("running tides", k=1, mode="keyword")[0]
+    whole = index.searcher.search(SearchQuery("running tides", k=1, mode="keyword")).hits[0]
     assert whole.snippet is None
     assert marks(whole.text, whole.highlights) == ["running", "tide", "runs"]
 
@@ -159,8 +164,10 @@ def test_search_snippets_mark_stemmed_words_and_phrases(index: Index) -> None:
 def test_a_merged_hits_ranges_are_into_its_passages_joined(index: Index) -> None:
     for snippets in (False, True):
         hits = index.searcher.search(
-            "otters rafts urchins paws", k=5, mode="keyword", merge=True, snippets=snippets
-        )
+            SearchQuery(
+                "otters rafts urchins paws", k=5, mode="keyword", merge=True, snippets=snippets
+            )
+        ).hits
         otter = next(h for h in hits if h.path == "Animals/Sea otter.md")
         assert len(otter.parts["merged"]) > 1
         shown = otter.snippet if snippets else otter.text
@@ -168,7 +175,7 @@ def test_a_merged_hits_ranges_are_into_its_passages_joined(index: Index) -> None
 
 
 def test_search_snippets_mark_chinese_runs(index: Index) -> None:
-    hits = index.searcher.search("水獭捕鱼", k=2, mode="keyword", snippets=True)
+    hits = index.searcher.search(SearchQuery("水獭捕鱼", k=2, mode="keyword", snippets=True)).hits
     river = next(h for h in hits if h.path == "中文/河流.md")
     # "水獭捕鱼" occurs in no note whole: its pairs are marked where they occur.
     assert sorted(marks(river.snippet, river.highlights)) == ["捕鱼", "水獭"]

@@ -21,6 +21,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from harness.daemon import PATIENCE, RunningDaemon, running
 from tests.small_vault import indexed
 from vaultd.index.open import Index
+from vaultd.query import SearchQuery
 from vaultd.records import SearchResult
 
 NOTES: dict[str, str] = {
@@ -65,7 +66,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
 
 
 def run(index: Index, query: str, mode: str = "hybrid") -> SearchResult:
-    return index.searcher.run(query, k=100, mode=mode, per_note=1)  # type: ignore[arg-type]
+    return index.searcher.search(SearchQuery(query, k=100, mode=mode, per_note=1))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])

@@ -28,6 +28,7 @@ from vaultd.embedding.spec import DEFAULT_MODEL_ID, ModelSpec, default_spec, fil
 from vaultd.errors import ModelError
 from vaultd.index.open import open_index
 from vaultd.layout import CHROMA, MANIFEST
+from vaultd.query import SearchQuery
 from vaultd.storage.chroma import collection_name
 from vaultd.storage.upkeep import CHROMA_DATABASE
 
@@ -249,7 +250,7 @@ def test_a_switch_of_precision_converges_to_a_fresh_index(
     with open_index(load_config(int8_config, env=env), env=env) as index:
         summary = index.indexer.reconcile()
         assert summary.chunks_embedded == len(NOTES) and summary.chunks_reused == 0
-        hits = index.searcher.search("molten rock from a mountain", mode="vector")
+        hits = index.searcher.search(SearchQuery("molten rock from a mountain", mode="vector")).hits
         assert hits and hits[0].path == "volcano.md"
     # The float form's collection and vectors went once the int8 pass completed.
     with closing(sqlite3.connect(tmp_path / "data" / CHROMA / CHROMA_DATABASE)) as db:

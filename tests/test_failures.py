@@ -16,6 +16,7 @@ from vaultd.embedding.embedder import Embedder
 from vaultd.errors import EmbedError
 from vaultd.index.export import export_records
 from vaultd.index.open import open_index
+from vaultd.query import SearchQuery
 
 
 def make_vault(root: Path) -> Path:
@@ -105,7 +106,9 @@ def test_a_note_grown_over_the_cap_loses_its_chunks_and_is_left_out(tmp_path: Pa
     config = load_config(config_for(tmp_path, vault, "max_file_mb = 0.002"), env={})
     with open_index(config, env={}) as index:
         index.indexer.reconcile()
-        assert [h.path for h in index.searcher.search("ibex", k=3, mode="keyword")] == ["grows.md"]
+        assert [
+            h.path for h in index.searcher.search(SearchQuery("ibex", k=3, mode="keyword")).hits
+        ] == ["grows.md"]
         grows.write_text("# Grows\n\nA long note about an ibex.\n" + "words " * 1000)
         # The watcher's path: one note, looked at alone.
         summary = index.indexer.reconcile_paths(["grows.md"])
@@ -113,7 +116,7 @@ def test_a_note_grown_over_the_cap_loses_its_chunks_and_is_left_out(tmp_path: Pa
             {"path": "grows.md", "kind": "too_big", "reason": summary.left_out[0]["reason"]}
         ]
         assert index.manifest.notes.chunk_ids("grows.md") == []
-        assert index.searcher.search("ibex", k=3, mode="keyword") == []
+        assert index.searcher.search(SearchQuery("ibex", k=3, mode="keyword")).hits == ()
         assert [e.path for e in index.manifest.failures.left_out()] == ["grows.md"]
         assert not [r for r in export_records(index.store) if r["metadata"]["path"] == "grows.md"]
         # Still too big at the next full pass: still listed, nothing else happens.
@@ -144,9 +147,9 @@ def test_a_failing_embedding_batch_is_retried_note_by_note(
         # Every note reached the keyword index (the keyword phase); one failed for vectors.
         assert summary.notes_failed == 1 and summary.notes_changed == 7
         assert [f["path"] for f in summary.failures] == ["poison.md"]
-        hits = index.searcher.search("plain words", k=10, mode="keyword")
+        hits = index.searcher.search(SearchQuery("plain words", k=10, mode="keyword")).hits
         assert len({h.path for h in hits}) == 6 and all(h.indexed for h in hits)
-        poison = index.searcher.search("upsets the model", k=3, mode="keyword")
+        poison = index.searcher.search(SearchQuery("upsets the model", k=3, mode="keyword")).hits
         assert [(h.path, h.indexed) for h in poison][:1] == [("poison.md", False)]
         assert [f[0] for f in index.manifest.failures.failed()] == ["poison.md"]
         assert not [r for r in export_records(index.store) if r["metadata"]["path"] == "poison.md"]
@@ -185,10 +188,12 @@ def test_a_note_failing_after_its_first_vectors_were_written_is_searchable_by_it
         summary = index.indexer.reconcile()
         assert [f["path"] for f in summary.failures] == ["victim.md"]
         assert [f[0] for f in index.manifest.failures.failed()] == ["victim.md"]
-        assert [h.path for h in index.searcher.search("heron", k=5, mode="keyword")] == []
-        assert [h.path for h in index.searcher.search("egret", k=5, mode="keyword")] == [
-            "victim.md"
-        ]
+        assert [
+            h.path for h in index.searcher.search(SearchQuery("heron", k=5, mode="keyword")).hits
+        ] == []
+        assert [
+            h.path for h in index.searcher.search(SearchQuery("egret", k=5, mode="keyword")).hits
+        ] == ["victim.md"]
         stored = {c.id: c.text for c in index.manifest.notes.chunks_of("victim.md")}
         published = {
             r["id"]: r["document"]
@@ -199,7 +204,9 @@ def test_a_note_failing_after_its_first_vectors_were_written_is_searchable_by_it
         assert [t for t in published.values() if "egret" in t]
         assert all(stored[i] == text for i, text in published.items())
         assert not [t for t in published.values() if "POISON" in t or "heron" in t]
-        assert "changed" in index.searcher.search("plain words changed", k=1)[0].text
+        assert (
+            "changed" in index.searcher.search(SearchQuery("plain words changed", k=1)).hits[0].text
+        )
         # Fixed: the next pass embeds it, and it is no failure any more.
         monkeypatch.setattr(Embedder, "embed_documents", real_embed)
         assert index.indexer.reconcile().notes_failed == 0
@@ -338,5 +345,5 @@ def test_a_moved_note_written_again_before_it_is_indexed_is_indexed_as_written(
         paths = {r["metadata"]["path"]: r["document"] for r in export_records(index.store)}
         assert "sub/good2.md" not in paths
         assert "kingfisher" in paths["sub/moved.md"]
-        hits = index.searcher.search("kingfisher", k=1, mode="keyword")
+        hits = index.searcher.search(SearchQuery("kingfisher", k=1, mode="keyword")).hits
         assert [h.path for h in hits] == ["sub/moved.md"]

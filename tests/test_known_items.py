@@ -17,7 +17,7 @@ import pytest
 from tests.small_vault import indexed
 from vaultd.index import known, search
 from vaultd.index.open import Index
-from vaultd.query import MAX_QUERY_TERMS, check_query
+from vaultd.query import MAX_QUERY_TERMS, Filters, SearchQuery, check_query
 from vaultd.records import Correction, SearchResult
 
 NOTES: dict[str, str] = {
@@ -67,7 +67,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
 
 
 def run(index: Index, query: str, mode: str = "keyword", **kwargs: Any) -> SearchResult:
-    return index.searcher.run(query, mode=mode, **kwargs)  # type: ignore[arg-type]
+    return index.searcher.search(SearchQuery(query, mode=mode, **kwargs))  # type: ignore[arg-type]
 
 
 def first(index: Index, query: str, mode: str = "keyword") -> str:
@@ -157,7 +157,7 @@ def test_a_word_most_passages_hold_is_left_out_when_a_rarer_one_is_there(index: 
 
 
 def test_a_tier_is_looked_for_inside_the_filter_and_beyond_the_depth(index: Index) -> None:
-    hits = run(index, "send the file", path_prefix="Print/Printer.md").hits
+    hits = run(index, "send the file", filters=Filters.of({"path_prefix": "Print/Printer.md"})).hits
     assert {h.path for h in hits} == {"Print/Printer.md"}
     assert hits[0].parts["known"]["tier"] == "phrase"
     # Two passages hold the phrase, more than the depth of one: the tier is ranked by BM25.

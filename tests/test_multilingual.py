@@ -39,12 +39,13 @@ from vaultd.embedding.spec import (
 from vaultd.embedding.tokens import TokenCounter, chunk_budget, load_tokenizer
 from vaultd.errors import ModelError
 from vaultd.index.export import export_records
-from vaultd.index.open import open_index
+from vaultd.index.open import Index, open_index
 from vaultd.index.preview import preview_file
 from vaultd.index.status import index_status
 from vaultd.layout import CHROMA, MANIFEST
 from vaultd.pipeline.chunk import chunk_note
 from vaultd.pipeline.parse import parse_note
+from vaultd.query import Mode, SearchQuery
 from vaultd.storage.chroma import collection_name
 from vaultd.storage.upkeep import CHROMA_DATABASE
 
@@ -61,6 +62,11 @@ CORPORA = (
     ("obsidian-hub",),
 )
 MULTILINGUAL = '\n[embedding]\nmodel = "multilingual"\n'
+
+
+def found(index: Index, query: str, mode: Mode, k: int) -> list[str]:
+    """The notes a search finds, best first."""
+    return [h.path for h in index.searcher.search(SearchQuery(query, k, mode)).hits]
 
 
 @pytest.fixture(scope="module")
@@ -280,7 +286,7 @@ def test_a_chinese_vault_is_indexed_and_searched_with_it(cache: Path, tmp_path: 
         assert summary.notes_failed == 0 and summary.chunks_embedded > 0
         assert index.embedder.model_id == PAIR_ID
         for question, note in ZH_QUESTIONS.items():
-            hits = index.searcher.search(question, mode="vector", k=3)
+            hits = index.searcher.search(SearchQuery(question, mode="vector", k=3)).hits
             assert note in [h.path for h in hits], (question, [h.path for h in hits])
 
 
@@ -309,7 +315,7 @@ def test_a_switch_from_the_default_model_converges_to_a_fresh_index(
     with open_index(load_config(multilingual, env=env), env=env) as index:
         summary = index.indexer.reconcile()
         assert summary.chunks_embedded == len(notes) and summary.chunks_reused == 0
-        hits = index.searcher.search("熔岩", mode="vector", k=1)
+        hits = index.searcher.search(SearchQuery("熔岩", mode="vector", k=1)).hits
         assert hits[0].path == "volcano.md"
     with closing(sqlite3.connect(tmp_path / "data" / CHROMA / CHROMA_DATABASE)) as db:
         names = {row[0] for row in db.execute("SELECT name FROM collections")}
@@ -492,7 +498,7 @@ def test_english_is_ranked_by_the_default_model_and_the_rest_by_e5(
     english_query = "how often should I water tomato plants"
     with open_index(load_config(default, env=env), env=env) as index:
         index.indexer.reconcile()
-        alone = [h.path for h in index.searcher.search(english_query, mode="vector", k=10)]
+        alone = found(index, english_query, "vector", 10)
     with open_index(load_config(pair, env=env), env=env) as index:
         assert index.indexer.reconcile().notes_failed == 0
         assert index.embedder.model_id == PAIR_ID and index.store.space == "ip"
@@ -504,8 +510,7 @@ def test_english_is_ranked_by_the_default_model_and_the_rest_by_e5(
             assert bool(np.any(record["vector"][384:])) is english
             assert np.isclose(np.linalg.norm(record["vector"][:384]), 1.0, atol=1e-4)
         # The English notes in the default model's own order (e5's only among the others).
-        hits = index.searcher.search(english_query, mode="vector", k=10)
-        mine = [h.path for h in hits]
+        mine = found(index, english_query, "vector", 10)
         chinese = ("volcano.md", "sync.md")
         assert [p for p in mine if p not in chinese] == [p for p in alone if p not in chinese]
         assert mine[0] == "garden.md" and set(mine) == set(MIXED_NOTES)
@@ -513,7 +518,6 @@ def test_english_is_ranked_by_the_default_model_and_the_rest_by_e5(
         assert [r.english for r in routes] == [True, False]
         # A Chinese question goes by e5 over every passage: it finds the English note too.
         assert [r.english for r in index.embedder.query_routes("给番茄浇水")] == [None]
-        found = [h.path for h in index.searcher.search("多久给番茄浇一次水", mode="vector", k=2)]
-        assert found[0] == "garden.md", found
-        found = [h.path for h in index.searcher.search("熔岩", mode="hybrid", k=1)]
-        assert found == ["volcano.md"]
+        paths = found(index, "多久给番茄浇一次水", "vector", 2)
+        assert paths[0] == "garden.md", paths
+        assert found(index, "熔岩", "hybrid", 1) == ["volcano.md"]

@@ -16,7 +16,7 @@ import pytest
 
 from tests.small_vault import indexed
 from vaultd.index.open import Index
-from vaultd.query import MAX_K
+from vaultd.query import MAX_K, Filters, SearchQuery
 
 NOTES_IN_LIGHTS = 120
 PARTS = 5
@@ -54,7 +54,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
 def test_every_mode_fills_k_under_the_cap_per_note(
     index: Index, mode: str, per_note: int, k: int
 ) -> None:
-    result = index.searcher.run(QUERY, k=k, mode=mode, per_note=per_note)  # type: ignore[arg-type]
+    result = index.searcher.search(SearchQuery(QUERY, k=k, mode=mode, per_note=per_note))  # type: ignore[arg-type]
     notes = Counter(h.path for h in result.hits)
     assert len(result.hits) == k, (len(result.hits), len(notes))
     assert max(notes.values()) <= per_note
@@ -65,12 +65,14 @@ def test_every_mode_fills_k_under_the_cap_per_note(
 
 @pytest.mark.parametrize("mode", ["vector", "keyword", "hybrid"])
 def test_a_page_the_index_cannot_fill_says_so(index: Index, mode: str) -> None:
-    result = index.searcher.run(
-        QUERY,
-        k=MAX_K,
-        mode=mode,  # type: ignore[arg-type]
-        per_note=1,
-        path_prefix="Few/",
+    result = index.searcher.search(
+        SearchQuery(
+            QUERY,
+            k=MAX_K,
+            mode=mode,  # type: ignore[arg-type]
+            per_note=1,
+            filters=Filters.of({"path_prefix": "Few/"}),
+        )
     )
     assert sorted(h.path for h in result.hits) == sorted(p for p in NOTES if p.startswith("Few/"))
     assert result.short == "exhausted"

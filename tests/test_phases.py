@@ -22,6 +22,7 @@ from vaultd.index.export import export_records
 from vaultd.index.open import Index, open_index
 from vaultd.index.passes import Pacing
 from vaultd.index.status import index_status
+from vaultd.query import SearchQuery
 
 DAY = 86_400
 BASE = 1_700_000_000
@@ -87,10 +88,12 @@ def test_every_note_is_searchable_by_its_words_before_any_is_embedded(
             # The keyword phase is over and nothing is embedded yet.
             assert embedded_texts == []
             for i in range(12):
-                hits = index.searcher.search(f"lighthouse{i}", k=3)
+                hits = index.searcher.search(SearchQuery(f"lighthouse{i}", k=3)).hits
                 assert hits[0].path == f"n{i:02d}.md" and not hits[0].indexed
                 assert "keyword" in hits[0].parts or hits[0].parts == {}
-            assert index.searcher.search("harbour tides", k=5, mode="vector") == []
+            assert (
+                index.searcher.search(SearchQuery("harbour tides", k=5, mode="vector")).hits == ()
+            )
             status = index_status(index).as_json()
             assert (status["notes"], status["embedded"]) == (12, 0)
             assert status["awaiting"] == status["chunks"] == 24
@@ -100,7 +103,7 @@ def test_every_note_is_searchable_by_its_words_before_any_is_embedded(
         summary = index.indexer.reconcile(progress)
         assert checked and summary.notes_changed == 12 and summary.chunks_embedded == 24
         assert 0 < summary.keyword_seconds <= summary.seconds
-        hits = index.searcher.search("lighthouse3", k=1)
+        hits = index.searcher.search(SearchQuery("lighthouse3", k=1)).hits
         assert hits[0].path == "n03.md" and hits[0].indexed
         assert index.indexer.is_current("n03.md")
         status = index_status(index).as_json()
@@ -143,7 +146,7 @@ def test_a_note_edited_during_the_keyword_phase_is_embedded_in_its_new_form(
         index.indexer.reconcile(pause=pause)
         assert edited
         assert not [t for t in embedded_texts if "lighthouse7" in t or "lighthouse0" in t]
-        hits = index.searcher.search("cormorant", k=5, mode="keyword")
+        hits = index.searcher.search(SearchQuery("cormorant", k=5, mode="keyword")).hits
         assert {h.path for h in hits} == {"n07.md", "n00.md"}
         converged(index, vault, tmp_path)
 
@@ -183,7 +186,7 @@ def test_a_note_read_ahead_for_the_parsers_and_edited_is_embedded_in_its_new_for
         assert edited and not waiting
         stale = [f"lighthouse{int(name[1:3])}" for name in edited]
         assert not [t for t in embedded_texts if any(word in t for word in stale)]
-        hits = index.searcher.search("cormorant", k=5, mode="keyword")
+        hits = index.searcher.search(SearchQuery("cormorant", k=5, mode="keyword")).hits
         assert {h.path for h in hits} == set(edited)
         converged(index, vault, tmp_path)
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from tests.small_vault import indexed
 from vaultd.index.open import Index
+from vaultd.query import SearchQuery
 
 NOTES = 1200
 #: Each round of changes is reconciled on its own, as a running daemon writes them.
@@ -114,7 +115,7 @@ def test_vector_search_matches_an_exact_search_after_notes_come_change_and_go(
         for path in rng.sample(written, 60):
             text = notes[path].splitlines()[2]
             exact = _nearest(ids, vectors, np.asarray(embed(text), dtype=np.float32).reshape(-1))
-            hits = index.searcher.search(text, k=K, mode="vector", per_note=0)
+            hits = index.searcher.search(SearchQuery(text, k=K, mode="vector", per_note=0)).hits
             found += len(set(exact) & {h.id for h in hits})
             searched += K
         recall = found / searched

@@ -3,10 +3,11 @@
 A query's text is checked and cut into keyword terms (`check_query`, `ParsedQuery`), less the
 filters written in it (`package:NAME`); filters (tags, a path prefix, frontmatter `where`
 conditions, modified-since, kinds, packages) are parsed and checked into `Filters` and
-`Condition`s; the caps on all of it are here. Search (`vaultd.index.search`)
-runs what this module has checked, the keyword index (`vaultd.storage`) shares its idea of
-scripts written without spaces, and clients check a query here before sending it to a daemon:
-importing this module loads neither onnxruntime nor chromadb.
+`Condition`s, and a whole search as asked is one `SearchQuery`; the caps on all of it are
+here. Search (`vaultd.index.search`) runs what this module has checked, the keyword index
+(`vaultd.storage`) shares its idea of scripts written without spaces, and clients check a
+query here before sending it to a daemon: importing this module loads neither onnxruntime nor
+chromadb.
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ import re
 import unicodedata
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from vaultd.errors import QueryError, VaultdError
 from vaultd.records import NOTE_KINDS
 from vaultd.vaultpath import vault_path
+
+if TYPE_CHECKING:
+    from vaultd.config import SearchSection
 
 #: Scripts written without spaces between words (CJK, kana, Hangul, Thai, Lao, Myanmar, Khmer):
 #: the word index sees a whole run of them as one token, so the runs of chunks holding any of
@@ -354,6 +358,29 @@ class Filters:
             if not named:
                 return None
         return dataclasses.replace(self, packages=named)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    """One search as asked, the one way into vaultd.index.search.Searcher: the query, how many
+    hits, how they are found and what of them is shown."""
+
+    query: str
+    #: How many hits (capped at MAX_K).
+    k: int = 10
+    mode: Mode = "hybrid"
+    filters: Filters = Filters()
+    #: At most this many hits from one note (0: any number); None: the settings' `per_note`.
+    per_note: int | None = None
+    #: Neighbouring passages of one note as one hit; None: the settings' `merge`.
+    merge: bool | None = None
+    #: Each hit with a short snippet of its text around the query's terms (`Hit.snippet`).
+    snippets: bool = False
+    #: Known items ranked in tiers above the fusion and typos corrected; off only to measure
+    #: what they add.
+    known_items: bool = True
+    #: `[search]` settings for this search alone (a benchmark's sweep); None: the searcher's.
+    settings: SearchSection | None = None
 
 
 # -- the query ---------------------------------------------------------------------------------

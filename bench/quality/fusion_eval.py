@@ -31,7 +31,7 @@ from bench.lib.paths import SHARED
 from bench.lib.results import add_record_option, record
 from vaultd.config import load_config
 from vaultd.index.open import open_index
-from vaultd.query import MAX_K
+from vaultd.query import MAX_K, SearchQuery
 
 RRF_K = 60
 MODES = ("keyword", "vector", "hybrid")
@@ -66,7 +66,8 @@ def evaluate(
         for text, relevant in queries:
             ranked: dict[str, list[str]] = {}
             for mode in MODES:
-                hits = searcher.search(text, k=MAX_K, mode=mode, per_note=1)  # type: ignore[arg-type]
+                asked = SearchQuery(text, k=MAX_K, mode=mode, per_note=1)  # type: ignore[arg-type]
+                hits = searcher.search(asked).hits
                 ranked[mode] = list(dict.fromkeys(name_of(h.path) for h in hits))
             ranked["naive rrf"] = naive_rrf([ranked["keyword"], ranked["vector"]])
             for mode, ranking in ranked.items():

@@ -47,7 +47,7 @@ from bench.lib.results import add_record_option, record
 from vaultd.config import NAMED_MODELS, EmbeddingSection, SearchSection, load_config
 from vaultd.index.open import Index, open_index
 from vaultd.index.ranking import rrf
-from vaultd.query import MODES, Filters, Mode, ParsedQuery
+from vaultd.query import MODES, Filters, Mode, ParsedQuery, SearchQuery
 from vaultd.storage.keyword import KEYWORD_WEIGHTS
 
 HELP = CORPORA / "obsidian-help"
@@ -175,11 +175,11 @@ def evaluate(
     scores = {label[run]: Score() for run in runs}
     searcher = index.searcher
     for mode in modes:  # warm-up: the first call of each mode pays for lazy loading
-        searcher.search(questions[0].text, k=K, mode=mode)
+        searcher.search(SearchQuery(questions[0].text, k=K, mode=mode))
     for question in questions:
         for mode, on in runs:
             started = time.perf_counter()
-            hits = searcher.search(question.text, k=K, mode=mode, known_items=on)
+            hits = searcher.search(SearchQuery(question.text, k=K, mode=mode, known_items=on)).hits
             score = scores[label[mode, on]]
             score.latency_ms.append((time.perf_counter() - started) * 1000)
             score.add(question, distinct(h.path for h in hits))

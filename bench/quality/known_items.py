@@ -40,7 +40,7 @@ from bench.lib.stats import rank
 from bench.lib.workdir import vault_copy
 from harness.daemon import short_socket_dir, start, write_config
 from vaultd.api.client import Client
-from vaultd.query import Mode
+from vaultd.query import Mode, SearchQuery
 
 
 def prepare(vault: Path, workdir: Path, extra: str, index: bool) -> tuple[Path, Path]:
@@ -180,14 +180,14 @@ def profile(config: Path, rows: list[dict[str, Any]], mode: Mode, repeat: int) -
     searcher = Searcher(manifest, None, embedder, settings.search)  # type: ignore[arg-type]
     keyword_mode: Mode = "keyword" if mode == "hybrid" else mode
     for row in rows[:20]:  # warm-up: the lexicon's snapshot, the stems, SQLite's pages
-        searcher.run(row["query"], 10, keyword_mode)
+        searcher.search(SearchQuery(row["query"], 10, keyword_mode))
     spent.clear()
     samples: list[float] = []
     gather: list[float] = []
     for _ in range(repeat):
         for row in rows:
             started = time.perf_counter()
-            searcher.run(row["query"], 10, keyword_mode)
+            searcher.search(SearchQuery(row["query"], 10, keyword_mode))
             samples.append(time.perf_counter() - started)
             started = time.perf_counter()
             parsed = check_query(row["query"])

@@ -33,7 +33,7 @@ from bench.quality.help_eval import K, Question, Score, distinct, load_questions
 from vaultd.config import SearchSection, load_config
 from vaultd.index.open import open_index
 from vaultd.index.search import Searcher
-from vaultd.query import MAX_K
+from vaultd.query import MAX_K, SearchQuery
 
 DEFAULT_BEIR = SHARED / "bench" / "scifact"
 LEAD_WEIGHTS = (0.0, 1.0, 1.5, 2.0, 3.0)
@@ -105,7 +105,9 @@ def sweep(workdir: Path, queries: Sequence[Query], k: int) -> dict[tuple[float, 
             )
             halves: dict[bool, list[float]] = {True: [], False: []}
             for query in queries:
-                hits = index.searcher.search(query.text, k=k, mode="hybrid", settings=settings)
+                hits = index.searcher.search(
+                    SearchQuery(query.text, k=k, mode="hybrid", settings=settings)
+                ).hits
                 halves[query.tune].append(query.score([h.path for h in hits]))
             out[point] = [sum(v) / max(1, len(v)) for v in (halves[True], halves[False])]
     return out

@@ -37,7 +37,7 @@ from bench.lib.paths import SHARED
 from bench.lib.results import add_record_option, record
 from vaultd.config import EmbeddingSection, SearchSection, load_config
 from vaultd.index.open import open_index
-from vaultd.query import MAX_K, MODES, Mode
+from vaultd.query import MAX_K, MODES, Mode, SearchQuery
 
 DEFAULT_DATA = SHARED / "bench" / "scifact"
 #: Published BEIR SciFact nDCG@10, for the printed comparison.
@@ -174,13 +174,15 @@ def evaluate(
         searcher = index.searcher
         if queries:  # warm up: the first call of each mode pays for caches and lazy loading
             for mode in modes:
-                searcher.search(queries[0][1], k=MAX_K, mode=mode, settings=settings)
+                searcher.search(SearchQuery(queries[0][1], k=MAX_K, mode=mode, settings=settings))
         for done, (query_id, text) in enumerate(queries, 1):
             relevant = dataset.qrels[query_id]
             # Modes take turns on each query, so background load on the machine hits all alike.
             for mode, on in runs:
                 started = time.perf_counter()
-                hits = searcher.search(text, k=MAX_K, mode=mode, settings=settings, known_items=on)
+                hits = searcher.search(
+                    SearchQuery(text, k=MAX_K, mode=mode, settings=settings, known_items=on)
+                ).hits
                 elapsed = (time.perf_counter() - started) * 1000
                 ranking = dedupe(doc_id(hit.path) for hit in hits)
                 result = results[label[mode, on]]

@@ -49,6 +49,7 @@ from vaultd.config import load_config
 from vaultd.index.export import export_records
 from vaultd.index.open import open_index
 from vaultd.layout import MANIFEST as FILE_NAME
+from vaultd.query import SearchQuery
 from vaultd.storage import schema
 
 SHARED = SHARED
@@ -126,7 +127,7 @@ def measure(config_file: Path, queries: list[str]) -> dict[str, Any]:
         for query, vector in zip(queries, vectors, strict=True):
             samples["store_query"].append(timed(partial(index.store.query, vector, 10)))
             for mode in ("vector", "hybrid"):
-                search = partial(index.searcher.search, query, k=10, mode=mode)
+                search = partial(index.searcher.search, SearchQuery(query, k=10, mode=mode))
                 samples[mode].append(timed(search))
         out["store_query"] = percentiles(samples["store_query"], 0.95)
         out["search_vector"] = percentiles(samples["vector"], 0.95)

@@ -27,6 +27,7 @@ from harness.daemon import short_socket_dir, start, write_config
 from vaultd.api.client import Client
 from vaultd.config import load_config
 from vaultd.index.open import open_index
+from vaultd.query import SearchQuery
 
 SHARED = SHARED
 
@@ -92,11 +93,11 @@ def main() -> None:
         result["notes"] = index.manifest.counts()["notes"]
         result["chunks"] = index.manifest.counts()["chunks"]
         for query in queries[:10]:  # warm up caches as the daemon's would be
-            index.searcher.search(query, k=10, mode=args.mode)
+            index.searcher.search(SearchQuery(query, k=10, mode=args.mode))
         samples = []
         for query in queries:
             t0 = time.perf_counter()
-            index.searcher.search(query, k=10, mode=args.mode)
+            index.searcher.search(SearchQuery(query, k=10, mode=args.mode))
             samples.append(time.perf_counter() - t0)
         result["in_process"] = percentiles(samples, digits=1)
 

@@ -18,7 +18,7 @@ from vaultd.errors import QueryError
 from vaultd.index.open import Index, open_index
 from vaultd.index.packages import watch_rule
 from vaultd.pipeline.discover import Discovery, IgnoreRules
-from vaultd.query import Filters, check_query
+from vaultd.query import Filters, SearchQuery, check_query
 
 FILES = {
     # A Cargo virtual workspace: the crates are named, the root is not.
@@ -70,7 +70,7 @@ def test_each_source_file_is_in_its_nearest_named_package(index: Index) -> None:
         "web/src/index.ts": "@demo/web",
         "loose.rs": None,
     }
-    hits = index.searcher.search("fold lanterns", k=10)
+    hits = index.searcher.search(SearchQuery("fold lanterns", k=10)).hits
     by_path = {h.path: h.package for h in hits}
     assert by_path["crates/alpha/src/lib.rs"] == "alpha"
     assert by_path["Notes.md"] is None and by_path["loose.rs"] is None
@@ -78,17 +78,17 @@ def test_each_source_file_is_in_its_nearest_named_package(index: Index) -> None:
 
 
 def test_package_in_the_query_filters_and_is_no_word(index: Index) -> None:
-    hits = index.searcher.search("lanterns package:beta", k=10)
+    hits = index.searcher.search(SearchQuery("lanterns package:beta", k=10)).hits
     assert [h.path for h in hits] == ["crates/beta/src/lib.rs"]
     # In any case; several are any of them.
-    hits = index.searcher.search("lanterns package:ALPHA package:@demo/web", k=10)
+    hits = index.searcher.search(SearchQuery("lanterns package:ALPHA package:@demo/web", k=10)).hits
     assert {h.path for h in hits} == {"crates/alpha/src/lib.rs", "web/src/index.ts"}
     # Neither "package" nor "alpha" is a word searched for, and the rest is searched as
     # typed without it.
     parsed = check_query('lanterns package:alpha "one beam"')
     assert parsed.words == ("lanterns", "one", "beam") and parsed.packages == ("alpha",)
     assert parsed.phrases == ("one beam",)
-    hits = index.searcher.search("package:alpha lanterns", k=10, mode="keyword")
+    hits = index.searcher.search(SearchQuery("package:alpha lanterns", k=10, mode="keyword")).hits
     assert [h.path for h in hits] == ["crates/alpha/src/lib.rs"]
     assert hits[0].highlights and "package" not in {
         hits[0].text[a:b].lower() for a, b in hits[0].highlights
@@ -99,14 +99,14 @@ def test_package_in_the_query_filters_and_is_no_word(index: Index) -> None:
 
 def test_the_packages_filter_and_a_query_term_must_both_pass(index: Index) -> None:
     asked = Filters.of({"packages": ["alpha", "beta"]})
-    hits = index.searcher.search("lanterns", k=10, filters=asked)
+    hits = index.searcher.search(SearchQuery("lanterns", k=10, filters=asked)).hits
     assert {h.path for h in hits} == {"crates/alpha/src/lib.rs", "crates/beta/src/lib.rs"}
-    hits = index.searcher.search("lanterns package:beta", k=10, filters=asked)
+    hits = index.searcher.search(SearchQuery("lanterns package:beta", k=10, filters=asked)).hits
     assert [h.path for h in hits] == ["crates/beta/src/lib.rs"]
-    result = index.searcher.run("lanterns package:@demo/web", k=10, filters=asked)
+    result = index.searcher.search(SearchQuery("lanterns package:@demo/web", k=10, filters=asked))
     assert result.hits == () and result.short == "exhausted"
     with pytest.raises(QueryError, match="package"):
-        index.searcher.search("package:alpha", k=10)
+        index.searcher.search(SearchQuery("package:alpha", k=10))
 
 
 def test_a_renamed_crate_is_re_attributed_with_nothing_embedded(index: Index) -> None:
@@ -117,7 +117,7 @@ def test_a_renamed_crate_is_re_attributed_with_nothing_embedded(index: Index) ->
     assert summary.chunks_embedded == 0 and index.indexer.vectors_made == embedded
     assert packages(index)["crates/alpha/src/lib.rs"] == "alpha-renamed"
     assert packages(index)["crates/beta/src/lib.rs"] == "beta"
-    hits = index.searcher.search("lanterns package:alpha-renamed", k=10)
+    hits = index.searcher.search(SearchQuery("lanterns package:alpha-renamed", k=10)).hits
     assert [(h.path, h.package) for h in hits] == [("crates/alpha/src/lib.rs", "alpha-renamed")]
 
     # Deleted: its files go up to the next manifest naming a package (the workspace root

@@ -24,7 +24,7 @@ from vaultd.index import ranking
 from vaultd.index import search as search_module
 from vaultd.index.notes import note_view
 from vaultd.index.open import Index, open_index
-from vaultd.query import Filters, check_query, explain_line
+from vaultd.query import Filters, SearchQuery, check_query, explain_line
 from vaultd.records import Hit
 from vaultd.storage.schema import SCHEMA_VERSION
 
@@ -118,7 +118,7 @@ def paths(hits: list[Hit]) -> list[str]:
 
 
 def found(index: Index, query: str, mode: str = "keyword", **kwargs: Any) -> list[Hit]:
-    return index.searcher.search(query, mode=mode, **kwargs)  # type: ignore[arg-type]
+    return list(index.searcher.search(SearchQuery(query, mode=mode, **kwargs)).hits)
 
 
 def selected(index: Index, **filters: Any) -> set[str]:
@@ -138,7 +138,7 @@ def test_tags_all_of_with_nested_tags_matching_their_parents(index: Index) -> No
     assert selected(index, tags=["#garden/veg"]) == {"Garden/Tomatoes.md"}
     assert selected(index, tags=["cooking", "home"]) == {"Kitchen/Bread.md"}
     assert selected(index, tags=["garden/veg/none"]) == set()
-    assert found(index, "tomatoes", tags=["no-such-tag"]) == []
+    assert found(index, "tomatoes", filters=Filters.of({"tags": ["no-such-tag"]})) == []
 
 
 def test_tags_any_of(index: Index) -> None:
@@ -426,13 +426,12 @@ def test_schema_6_trades_its_trigrams_for_pairs_in_place(tmp_path: Path) -> None
         assert "chunks_tri" not in tables and "chunks_pairs" in tables
         summary = index.indexer.reconcile()
         assert summary.chunks_embedded == 0 and summary.notes_changed == 0
-        hits = index.searcher.search("版本历史", mode="keyword")
-        assert [h.path for h in hits] == ["zh.md"]
+        assert paths(found(index, "版本历史")) == ["zh.md"]
         # The triggers keep it in step: an edit's new pairs are found, its old ones are gone.
         (vault / "zh.md").write_text("# 同步\n\n用幻灯片演示笔记。\n", encoding="utf-8")
         index.indexer.reconcile()
-        assert [h.path for h in index.searcher.search("幻灯片", mode="keyword")] == ["zh.md"]
-        assert index.searcher.search("版本历史", mode="keyword") == []
+        assert paths(found(index, "幻灯片")) == ["zh.md"]
+        assert found(index, "版本历史") == []
     version = sqlite3.connect(tmp_path / "data" / "vaultd.db").execute("PRAGMA user_version")
     assert version.fetchone()[0] == SCHEMA_VERSION
 
@@ -457,7 +456,7 @@ def test_japanese_korean_and_thai_runs_are_searched_by_their_pairs(tmp_path: Pat
     with open_index(load_config(config, env={})) as index:
         index.indexer.reconcile()
         for query, note in (("同期する", "ja.md"), ("동기화", "ko.md"), ("บันทึก", "th.md")):
-            hits = index.searcher.search(query, mode="keyword", k=3)
+            hits = index.searcher.search(SearchQuery(query, mode="keyword", k=3)).hits
             assert [h.path for h in hits][:1] == [note], (query, [h.path for h in hits])
         # The mark-bearing pair alone (บั: a consonant and its vowel sign) is a term.
         assert [i for i, _ in index.manifest.keyword.bm25('"บั"', 5, index="pairs")]
@@ -515,7 +514,7 @@ def test_right_to_left_titles_tags_and_aliases(tmp_path: Path) -> None:
         assert {"طبخ/خبز", "منزل"} <= set(ar["tags"])
         assert "وصفة الخبز" in ar["aliases"]
         for query, note in (("وصفة", "مطبخ.md"), ("فرن", "مطبخ.md"), ("עגבניות", "גינה.md")):
-            hits = index.searcher.search(query, mode="keyword", k=3)
+            hits = index.searcher.search(SearchQuery(query, mode="keyword", k=3)).hits
             assert [h.path for h in hits][:1] == [note], (query, [h.path for h in hits])
         # Tag filters, nested tags matching their parent, in either direction of script.
         for tag, note in (("طبخ", "مطبخ.md"), ("منزل", "مطبخ.md"), ("גינה", "גינה.md")):

@@ -20,12 +20,18 @@ from vaultd.daemon.worker import check_share
 from vaultd.index.open import Index, open_index
 from vaultd.pipeline.detect import GRANULARITY_NS, classify, due_for_check, scan, trusted
 from vaultd.pipeline.discover import Discovery
+from vaultd.query import SearchQuery
 from vaultd.records import FileState, KnownNote
 from vaultd.storage.schema import SCHEMA_VERSION
 
 S = 10**9
 #: A moment well after every time below.
 HASHED = 1_000 * S
+
+
+def found(index: Index, query: str) -> list[str]:
+    """The notes a keyword search finds, best first."""
+    return [h.path for h in index.searcher.search(SearchQuery(query, mode="keyword")).hits]
 
 
 def known(path: str = "a.md", **fields: int) -> KnownNote:
@@ -189,8 +195,8 @@ def test_an_edit_that_keeps_size_and_mtime_is_indexed_by_a_pass(tmp_path: Path) 
         assert not index.indexer.is_current("a.md")
         summary = index.indexer.reconcile()
         assert (summary.notes_read, summary.notes_changed) == (1, 1)
-        assert [h.path for h in index.searcher.search("reef", mode="keyword")] == ["a.md"]
-        assert index.searcher.search("kelp", mode="keyword") == []
+        assert found(index, "reef") == ["a.md"]
+        assert found(index, "kelp") == []
         assert index.indexer.is_current("a.md")
 
 
@@ -220,7 +226,7 @@ def test_schema_8_gains_the_stat_columns_and_reads_each_note_once(tmp_path: Path
     with open_index(config, env={}) as index:
         first = index.indexer.reconcile()
         assert (first.notes_read, first.notes_changed, first.notes_checked) == (2, 1, 0)
-        assert [h.path for h in index.searcher.search("reef", mode="keyword")] == ["a.md"]
+        assert found(index, "reef") == ["a.md"]
         settled(index)  # the note edited just now is read once more, a tick later
     version = sqlite3.connect(tmp_path / "data" / "vaultd.db").execute("PRAGMA user_version")
     assert version.fetchone()[0] == SCHEMA_VERSION
@@ -297,8 +303,8 @@ def test_two_saves_within_one_second_are_told_apart_on_a_coarse_clock(
                 break  # both saves, and the read between them, within one second
         else:
             pytest.skip("could not save, index and save again within one second here")
-        assert [h.path for h in index.searcher.search("dune", mode="keyword")] == ["a.md"]
+        assert found(index, "dune") == ["a.md"]
         summary = index.indexer.reconcile()
         assert (summary.notes_checked, summary.notes_changed) == (1, 1)
-        assert [h.path for h in index.searcher.search("moss", mode="keyword")] == ["a.md"]
-        assert index.searcher.search("dune", mode="keyword") == []
+        assert found(index, "moss") == ["a.md"]
+        assert found(index, "dune") == []

@@ -26,6 +26,7 @@ from vaultd.index.open import open_index
 from vaultd.index.status import index_status
 from vaultd.isolation import close_children
 from vaultd.pipeline import ocr
+from vaultd.query import SearchQuery
 
 IMAGES = SHARED / "corpora" / "attachments" / "images"
 #: A 285-page manual with a text layer on all but 13 pages (blank or pictures), read by OCR.
@@ -185,7 +186,7 @@ def test_a_pdf_with_a_page_ocr_cannot_read_is_indexed_in_part_as_status_says(
     with open_index(load_config(config, env={}), env={}) as index:
         index.indexer.reconcile()
         report = index_status(index).as_json()
-        hits = index.searcher.search("Simple Gri Program and How to Run it", k=3)
+        hits = index.searcher.search(SearchQuery("Simple Gri Program and How to Run it", k=3)).hits
     assert report["left_out"] == [] and report["kinds"]["pdf"] == {"ok": 1}
     reason = f"page 2 not read by OCR: needs more than {STARVED_MB} MB to read (extract_memory_mb)"
     assert report["in_part"] == [{"path": "Manuals/gri.pdf", "reason": reason}]
@@ -306,7 +307,7 @@ def test_a_word_only_in_a_screenshot_finds_it_through_a_real_index(tmp_path: Pat
     (vault / "Attachments" / "blank.png").write_bytes(png_bomb(64, 64))
     with open_index(load_config(config, env={}), env={}) as index:
         index.indexer.reconcile()
-        hits = index.searcher.search("Find or Create Page", k=3)
+        hits = index.searcher.search(SearchQuery("Find or Create Page", k=3)).hits
         # read_note gives the words OCR read, and says so when it read none.
         service = LocalService(index)
         read = service.note(NoteReadRequest(path=SMALL, text=True))

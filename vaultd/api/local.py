@@ -52,16 +52,7 @@ class LocalService:
         return found
 
     def search(self, request: o.SearchRequest) -> o.SearchResponse:
-        result = self.index.searcher.run(
-            request.query,
-            k=request.k,
-            mode=request.mode,
-            filters=request.filters,
-            per_note=request.per_note,
-            merge=request.merge,
-            settings=self.index.config.search,
-            snippets=request.snippets,
-        )
+        result = self.index.searcher.search(request.asked)
         return o.SearchResponse.model_validate(result.as_json(request.explain))
 
     def note(self, request: o.NoteReadRequest) -> o.NoteResponse:

@@ -55,6 +55,7 @@ from vaultd.query import (
     Filters,
     How,
     Mode,
+    SearchQuery,
     check_query,
     parse_since,
     parse_where,
@@ -284,6 +285,19 @@ class SearchRequest(Filtered):
         description=f"How long to wait for `wait_for`, in seconds; at most {MAX_WAIT:g} are "
         "waited (ask again for longer).",
     )
+
+    @property
+    def asked(self) -> SearchQuery:
+        """The search as the index runs it (vaultd.index.search)."""
+        return SearchQuery(
+            self.query,
+            k=self.k,
+            mode=self.mode,
+            filters=self.filters,
+            per_note=self.per_note,
+            merge=self.merge,
+            snippets=self.snippets,
+        )
 
 
 class NoteReadRequest(NoteRequest):

@@ -45,6 +45,7 @@ from vaultd.query import (
     Filters,
     Mode,
     ParsedQuery,
+    SearchQuery,
     check_query,
 )
 from vaultd.records import Hit, SearchResult, Short
@@ -93,60 +94,19 @@ class Searcher:
         self._route_counts: tuple[float, dict[bool, int]] | None = None
         self.lexicon = Lexicon(manifest)
 
-    def search(
-        self,
-        query: str,
-        k: int = 10,
-        mode: Mode = "hybrid",
-        tags: Sequence[str] = (),
-        path_prefix: str = "",
-        *,
-        filters: Filters | None = None,
-        per_note: int | None = None,
-        merge: bool | None = None,
-        settings: SearchSection | None = None,
-        snippets: bool = False,
-        known_items: bool = True,
-    ) -> list[Hit]:
-        """The top `k` hits for `query`.
+    def search(self, asked: SearchQuery) -> SearchResult:
+        """The top `k` hits for the query, with the typo corrections applied and, when one
+        decided the first hit, the query as searched (for "showing results for ...").
 
-        `tags` and `path_prefix` are shorthands for the same fields of `filters`; `per_note`
-        and `merge` default to the settings' values (`[search]`, or this searcher's own);
-        every hit says where the query's terms are in its text, and with `snippets` is given a
-        short passage instead, saying where they are in that (`Hit.highlights`); without
-        `known_items` no known-item tier applies and no typo is corrected (for benchmarks).
+        `per_note` and `merge` default to the settings' values (`[search]`, or this searcher's
+        own); every hit says where the query's terms are in its text, and with `snippets` is
+        given a short passage instead, saying where they are in that (`Hit.highlights`);
+        without `known_items` no known-item tier applies and no typo is corrected.
         """
-        return list(
-            self.run(
-                query, k, mode, tags, path_prefix, filters=filters, per_note=per_note,
-                merge=merge, settings=settings, snippets=snippets, known_items=known_items,
-            ).hits
-        )  # fmt: skip
-
-    def run(
-        self,
-        query: str,
-        k: int = 10,
-        mode: Mode = "hybrid",
-        tags: Sequence[str] = (),
-        path_prefix: str = "",
-        *,
-        filters: Filters | None = None,
-        per_note: int | None = None,
-        merge: bool | None = None,
-        settings: SearchSection | None = None,
-        snippets: bool = False,
-        known_items: bool = True,
-    ) -> SearchResult:
-        """`search`, with the typo corrections it applied and, when one decided the first hit,
-        the query as searched (for "showing results for ...")."""
-        parsed = check_query(query)  # before anything else: a bad query fails the same always
-        settings = settings or self.settings
-        k = max(1, min(k, MAX_K))
-        if filters is None:
-            filters = Filters.of({"tags": tags, "path_prefix": path_prefix})
-        elif tags or path_prefix:
-            raise ValueError("pass tags and path_prefix inside filters, not beside them")
+        parsed = check_query(asked.query)  # before anything else: a bad query fails the same
+        settings = asked.settings or self.settings
+        k = max(1, min(asked.k, MAX_K))
+        query, mode, filters = asked.query, asked.mode, asked.filters
         if parsed.packages:
             # `package:NAME` in the query is a filter: what is searched for is the rest.
             query = parsed.text
@@ -154,8 +114,8 @@ class Searcher:
             if narrowed is None:
                 return SearchResult((), short="exhausted")
             filters = narrowed
-        cap = settings.per_note if per_note is None else max(0, per_note)
-        merge = settings.merge if merge is None else merge
+        cap = settings.per_note if asked.per_note is None else max(0, asked.per_note)
+        merge = settings.merge if asked.merge is None else asked.merge
         paths = self.select(filters)
         if paths is not None and not paths:
             return SearchResult((), short="exhausted")
@@ -164,7 +124,7 @@ class Searcher:
         while True:
             ranked, evidence = self._retrieve(
                 query, parsed, mode, depth, paths, filters, settings.rrf_k, leads=leads,
-                known_items=known_items, typos=settings.typos,
+                known_items=asked.known_items, typos=settings.typos,
             )  # fmt: skip
             hits = page(
                 self.manifest, self.embedder.model_id, parsed, mode, ranked, k, cap, merge,
@@ -181,7 +141,7 @@ class Searcher:
             short = "depth" if full else "exhausted"
         result = self._corrected(
             query, parsed, mode, depth, paths, filters, settings, k, cap, merge, hits, evidence,
-            leads=leads, known_items=known_items, snippets=snippets,
+            leads=leads, known_items=asked.known_items, snippets=asked.snippets,
         )  # fmt: skip
         return replace(result, short=short)
 
