@@ -39,9 +39,9 @@ import numpy as np
 from bench.lib.machine import cpu_model
 from bench.lib.results import add_record_option, record
 from vaultd.config import LogSection
-from vaultd.index.metadata import chunk_metadata
 from vaultd.index.open import installed_chromadb
 from vaultd.logs import configure as configure_logs
+from vaultd.storage.metadata import chunk_metadata
 from vaultd.storage.vectors import Metadata, VectorStore
 
 VARIANTS = ("upsert", "churn", "churn-raw")

@@ -26,10 +26,10 @@ import pytest
 from harness.convergence import assert_same, export_of, fresh_export
 from harness.daemon import short_socket_dir, write_config
 from vaultd.config import load_config
-from vaultd.index.metadata import chunk_metadata
 from vaultd.index.open import open_index
 from vaultd.layout import CHROMA as CHROMA_DIR
 from vaultd.storage import upkeep
+from vaultd.storage.metadata import chunk_metadata
 from vaultd.storage.upkeep import COMPACT_MIN_DEAD, log_pruning
 from vaultd.storage.vectors import Metadata, VectorStore
 

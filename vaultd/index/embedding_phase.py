@@ -20,12 +20,12 @@ import structlog
 from vaultd.embedding.embedder import TextEmbedder
 from vaultd.errors import EmbedError, StoreError
 from vaultd.faults import Faults
-from vaultd.index.metadata import stored_metadata
 from vaultd.index.outcomes import Outcomes, Summary
 from vaultd.index.passes import Embedded, Pacing, Pauses, Progress
 from vaultd.index.writer import Record, Writer
 from vaultd.records import FileState, KnownNote, NoteFailed
 from vaultd.storage.manifest import Manifest, StoredChunk
+from vaultd.storage.metadata import stored_metadata
 
 log = structlog.get_logger(__name__)
 

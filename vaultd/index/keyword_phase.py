@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from vaultd.index.metadata import chunk_metadata, links_within
 from vaultd.index.outcomes import Failed, Outcomes, Summary
 from vaultd.index.packages import Packages
 from vaultd.index.parsers import ParserPool
@@ -22,6 +21,7 @@ from vaultd.index.writer import Record, Writer
 from vaultd.pipeline.discover import Discovery
 from vaultd.records import Change, NoteWritten, kind_of
 from vaultd.storage.manifest import Manifest
+from vaultd.storage.metadata import chunk_metadata, links_within
 from vaultd.storage.vectors import VectorStore
 
 #: Notes at most in one batch of the keyword phase (and of touched notes republished).

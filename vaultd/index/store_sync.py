@@ -14,8 +14,8 @@ import structlog
 
 from vaultd.embedding.embedder import TextEmbedder
 from vaultd.errors import StoreError
-from vaultd.index.metadata import stored_metadata
 from vaultd.storage.manifest import Manifest, StoredChunk
+from vaultd.storage.metadata import stored_metadata
 from vaultd.storage.vectors import Metadata, VectorStore
 
 log = structlog.get_logger(__name__)

@@ -1,11 +1,11 @@
-"""index/metadata: what Chroma stores with each chunk, from a note as parsed or as recorded."""
+"""storage/metadata: what Chroma stores with each chunk, from a note as parsed or as recorded."""
 
 from __future__ import annotations
 
 from tests.storage.outcomes import written
-from vaultd.index.metadata import chunk_metadata, links_within, stored_metadata
 from vaultd.records import Location
 from vaultd.storage.manifest import Manifest
+from vaultd.storage.metadata import chunk_metadata, links_within, stored_metadata
 
 
 def test_a_chunks_metadata_leaves_empty_lists_and_unset_places_out() -> None:

@@ -1,4 +1,5 @@
-"""The metadata stored with each chunk in Chroma, from a note as parsed or as recorded."""
+"""The metadata stored with each chunk in Chroma, from a note as parsed or as recorded: the
+store's shape of a chunk, kept beside the store that writes it (`vectors`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from vaultd.records import NOWHERE, Location
-from vaultd.storage.manifest import StoredChunk, tag_ancestors
+from vaultd.storage.filters import tag_ancestors
+from vaultd.storage.notes import StoredChunk
 from vaultd.storage.vectors import Metadata
 
 
