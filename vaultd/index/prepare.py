@@ -35,7 +35,7 @@ log = structlog.get_logger(__name__)
 MARK_GROUP = 32
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Prepared:
     """A note parsed and chunked, waiting for vectors and the write."""
 
