@@ -164,3 +164,84 @@ def test_the_walk_counts_forwarding_methods(tmp_path: Path) -> None:
     working = "    def g(self, path):\n        return notes.g(self._query, path.strip())\n"
     (tmp_path / "index" / "m.py").write_text(f"class Facade:\n{forwarding}{working}")
     assert forwarders(tmp_path, ("index",)) == {"index/m.py:Facade": MAX_FORWARDS + 1}
+
+
+#: The indexer's phases, by module, and the components a pass is made of: a class holding
+#: BAG of them as fields is a bag of all, which no phase's constructor may take.
+PHASES = {
+    "index/detection.py": "Detection",
+    "index/prepare.py": "Preparer",
+    "index/keyword_phase.py": "KeywordPhase",
+    "index/embedding_phase.py": "EmbeddingPhase",
+}
+COMPONENTS = {
+    "Discovery",
+    "Manifest",
+    "VectorStore",
+    "TextEmbedder",
+    "Embedder",
+    "Writer",
+    "Faults",
+    "Outcomes",
+    "Pauses",
+    "Reader",
+    "StoreSync",
+}
+BAG = 3
+
+
+def bags(root: Path = PACKAGE) -> set[str]:
+    """The classes of vaultd/ with at least BAG components among their annotated fields."""
+    found = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                held = {
+                    ast.unparse(item.annotation).strip("'\"")
+                    for item in node.body
+                    if isinstance(item, ast.AnnAssign)
+                }
+                if len(held & COMPONENTS) >= BAG:
+                    found.add(node.name)
+    return found
+
+
+def phases_taking_bags(root: Path = PACKAGE) -> dict[str, list[str]]:
+    """Each phase whose constructor takes a bag of components, with the bags it takes."""
+    known = bags(root)
+    found: dict[str, list[str]] = {}
+    for module, name in PHASES.items():
+        path = root / module
+        if not path.exists():
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.ClassDef) and node.name == name):
+                continue
+            for init in node.body:
+                if isinstance(init, ast.FunctionDef) and init.name == "__init__":
+                    arguments = [*init.args.args, *init.args.kwonlyargs]
+                    taken = [
+                        ast.unparse(a.annotation).strip("'\"")
+                        for a in arguments
+                        if a.annotation is not None
+                    ]
+                    if hit := [t for t in taken if t in known]:
+                        found[f"{module}:{name}"] = hit
+    return found
+
+
+def test_no_phase_is_made_from_a_bag_of_all_the_components() -> None:
+    assert not phases_taking_bags()
+
+
+def test_the_walk_finds_a_phase_made_from_a_bag(tmp_path: Path) -> None:
+    (tmp_path / "index").mkdir()
+    (tmp_path / "index" / "passes.py").write_text(
+        "class Parts:\n    discovery: Discovery\n    manifest: Manifest\n"
+        "    store: VectorStore\n    writer: Writer\n"
+    )
+    (tmp_path / "index" / "keyword_phase.py").write_text(
+        "class KeywordPhase:\n    def __init__(self, parts: Parts, sync: StoreSync) -> None:\n"
+        "        self.parts = parts\n"
+    )
+    assert phases_taking_bags(tmp_path) == {"index/keyword_phase.py:KeywordPhase": ["Parts"]}
