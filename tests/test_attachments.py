@@ -21,6 +21,7 @@ import pytest
 from harness.convergence import assert_same, fresh_export
 from harness.mutations import mutated
 from tests.conftest import shared_path
+from vaultd.answers import Hit
 from vaultd.config import load_config
 from vaultd.doctor.vault import check_vault
 from vaultd.errors import LeftOutError
@@ -32,7 +33,7 @@ from vaultd.index.status import index_status
 from vaultd.isolation import close_children
 from vaultd.pipeline import pdf
 from vaultd.query import SearchQuery
-from vaultd.records import Hit, Location
+from vaultd.records import Location
 
 LOCATION_COLUMNS = ("page", "page_end", "node", "symbol")
 
@@ -240,8 +241,9 @@ def test_a_sentence_from_a_pdf_page_finds_the_pdf_with_that_page(indexed: Index)
     hit = top(indexed, sentence)
     assert hit.path == f"manual/{MANUAL}"
     assert hit.kind == "pdf"
-    assert hit.page is not None and hit.page_end is not None
-    assert hit.page <= PAGE <= hit.page_end
+    where = hit.location
+    assert where.page is not None and where.page_end is not None
+    assert where.page <= PAGE <= where.page_end
 
 
 def test_read_note_gives_a_pdfs_pages_and_refuses_what_is_no_range_of_them(
@@ -323,12 +325,12 @@ def test_read_note_gives_the_text_indexed_from_a_canvas_a_drawing_or_an_image(
 
 def test_a_canvas_card_finds_the_canvas_and_names_the_card(indexed: Index) -> None:
     hit = top(indexed, "kestrels hovering over motorway verges hunting voles")
-    assert (hit.path, hit.kind, hit.node) == ("board.canvas", "canvas", "card-kestrel")
+    assert (hit.path, hit.kind, hit.location.node) == ("board.canvas", "canvas", "card-kestrel")
     assert hit.section == "Birds"  # its group's label
     sample = top(indexed, "Learn more: Apps, Spec, Github")
-    assert (sample.path, sample.node) == ("sample.canvas", "59e896bc8da20699")
+    assert (sample.path, sample.location.node) == ("sample.canvas", "59e896bc8da20699")
     link_card = top(indexed, "example.org raptors")
-    assert (link_card.path, link_card.node) == ("board.canvas", "web")
+    assert (link_card.path, link_card.location.node) == ("board.canvas", "web")
 
 
 def test_a_canvas_file_card_is_a_backlink_and_a_pdf_embed_resolves_to_the_pdf(
@@ -343,14 +345,18 @@ def test_a_canvas_file_card_is_a_backlink_and_a_pdf_embed_resolves_to_the_pdf(
 
 def test_excalidraw_text_elements_are_found_and_the_drawing_never_read(indexed: Index) -> None:
     hit = top(indexed, "quokka selfie spot at the ferry pier")
-    assert (hit.path, hit.kind, hit.node) == ("sketch.excalidraw.md", "excalidraw", "quokka01")
+    assert (hit.path, hit.kind, hit.location.node) == (
+        "sketch.excalidraw.md",
+        "excalidraw",
+        "quokka01",
+    )
     assert hit.title == "sketch"
     chunks = indexed.manifest.notes.chunks_of("sketch.excalidraw.md")
     assert [c.node for c in chunks] == ["quokka01", "lens0002"]
     assert not any(DRAWING_DATA[:20] in c.text for c in chunks)
     assert "sketch.excalidraw.md" in indexed.manifest.links.backlinks("notes/Plan.md")
     plain = top(indexed, "axolotl tank layout")
-    assert (plain.path, plain.node) == ("tank.excalidraw", "ax1")
+    assert (plain.path, plain.location.node) == ("tank.excalidraw", "ax1")
     assert not any("Deleted" in c.text for c in indexed.manifest.notes.chunks_of("tank.excalidraw"))
 
 
@@ -449,7 +455,7 @@ def test_an_edited_page_moved_card_and_renamed_pdf_cost_only_what_changed(
     assert renamed.notes_moved == 1 and renamed.chunks_embedded == 0
     assert [c.page for c in index.manifest.notes.chunks_of("changing/renamed.pdf")] == [1, 2, 3]
     hit = index.searcher.search(SearchQuery("spoonbills", k=1)).hits[0]
-    assert (hit.path, hit.page) == ("changing/renamed.pdf", 2)
+    assert (hit.path, hit.location.page) == ("changing/renamed.pdf", 2)
 
 
 def test_kinds_turned_off_are_counted_not_indexed(tmp_path: Path) -> None:

@@ -23,12 +23,12 @@ import pytest
 
 from tests.conftest import shared_path
 from tests.test_attachments import config_for
+from vaultd.answers import Hit
 from vaultd.config import load_config
 from vaultd.index.open import Index, open_index
 from vaultd.isolation import close_children
 from vaultd.pipeline import pdf
 from vaultd.query import SearchQuery
-from vaultd.records import Hit
 
 pytestmark = pytest.mark.corpus
 
@@ -102,13 +102,14 @@ def test_a_sentence_of_page_n_finds_the_pdf_with_page_n(indexed: Index) -> None:
     assert len(sentence.split()) >= 8, sentence
     hit = top(indexed, sentence)[0]
     assert (hit.path, hit.kind) == (f"Manuals/{PAGED}", "pdf")
-    assert hit.page is not None and hit.page_end is not None
-    assert hit.page <= PAGE <= hit.page_end
+    where = hit.location
+    assert where.page is not None and where.page_end is not None
+    assert where.page <= PAGE <= where.page_end
 
 
 def test_a_canvas_cards_text_finds_the_canvas_and_its_card(indexed: Index) -> None:
     hit = top(indexed, CARD)[0]
-    assert (hit.path, hit.kind, hit.node) == ("Sample.canvas", "canvas", NODE)
+    assert (hit.path, hit.kind, hit.location.node) == ("Sample.canvas", "canvas", NODE)
 
 
 def test_a_docstring_finds_its_symbol(indexed: Index) -> None:
@@ -123,7 +124,7 @@ def test_a_docstring_finds_its_symbol(indexed: Index) -> None:
     assert len(first.split()) >= 8, first
     hit = top(indexed, first)[0]
     assert (hit.path, hit.kind) == ("code/pathspec/util.py", "code")
-    assert hit.symbol == f"def {FUNCTION}"
+    assert hit.location.symbol == f"def {FUNCTION}"
     assert hit.start_line <= function.lineno <= hit.end_line
 
 
@@ -144,7 +145,7 @@ def test_read_note_of_a_hit_gives_what_was_indexed_for_every_kind(indexed: Index
 
     def read(hit: Hit) -> Any:
         where = (
-            {"start_page": hit.page, "end_page": hit.page_end}
+            {"start_page": hit.location.page, "end_page": hit.location.page_end}
             if hit.kind == "pdf"
             else {"start_line": hit.start_line, "end_line": hit.end_line}
         )

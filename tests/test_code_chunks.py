@@ -344,7 +344,7 @@ def test_a_docstring_finds_its_symbol_through_a_real_index(tmp_path: Path) -> No
     assert hits, "no hit"
     hit = hits[0]
     symbol = "def resolve_color_default"
-    assert (hit.path, hit.kind, hit.symbol) == ("lib/globals.py", "code", symbol)
+    assert (hit.path, hit.kind, hit.location.symbol) == ("lib/globals.py", "code", symbol)
     assert hit.section == symbol  # the symbol path is its section too
     source = (vault / "lib" / "globals.py").read_text().split("\n")
     assert source[hit.start_line - 1].startswith(symbol)

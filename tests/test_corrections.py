@@ -20,9 +20,9 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from harness.daemon import PATIENCE, RunningDaemon, running
 from tests.small_vault import indexed
+from vaultd.answers import SearchResult
 from vaultd.index.open import Index
 from vaultd.query import SearchQuery
-from vaultd.records import SearchResult
 
 NOTES: dict[str, str] = {
     # "die" and "died" are held, "does" is not: "does" was corrected to "died" (as "dies").

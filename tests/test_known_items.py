@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 import pytest
 
 from tests.small_vault import indexed
+from vaultd.answers import Correction, SearchResult
 from vaultd.index import known, search
 from vaultd.index.open import Index
 from vaultd.query import MAX_QUERY_TERMS, Filters, SearchQuery, check_query
-from vaultd.records import Correction, SearchResult
 
 NOTES: dict[str, str] = {
     # Stop words inside the phrase: "you can use any valid" is nearly all stop words.
@@ -108,7 +108,7 @@ def test_each_kind_of_typo_is_corrected_and_explained(
     assert result.hits[0].path == "Photo/Portraits.md"
     assert result.hits[0].parts["known"]["tier"] == "corrected phrase"
     correction = {"word": word, "term": term, "edits": 1}
-    assert [c.as_json() | {"shown": ""} for c in result.corrections] == [correction | {"shown": ""}]
+    assert [asdict(c) | {"shown": ""} for c in result.corrections] == [correction | {"shown": ""}]
     assert result.hits[0].parts["corrections"][0]["term"] == term
     shown = result.corrections[0].shown
     assert shown in NOTES["Photo/Portraits.md"].lower()

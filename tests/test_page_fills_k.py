@@ -13,8 +13,10 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
+from pydantic import TypeAdapter
 
 from tests.small_vault import indexed
+from vaultd.answers import SearchResult
 from vaultd.index.open import Index
 from vaultd.query import MAX_K, Filters, SearchQuery
 
@@ -76,4 +78,4 @@ def test_a_page_the_index_cannot_fill_says_so(index: Index, mode: str) -> None:
     )
     assert sorted(h.path for h in result.hits) == sorted(p for p in NOTES if p.startswith("Few/"))
     assert result.short == "exhausted"
-    assert result.as_json()["short"] == "exhausted"
+    assert TypeAdapter(SearchResult).dump_python(result, mode="json")["short"] == "exhausted"

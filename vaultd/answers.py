@@ -1,6 +1,7 @@
-"""The small frozen records the API's answers are made of: a note's heading, an unlinked
-mention, a related note with the pair of passages that ties it, and what `vaultd status`
-reports (`IndexStatus`, `DaemonStatus` and their parts).
+"""The small frozen records the API's answers are made of: a search's hits and what it did to
+the query (`Hit`, `Correction`, `SearchResult`), a note's heading, an unlinked mention, a
+related note with the pair of passages that ties it, and what `vaultd status` reports
+(`IndexStatus`, `DaemonStatus` and their parts).
 
 The index and the store make them; vaultd.api.operations declares its responses with them,
 and pydantic serializes and describes them as they are (a record whose fields are described
@@ -12,13 +13,24 @@ the pipeline or numpy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import (
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from vaultd.errors import LeftOutKind
-from vaultd.records import DESCRIBED
+from vaultd.records import DESCRIBED, NOWHERE, Location, NoteKind
 
 # -- a note's parts ------------------------------------------------------------------------------
 
@@ -72,6 +84,171 @@ class RelatedNote:
     #: The pair of passages that ties them: this note's (`source`) and the related one's.
     source: Passage
     target: Passage
+
+
+# -- a search's answer ---------------------------------------------------------------------------
+
+#: The known-item tiers a hit may rank in, best first (vaultd.index.known).
+KnownTier = Literal[
+    "name",
+    "definition",
+    "phrase",
+    "stemmed phrase",
+    "corrected phrase",
+    "proximity",
+    "rare word",
+]
+#: Why a page of search hits holds fewer than k: `exhausted`, the index holds no more passages
+#: that pass the filters (and, in keyword mode, match) under the cap per note; `depth`, the
+#: search went as deep as it goes (vaultd.index.search.MAX_DEPTH passages) and the cap per
+#: note still left fewer.
+Short = Literal["exhausted", "depth"]
+Line = Annotated[int, Field(ge=1)]
+#: A [start, end) range of a text, in Unicode code points.
+Range = Annotated[tuple[Annotated[int, Field(ge=0)], ...], Field(min_length=2, max_length=2)]
+#: The names of a location's fields, which a hit sends beside its own.
+_LOCATION = tuple(f.name for f in fields(Location))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hit:
+    """One search result: a passage of a note with its 1-based line range."""
+
+    # The API sends a hit as it is, and a client reads it back so (vaultd.api.operations,
+    # SearchResponse), but for its location: its fields stand beside the hit's own, as clients
+    # have always read them (`_sent`, `_received`).
+    __pydantic_config__ = ConfigDict(extra="forbid", serialize_by_alias=True)
+    path: str
+    title: str
+    section: str
+    start_line: Line
+    end_line: Line
+    score: float
+    text: Annotated[str, Field(description="The passage (absent with snippets).")] = ""
+    snippet: Annotated[
+        str | None,
+        Field(description="With snippets: a short part of the passage, as it is (no markup)."),
+    ] = None
+    highlights: Annotated[
+        tuple[Range, ...],
+        Field(
+            description="Where the query's matched words are in `snippet` (with snippets) or "
+            "`text`: [start, end) ranges, sorted and apart, counted in Unicode code points (a "
+            "Python string's indexes; JavaScript counts UTF-16 units, where a character above "
+            "U+FFFF is two). The text itself is the note's, unmarked: its own `**bold**` is "
+            "never a match."
+        ),
+    ] = field(default_factory=tuple)
+    tags: tuple[str, ...]
+    id: str
+    indexed: Annotated[
+        bool,
+        Field(
+            description="False while the note awaits its vectors (the first index): found by "
+            "its words only, so far."
+        ),
+    ]
+    kind: Annotated[NoteKind, Field(description="What kind of file the passage is from.")]
+    location: Location = NOWHERE
+    package: Annotated[
+        str | None,
+        Field(
+            description="A source passage's package, named by the nearest manifest above its "
+            "file (absent where none names one)."
+        ),
+    ] = None
+    ranked_by: Annotated[
+        KnownTier | None,
+        Field(
+            description="The known-item tier that placed the hit above the hits ranked by score "
+            '(docs/search.md, "Known items"); absent when its score placed it. Within a tier '
+            "the score orders the hits."
+        ),
+    ] = None
+    #: How the score was made, which the search's later steps read too (the tier, the merged
+    #: passages); the API sends them only when asked for (`explain`).
+    parts: Annotated[
+        Mapping[str, Any],
+        Field(
+            alias="explain",
+            description="Score parts: keyword (rank, BM25 score), vector (rank, cosine "
+            "similarity), fusion (each retriever's RRF contribution, k, total), note (what the "
+            "note adds in hybrid search), phrase (exact match and its tier), merged (the chunk "
+            "ids of a merged hit).",
+        ),
+    ] = field(default_factory=dict)
+
+    @model_serializer(mode="wrap")
+    def _sent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The hit as the API sends it: its location's fields beside its own, the text left
+        out when a snippet stands for it, and what it lacks (None, no score parts) left out."""
+        sent: dict[str, Any] = {}
+        for name, value in handler(self).items():
+            if name == "location":
+                sent.update((k, v) for k, v in value.items() if v is not None)
+            elif name == "text" and self.snippet is not None:
+                continue  # the line range still says where the passage is
+            elif value is not None and not (name == "explain" and not value):
+                sent[name] = value
+        return sent
+
+    @model_validator(mode="before")
+    @classmethod
+    def _received(cls, data: Any) -> Any:
+        """A hit as sent (`_sent`), its location's fields gathered into its location."""
+        if isinstance(data, Mapping) and "location" not in data:
+            where = {k: data[k] for k in _LOCATION if k in data}
+            data = {k: v for k, v in data.items() if k not in _LOCATION} | {"location": where}
+        return data
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """The hit's schema as sent (`_sent`): its location's fields among its own."""
+        described = handler(schema)
+        own = handler.resolve_ref_schema(described)
+        if "location" in own.get("properties", {}):
+            where = handler.resolve_ref_schema(own["properties"]["location"])["properties"]
+            own["properties"] = {
+                name: value
+                for key, prop in own["properties"].items()
+                for name, value in (where.items() if key == "location" else [(key, prop)])
+            }
+        return described
+
+
+@dataclass(frozen=True, slots=True)
+class Correction:
+    """A query word the vault does not hold (or holds far more rarely than a close neighbour),
+    also searched as a term of the words index within one or two edits of it."""
+
+    __pydantic_config__ = DESCRIBED
+    word: str
+    """A query word as typed."""
+    term: str
+    """The words index's term (a stem) it was also searched as."""
+    edits: int
+    """Edits between the two (a swap of two letters is one)."""
+    shown: str = ""
+    """The term as the notes on the page spell it, for "showing results for ..."; empty when
+    no passage on the page held it."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """A page of hits with what the search did to the query to find them."""
+
+    hits: tuple[Hit, ...]
+    #: Every correction applied (each adds matches, never removes any).
+    corrections: tuple[Correction, ...] = ()
+    #: The query as searched, when a correction decided the first hit; None otherwise.
+    showing: str | None = None
+    #: The query with its typos corrected, offered when the query as typed was decisive and
+    #: searched as typed (no correction applied); None otherwise.
+    did_you_mean: str | None = None
+    #: Why the page holds fewer than k hits, or None when it holds k (`Short`).
+    short: Short | None = None
 
 
 # -- status --------------------------------------------------------------------------------------

@@ -25,16 +25,6 @@ BlockKind = Literal[
 #: vaultd/pipeline/__init__.py for the extractor contract).
 NoteKind = Literal["note", "canvas", "pdf", "image", "code", "excalidraw"]
 NOTE_KINDS: tuple[str, ...] = get_args(NoteKind)
-#: The known-item tiers a hit may rank in, best first (vaultd.index.known).
-KnownTier = Literal[
-    "name",
-    "definition",
-    "phrase",
-    "stemmed phrase",
-    "corrected phrase",
-    "proximity",
-    "rare word",
-]
 #: A file name's ending -> its kind (the longest ending that matches wins, so a drawing's
 #: `.excalidraw.md` is no plain note). Source code is chosen by `[attachments] code` globs.
 KIND_SUFFIXES: dict[str, NoteKind] = {
@@ -64,16 +54,18 @@ def kind_of(path: str) -> NoteKind | None:
 class Location:
     """Where in a file that has no lines worth naming a passage is: beside the line range,
     which every block and chunk keeps (for a PDF or a canvas it counts lines of the text
-    extracted, so it still orders and bounds passages).
-
-    `page`..`page_end` are 1-based and inclusive (PDF pages); `node` is a canvas card's id (or
-    an Excalidraw element's); `symbol` a source symbol's path (`class Indexer > def reconcile`).
+    extracted, so it still orders and bounds passages). Pages are 1-based and inclusive.
     """
 
+    __pydantic_config__ = DESCRIBED
     page: int | None = None
+    """A PDF passage's first page."""
     page_end: int | None = None
+    """A PDF passage's last page."""
     node: str | None = None
+    """A canvas card's (or drawing element's) id."""
     symbol: str | None = None
+    """A source passage's symbol, such as `class Indexer > def reconcile`."""
 
     @property
     def identity(self) -> bool:
@@ -358,105 +350,6 @@ class NoteLeftOut:
 NoteOutcome = NoteWritten | NoteFailed | NoteLeftOut
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """One search result: a passage of a note with its 1-based line range."""
-
-    id: str
-    path: str
-    title: str
-    section: str
-    start_line: int
-    end_line: int
-    score: float
-    text: str
-    tags: tuple[str, ...] = ()
-    #: Score parts by retriever (rank and raw score), for `--explain`.
-    parts: Mapping[str, Any] = field(default_factory=dict)
-    #: False while the note's chunks await vectors: found by its words only, so far.
-    indexed: bool = True
-    #: When asked for: a short part of `text`, as it is there (with "…" where it is cut).
-    snippet: str | None = None
-    #: The kind of file the passage is from, and where in it besides its lines (see
-    #: `Location`).
-    kind: str = "note"
-    page: int | None = None
-    page_end: int | None = None
-    node: str | None = None
-    symbol: str | None = None
-    #: A source passage's package (vaultd.pipeline.packages), None where it has none.
-    package: str | None = None
-    #: Where the query's terms are in `snippet` if there is one, else in `text`: [start, end)
-    #: in code points, sorted and apart. Ranges, not markup: the text stays the note's own.
-    highlights: tuple[tuple[int, int], ...] = ()
-
-    @property
-    def location(self) -> Location:
-        return Location(self.page, self.page_end, self.node, self.symbol)
-
-    @property
-    def ranked_by(self) -> str | None:
-        """The known-item tier that placed the hit above the score's order (`name`,
-        `phrase`...), or None when the score alone placed it."""
-        known = self.parts.get("known")
-        return str(known["tier"]) if known else None
-
-    def as_json(self, explain: bool = False) -> dict[str, Any]:
-        """The hit as the CLI's `--json` and the socket API print it."""
-        out: dict[str, Any] = {
-            "path": self.path,
-            "title": self.title,
-            "section": self.section,
-            "start_line": self.start_line,
-            "end_line": self.end_line,
-            "score": self.score,
-            "text": self.text,
-            "tags": list(self.tags),
-            "id": self.id,
-            "indexed": self.indexed,
-            "kind": self.kind,
-            **self.location.as_json(),
-            "highlights": [[start, end] for start, end in self.highlights],
-        }
-        if self.package is not None:
-            out["package"] = self.package
-        if self.ranked_by is not None:
-            out["ranked_by"] = self.ranked_by
-        if self.snippet is not None:
-            # Instead of the whole passage: the line range still says where it is.
-            del out["text"]
-            out["snippet"] = self.snippet
-        if explain:
-            out["explain"] = dict(self.parts)
-        return out
-
-    @classmethod
-    def from_json(cls, item: Mapping[str, Any]) -> Hit:
-        return cls(
-            id=item.get("id", ""),
-            path=item["path"],
-            title=item["title"],
-            section=item["section"],
-            start_line=item["start_line"],
-            end_line=item["end_line"],
-            score=item["score"],
-            text=item.get("text", ""),
-            tags=tuple(item.get("tags", ())),
-            # The tier survives without the score parts: it is what orders the hit.
-            parts=item.get("explain")
-            or ({"known": {"tier": item["ranked_by"]}} if item.get("ranked_by") else {}),
-            indexed=bool(item.get("indexed", True)),
-            snippet=item.get("snippet"),
-            kind=item.get("kind", "note"),
-            page=item.get("page"),
-            page_end=item.get("page_end"),
-            node=item.get("node"),
-            symbol=item.get("symbol"),
-            package=item.get("package"),
-            highlights=tuple((start, end) for start, end in item.get("highlights", ())),
-        )
-
-
 def chunk_json(chunk: Any) -> dict[str, Any]:
     """A chunk (parsed or stored) as `inspect --json` and `GET /v1/notes/...` show it."""
     return {
@@ -475,55 +368,3 @@ def chunk_json(chunk: Any) -> dict[str, Any]:
             getattr(chunk, "symbol", None),
         ).as_json(),
     }
-
-
-@dataclass(frozen=True, slots=True)
-class Correction:
-    """A query word the vault does not hold (or holds far more rarely than a close neighbour),
-    also searched as a term of the words index within one or two edits of it."""
-
-    __pydantic_config__ = DESCRIBED
-    word: str
-    """A query word as typed."""
-    term: str
-    """The words index's term (a stem) it was also searched as."""
-    edits: int
-    """Edits between the two (a swap of two letters is one)."""
-    shown: str = ""
-    """The term as the notes on the page spell it, for "showing results for ..."; empty when
-    no passage on the page held it."""
-
-    def as_json(self) -> dict[str, Any]:
-        return {"word": self.word, "term": self.term, "edits": self.edits, "shown": self.shown}
-
-
-#: Why a page of search hits holds fewer than k: `exhausted`, the index holds no more passages
-#: that pass the filters (and, in keyword mode, match) under the cap per note; `depth`, the
-#: search went as deep as it goes (vaultd.index.search.MAX_DEPTH passages) and the cap per
-#: note still left fewer.
-Short = Literal["exhausted", "depth"]
-
-
-@dataclass(frozen=True, slots=True)
-class SearchResult:
-    """A page of hits with what the search did to the query to find them."""
-
-    hits: tuple[Hit, ...]
-    #: Every correction applied (each adds matches, never removes any).
-    corrections: tuple[Correction, ...] = ()
-    #: The query as searched, when a correction decided the first hit; None otherwise.
-    showing: str | None = None
-    #: The query with its typos corrected, offered when the query as typed was decisive and
-    #: searched as typed (no correction applied); None otherwise.
-    did_you_mean: str | None = None
-    #: Why the page holds fewer than k hits, or None when it holds k (`Short`).
-    short: Short | None = None
-
-    def as_json(self, explain: bool = False) -> dict[str, Any]:
-        return {
-            "hits": [h.as_json(explain) for h in self.hits],
-            "corrections": [c.as_json() for c in self.corrections],
-            "showing": self.showing,
-            "did_you_mean": self.did_you_mean,
-            "short": self.short,
-        }

@@ -5,18 +5,30 @@ shown when one decided the first hit."""
 from __future__ import annotations
 
 from tests.storage.outcomes import written
+from vaultd.answers import Correction, Hit, KnownTier
 from vaultd.index import corrections, known
 from vaultd.index.known import Evidence
-from vaultd.records import Correction, Hit
 from vaultd.storage.manifest import Manifest
 
 TERM = known.stems_of(["lighthouse"])["lighthouse"]
 TYPO = Correction(word="lighthose", term=TERM, edits=1)
 
 
-def hit(text: str, tier: str | None = None) -> Hit:
-    parts = {"known": {"tier": tier}} if tier else {}
-    return Hit("a.md#0", "a.md", "a", "", 1, 1, 1.0, text, parts=parts)
+def hit(text: str, tier: KnownTier | None = None) -> Hit:
+    return Hit(
+        id="a.md#0",
+        path="a.md",
+        title="a",
+        section="",
+        start_line=1,
+        end_line=1,
+        score=1.0,
+        text=text,
+        tags=(),
+        indexed=True,
+        kind="note",
+        ranked_by=tier,
+    )
 
 
 def test_only_a_corrected_query_the_typed_words_decided_is_searched_as_typed() -> None:

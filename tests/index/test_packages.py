@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import TypeAdapter
 
+from vaultd.answers import Hit
 from vaultd.config import load_config
 from vaultd.errors import QueryError
 from vaultd.index.open import Index, open_index
@@ -74,7 +76,7 @@ def test_each_source_file_is_in_its_nearest_named_package(index: Index) -> None:
     by_path = {h.path: h.package for h in hits}
     assert by_path["crates/alpha/src/lib.rs"] == "alpha"
     assert by_path["Notes.md"] is None and by_path["loose.rs"] is None
-    assert hits[0].as_json().get("package") == hits[0].package
+    assert TypeAdapter(Hit).dump_python(hits[0], mode="json").get("package") == hits[0].package
 
 
 def test_package_in_the_query_filters_and_is_no_word(index: Index) -> None:

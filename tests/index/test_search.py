@@ -19,13 +19,13 @@ import pytest
 
 from tests.conftest import shared_path
 from tests.small_vault import indexed
+from vaultd.answers import Hit
 from vaultd.config import SearchSection, load_config
 from vaultd.index import ranking
 from vaultd.index import search as search_module
 from vaultd.index.notes import note_view
 from vaultd.index.open import Index, open_index
 from vaultd.query import Filters, SearchQuery, check_query, explain_line
-from vaultd.records import Hit
 from vaultd.storage.schema import SCHEMA_VERSION
 
 OLD = time.mktime((2020, 6, 1, 12, 0, 0, 0, 0, -1))

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.storage.outcomes import written
+from vaultd.answers import Hit
 from vaultd.index import snippets
 from vaultd.index.snippets import merged, snippet, spans_of_marked, unspaced_spans
 from vaultd.query import check_query
-from vaultd.records import Hit
 from vaultd.storage.manifest import Manifest
 
 
@@ -60,7 +60,19 @@ def test_hits_get_the_ranges_the_words_index_matched_in_their_text(tmp_path: Pat
     manifest = Manifest(tmp_path / "data")
     try:
         manifest.apply([written("k.md", ["The keeper climbs the stairs."])])
-        hit = Hit("k.md#0", "k.md", "k", "", 1, 1, 1.0, "The keeper climbs the stairs.")
+        hit = Hit(
+            id="k.md#0",
+            path="k.md",
+            title="k",
+            section="",
+            start_line=1,
+            end_line=1,
+            score=1.0,
+            text="The keeper climbs the stairs.",
+            tags=(),
+            indexed=True,
+            kind="note",
+        )
         (found,) = snippets.highlighted(manifest, [hit], check_query("keepers"), (), cut=False)
         assert [found.text[s:e] for s, e in found.highlights] == ["keeper"]
         # A correction's term is highlighted where it matched too.

@@ -9,6 +9,7 @@ that is not indexed raises NoteUnavailableError (404 on the socket).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from http import HTTPStatus
 from typing import TYPE_CHECKING
 
@@ -53,7 +54,9 @@ class LocalService:
 
     def search(self, request: o.SearchRequest) -> o.SearchResponse:
         result = self.index.searcher.search(request.asked)
-        return o.SearchResponse.model_validate(result.as_json(request.explain))
+        if not request.explain:  # the score parts only when asked for
+            result = replace(result, hits=tuple(replace(h, parts={}) for h in result.hits))
+        return o.SearchResponse.model_validate(result, from_attributes=True)
 
     def note(self, request: o.NoteReadRequest) -> o.NoteResponse:
         try:

@@ -40,7 +40,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from vaultd.answers import DaemonStatus, Heading, Mention, RelatedNote
+from vaultd.answers import Correction, DaemonStatus, Heading, Hit, Mention, RelatedNote, Short
 from vaultd.api.limits import MAX_TAGS, MAX_WAIT
 from vaultd.errors import QueryError, VaultdError
 from vaultd.query import (
@@ -60,7 +60,7 @@ from vaultd.query import (
     parse_since,
     parse_where,
 )
-from vaultd.records import NOTE_KINDS, Correction, KnownTier, NoteKind, Short
+from vaultd.records import NOTE_KINDS, NoteKind
 from vaultd.vaultpath import vault_path
 
 
@@ -419,62 +419,6 @@ class Response(BaseModel):
     """An answer: exactly the keys declared. Optional keys left unset are not sent."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-#: A [start, end) range of a text, in Unicode code points.
-Range = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=2, max_length=2)]
-
-
-class Hit(Response):
-    path: str
-    title: str
-    section: str
-    start_line: int = Field(ge=1)
-    end_line: int = Field(ge=1)
-    score: float
-    text: str | None = Field(None, description="The passage (absent with snippets).")
-    snippet: str | None = Field(
-        None, description="With snippets: a short part of the passage, as it is (no markup)."
-    )
-    highlights: list[Range] = Field(
-        default_factory=list,
-        description="Where the query's matched words are in `snippet` (with snippets) or "
-        "`text`: [start, end) ranges, sorted and apart, counted in Unicode code points (a "
-        "Python string's indexes; JavaScript counts UTF-16 units, where a character above "
-        "U+FFFF is two). The text itself is the note's, unmarked: its own `**bold**` is "
-        "never a match.",
-    )
-    tags: list[str]
-    id: str
-    indexed: bool = Field(
-        description="False while the note awaits its vectors (the first index): found by its "
-        "words only, so far."
-    )
-    kind: NoteKind = Field(description="What kind of file the passage is from.")
-    page: int | None = Field(None, ge=1, description="A PDF passage's first page.")
-    page_end: int | None = Field(None, ge=1, description="A PDF passage's last page.")
-    node: str | None = Field(None, description="A canvas card's (or drawing element's) id.")
-    symbol: str | None = Field(
-        None, description="A source passage's symbol, such as `class Indexer > def reconcile`."
-    )
-    package: str | None = Field(
-        None,
-        description="A source passage's package, named by the nearest manifest above its "
-        "file (absent where none names one).",
-    )
-    ranked_by: KnownTier | None = Field(
-        None,
-        description="The known-item tier that placed the hit above the hits ranked by score "
-        '(docs/search.md, "Known items"); absent when its score placed it. Within a tier '
-        "the score orders the hits.",
-    )
-    explain: dict[str, Any] | None = Field(
-        None,
-        description="Score parts: keyword (rank, BM25 score), vector (rank, cosine "
-        "similarity), fusion (each retriever's RRF contribution, k, total), note (what the "
-        "note adds in hybrid search), phrase (exact match and its tier), merged (the chunk ids "
-        "of a merged hit).",
-    )
 
 
 class LinkingPassage(Response):

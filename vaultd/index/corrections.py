@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from vaultd.answers import Correction, Hit
 from vaultd.index import known
 from vaultd.index.known import Evidence
-from vaultd.records import Correction, Hit
 from vaultd.storage.manifest import Manifest
 
 #: The known-item tiers that the query as typed decides: when one of them holds the first hit,
@@ -27,8 +27,7 @@ SPELLING_PASSAGES = 3
 
 def first_tier(hits: Sequence[Hit]) -> str | None:
     """The known-item tier of the page's first hit, None when a fused score placed it."""
-    tier = hits[0].parts.get("known", {}).get("tier") if hits else None
-    return str(tier) if tier is not None else None
+    return hits[0].ranked_by if hits else None
 
 
 def typed_decides(hits: Sequence[Hit], evidence: Evidence) -> bool:

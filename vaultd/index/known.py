@@ -33,8 +33,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from vaultd.answers import Correction, KnownTier
 from vaultd.query import STOP_WORDS, ParsedQuery, has_phrase, is_unspaced
-from vaultd.records import Correction
 from vaultd.storage import common_words
 from vaultd.storage.keyword import stems
 from vaultd.storage.manifest import Manifest
@@ -42,9 +42,9 @@ from vaultd.storage.vocabulary import Names, Vocabulary
 
 #: The tiers, best first (the number is what sorts).
 NAME, DEFINITION, PHRASE, STEMMED, CORRECTED, PROXIMITY, RARE = 7, 6, 5, 4, 3, 2, 1
-TIER_NAMES = {NAME: "name", DEFINITION: "definition", PHRASE: "phrase",
-              STEMMED: "stemmed phrase", CORRECTED: "corrected phrase",
-              PROXIMITY: "proximity", RARE: "rare word"}  # fmt: skip
+TIER_NAMES: dict[int, KnownTier] = {NAME: "name", DEFINITION: "definition", PHRASE: "phrase",
+                                    STEMMED: "stemmed phrase", CORRECTED: "corrected phrase",
+                                    PROXIMITY: "proximity", RARE: "rare word"}  # fmt: skip
 #: A query that may name a definition: one identifier (`transfer`, `ERC20`, `tool.ruff`,
 #: `Data.Map.insertWith`), at least 3 characters.
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$.:-]{2,}")

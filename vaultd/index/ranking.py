@@ -6,14 +6,15 @@ neighbouring passages merged, and read into hits with how each was ranked (`part
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, cast
 
+from vaultd.answers import Hit, KnownTier
 from vaultd.config import SearchSection
 from vaultd.index import known
 from vaultd.index.known import Evidence
 from vaultd.query import Mode, ParsedQuery, has_phrase
-from vaultd.records import Hit
+from vaultd.records import Location, NoteKind
 from vaultd.storage.manifest import Manifest, StoredChunk
 
 #: The RRF constant of the notes ranked by their first passage (see `_with_notes`).
@@ -41,6 +42,8 @@ class _Group:
     score: float
     parts: dict[str, Any]
     chunks: list[StoredChunk] = field(default_factory=list)
+    #: The known-item tier that placed it, if one did.
+    ranked_by: KnownTier | None = None
 
 
 def page(
@@ -106,11 +109,12 @@ def page(
         parts = _explain(record.id, mode, positions, weights, settings.rrf_k, phrases, phrase_tier)
         if record.path in notes:
             parts["note"] = notes[record.path]
-        if level:
-            parts["known"] = {"tier": known.TIER_NAMES[level], "level": level}
+        placed = known.TIER_NAMES[level] if level else None
+        if placed is not None:
+            parts["known"] = {"tier": placed, "level": level}
         if evidence.corrections:
-            parts["corrections"] = [c.as_json() for c in evidence.corrections]
-        group = _Group(best=record, score=score, parts=parts, chunks=[record])
+            parts["corrections"] = [asdict(c) for c in evidence.corrections]
+        group = _Group(best=record, score=score, parts=parts, chunks=[record], ranked_by=placed)
         mine.append(group)
         groups.append(group)
     return _hits(manifest, model_id, groups)
@@ -203,12 +207,16 @@ def _hits(manifest: Manifest, model_id: str, groups: list[_Group]) -> list[Hit]:
                 tags=tags_by_path.get(best.path, ()),
                 parts=parts,
                 indexed=best.path not in awaiting,
-                kind=kinds.get(best.path, "note"),
-                page=chunks[0].page,
-                page_end=max((c.page_end or 0 for c in chunks), default=0) or None,
-                node=best.node,
-                symbol=best.symbol,
+                # The manifest records a note's kind as its extractor named it (NoteKind).
+                kind=cast(NoteKind, kinds.get(best.path, "note")),
+                location=Location(
+                    chunks[0].page,
+                    max((c.page_end or 0 for c in chunks), default=0) or None,
+                    best.node,
+                    best.symbol,
+                ),
                 package=packages.get(best.path),
+                ranked_by=group.ranked_by,
             )
         )
     return hits

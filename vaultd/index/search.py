@@ -33,6 +33,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from vaultd.answers import Hit, SearchResult, Short
 from vaultd.config import SearchSection
 from vaultd.embedding.embedder import Route, TextEmbedder
 from vaultd.index import corrections, known
@@ -48,7 +49,6 @@ from vaultd.query import (
     SearchQuery,
     check_query,
 )
-from vaultd.records import Hit, SearchResult, Short
 from vaultd.storage.keyword import KEYWORD_WEIGHTS
 from vaultd.storage.manifest import Manifest
 from vaultd.storage.vectors import VectorStore

@@ -18,8 +18,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
+from vaultd.answers import Hit
 from vaultd.query import ParsedQuery
-from vaultd.records import Hit
 from vaultd.storage.manifest import Manifest
 
 #: About how long a snippet is.
