@@ -292,10 +292,15 @@ def parse_since(value: str | float) -> int:
     return int(seconds * 1e9)
 
 
-def _asked(read: Callable[[Any], Any], name: str = "") -> dict[str, Any]:
+def _asked(
+    read: Callable[[Any], Any], name: str = "", *, term: str = "", one_of: bool = False
+) -> dict[str, Any]:
     """A filter's field: `read` makes it of the value a request gives (raising QueryError for
-    a malformed one), under `name` when the request names it otherwise."""
-    return {"read": read, "asked": name}
+    a malformed one), under `name` when the request names it otherwise. With `term`, a query
+    may write it too, as `TERM:VALUE`; such values join the request's: as one more choice
+    where the field is `one_of` (a note passes with any one of them), as one more condition
+    otherwise."""
+    return {"read": read, "asked": name, "term": term, "one_of": one_of}
 
 
 def _conditions(where: Mapping[str, Any] | Sequence[Condition]) -> tuple[Condition, ...]:
@@ -329,7 +334,9 @@ class Filters:
     kinds: tuple[str, ...] = dataclasses.field(default=(), metadata=_asked(_kinds))
     #: Only source files of one of these packages (vaultd.pipeline.packages), lower-case:
     #: a name matches in any case.
-    packages: tuple[str, ...] = dataclasses.field(default=(), metadata=_asked(_packages))
+    packages: tuple[str, ...] = dataclasses.field(
+        default=(), metadata=_asked(_packages, term="package", one_of=True)
+    )
 
     @classmethod
     def of(cls, asked: Mapping[str, Any]) -> Filters:
@@ -347,17 +354,27 @@ class Filters:
     def active(self) -> bool:
         return self != Filters()
 
-    def with_packages(self, packages: Sequence[str]) -> Filters | None:
-        """These filters and, as well, "one of `packages`" (a query's `package:` terms); None
-        when no package can pass both (the packages asked for and these are disjoint)."""
-        named = _packages(packages)
-        if not named:
-            return self
-        if self.packages:
-            named = tuple(p for p in named if p in self.packages)
-            if not named:
-                return None
-        return dataclasses.replace(self, packages=named)
+    def narrowed_by(self, written: Filters) -> Filters | None:
+        """These filters and, as well, those a query wrote (`ParsedQuery.filters`); None when
+        no note can pass both (the choices of a `one_of` field are disjoint)."""
+        changes: dict[str, Any] = {}
+        for f in dataclasses.fields(written):
+            more = getattr(written, f.name)
+            if not f.metadata["term"] or not more:
+                continue
+            asked = getattr(self, f.name)
+            if f.metadata["one_of"] and asked:
+                more = tuple(v for v in more if v in asked)
+                if not more:
+                    return None
+            else:
+                more = tuple(dict.fromkeys((*asked, *more)))
+            changes[f.name] = more
+        return dataclasses.replace(self, **changes) if changes else self
+
+
+#: The filters a query may write, by the word before the colon (`package:serde`).
+TERMS = {f.metadata["term"]: f for f in dataclasses.fields(Filters) if f.metadata["term"]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,27 +403,29 @@ class SearchQuery:
 # -- the query ---------------------------------------------------------------------------------
 
 
-#: `package:NAME` written in a query, outside quotes: a filter (`Filters.packages`), not words
-#: to search for. The name runs to the next whitespace (`package:@changesets/config`).
-_PACKAGE_TERM = re.compile(r"(?<!\S)package:(\S+)", re.IGNORECASE)
+#: A filter written in a query, outside quotes: `TERM:VALUE` (`Filters`' fields with a term),
+#: not words to search for. The value runs to the next whitespace (`package:@changesets/config`).
+_FILTER_TERM = re.compile(r"(?<!\S)(" + "|".join(map(re.escape, TERMS)) + r"):(\S+)", re.IGNORECASE)
 
 
-def package_terms(query: str) -> tuple[str, tuple[str, ...]]:
-    """The query without its `package:NAME` terms, and the names, each once in order."""
-    names: list[str] = []
+def filter_terms(query: str) -> tuple[str, Filters]:
+    """The query without its filter terms, and the filters they write (QueryError for a
+    malformed value)."""
+    values: dict[str, list[str]] = {}
 
     def taken(match: re.Match[str]) -> str:
-        names.append(match[1])
+        field = TERMS[match[1].lower()]
+        values.setdefault(field.metadata["asked"] or field.name, []).append(match[2])
         return " "
 
     pieces = query.split('"')
     # Every other piece is outside quotes, and so is the last after an unmatched quote.
     outside = set(range(0, len(pieces), 2)) | ({len(pieces) - 1} if len(pieces) % 2 == 0 else set())
     for i in sorted(outside):
-        pieces[i] = _PACKAGE_TERM.sub(taken, pieces[i])
-    if not names:
-        return query, ()
-    return " ".join('"'.join(pieces).split()), tuple(dict.fromkeys(names))
+        pieces[i] = _FILTER_TERM.sub(taken, pieces[i])
+    if not values:
+        return query, Filters()
+    return " ".join('"'.join(pieces).split()), Filters.of(values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,14 +438,14 @@ class ParsedQuery:
     words: tuple[str, ...]
     #: Runs of unspaced-script characters (for the pairs index or a substring scan).
     unspaced: tuple[str, ...]
-    #: The packages its `package:NAME` terms name (a filter, searched for as no words).
-    packages: tuple[str, ...] = ()
+    #: The filters its terms write (`package:NAME`), searched for as no words.
+    filters: Filters = Filters()
     #: The query less those terms: what is searched for, by words and by meaning.
     text: str = ""
 
     @classmethod
     def parse(cls, query: str) -> ParsedQuery:
-        text, packages = package_terms(query)
+        text, filters = filter_terms(query)
         phrases = tuple(p.strip() for p in _PHRASE.findall(text) if _WORD.search(p))
         words: list[str] = []
         unspaced: list[str] = []
@@ -437,7 +456,7 @@ class ParsedQuery:
             phrases,
             tuple(dict.fromkeys(words)),
             tuple(dict.fromkeys(unspaced)),
-            packages,
+            filters,
             text,
         )
 
@@ -511,11 +530,11 @@ def check_query(query: str) -> ParsedQuery:
             f"the query is {len(query)} characters long; at most {MAX_QUERY_CHARS} are searched"
         )
     parsed = ParsedQuery.parse(query)
-    _packages(parsed.packages)
-    if parsed.packages and not parsed.text.strip():
+    if parsed.filters.active and not parsed.text.strip():
+        written = ", ".join(f"{term}:" for term in TERMS)
         raise QueryError(
-            "the query names a package but nothing to search for in it; give some words "
-            "besides package:NAME"
+            "the query has filters but nothing to search for in it; give some words besides "
+            f"the filters ({written})"
         )
     terms = parsed.term_count()
     if terms > MAX_QUERY_TERMS:

@@ -88,7 +88,7 @@ def test_package_in_the_query_filters_and_is_no_word(index: Index) -> None:
     # Neither "package" nor "alpha" is a word searched for, and the rest is searched as
     # typed without it.
     parsed = check_query('lanterns package:alpha "one beam"')
-    assert parsed.words == ("lanterns", "one", "beam") and parsed.packages == ("alpha",)
+    assert parsed.words == ("lanterns", "one", "beam") and parsed.filters.packages == ("alpha",)
     assert parsed.phrases == ("one beam",)
     hits = index.searcher.search(SearchQuery("package:alpha lanterns", k=10, mode="keyword")).hits
     assert [h.path for h in hits] == ["crates/alpha/src/lib.rs"]
@@ -96,7 +96,7 @@ def test_package_in_the_query_filters_and_is_no_word(index: Index) -> None:
         hits[0].text[a:b].lower() for a, b in hits[0].highlights
     }
     # Inside quotes it is words of a phrase, not a filter.
-    assert check_query('"package:alpha"').packages == ()
+    assert check_query('"package:alpha"').filters.packages == ()
 
 
 def test_the_packages_filter_and_a_query_term_must_both_pass(index: Index) -> None:

@@ -107,10 +107,10 @@ class Searcher:
         settings = asked.settings or self.settings
         k = max(1, min(asked.k, MAX_K))
         query, mode, filters = asked.query, asked.mode, asked.filters
-        if parsed.packages:
-            # `package:NAME` in the query is a filter: what is searched for is the rest.
+        if parsed.filters.active:
+            # Filters written in the query (`package:NAME`): what is searched for is the rest.
             query = parsed.text
-            narrowed = filters.with_packages(parsed.packages)
+            narrowed = filters.narrowed_by(parsed.filters)
             if narrowed is None:
                 return SearchResult((), short="exhausted")
             filters = narrowed
