@@ -135,6 +135,36 @@ def test_api_takes_every_filter(index: Index) -> None:
     assert {"keyword", "vector", "fusion"} <= set(body["hits"][0]["explain"])
 
 
+def test_the_api_and_the_query_leave_out_tags_and_folders(index: Index) -> None:
+    def found(body: dict[str, Any]) -> set[str]:
+        status, answer = api_search(index, {"k": 20, "mode": "keyword", **body})
+        assert status == HTTPStatus.OK, answer
+        return {h["path"] for h in answer["hits"]}
+
+    everything = found({"query": "tomatoes roses sauce bread"})
+    assert {"Garden/Tomatoes.md", "Garden/Roses.md", "Kitchen/Sauce.md"} <= everything
+    # `garden` leaves out `garden/veg` and `garden/flowers` too.
+    assert found({"query": "tomatoes roses sauce bread", "exclude_tags": ["garden"]}) == (
+        everything - {"Garden/Tomatoes.md", "Garden/Roses.md"}
+    )
+    assert found({"query": "tomatoes roses sauce bread -tag:#Garden"}) == (
+        everything - {"Garden/Tomatoes.md", "Garden/Roses.md"}
+    )
+    assert found({"query": "tomatoes roses sauce bread", "exclude_paths": ["Kitchen/"]}) == {
+        p for p in everything if not p.startswith("Kitchen/")
+    }
+    # Written in the query, joined to the request's: both leave out.
+    asked = {"query": "tomatoes roses sauce bread -path:Kitchen", "exclude_tags": ["garden/veg"]}
+    assert found(asked) == {
+        p for p in everything if not p.startswith("Kitchen/") and p != "Garden/Tomatoes.md"
+    }
+    # Inside quotes it is words.
+    assert "Kitchen/Sauce.md" in found({"query": 'sauce "-path:Kitchen"'})
+    with pytest.raises(ApiError) as caught:
+        api_search(index, {"query": "tomatoes -path:../etc"})
+    assert caught.value.status == HTTPStatus.BAD_REQUEST
+
+
 @pytest.mark.parametrize(
     "body",
     [

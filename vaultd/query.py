@@ -118,6 +118,17 @@ def _path_prefix(prefix: str) -> str:
         raise QueryError(f"path_prefix: {exc}", "path_prefix") from None
 
 
+def _excluded_paths(paths: Sequence[str]) -> tuple[str, ...]:
+    """Folders or notes of the vault, each once."""
+    out = []
+    for path in paths:
+        try:
+            out.append(vault_path(path))
+        except VaultdError as exc:
+            raise QueryError(f"exclude_paths: {exc}", "exclude_paths") from None
+    return tuple(dict.fromkeys(p for p in out if p))
+
+
 def _kinds(kinds: Sequence[str]) -> tuple[str, ...]:
     """The kinds asked for, each one of `records.NOTE_KINDS` (any case)."""
     out = tuple(dict.fromkeys(k.strip().lower() for k in kinds if k.strip()))
@@ -336,6 +347,15 @@ class Filters:
     #: a name matches in any case.
     packages: tuple[str, ...] = dataclasses.field(
         default=(), metadata=_asked(_packages, term="package", one_of=True)
+    )
+
+    #: None of these tags (nested tags match their parents); `-tag:TAG` in a query.
+    exclude_tags: tuple[str, ...] = dataclasses.field(
+        default=(), metadata=_asked(_tags, term="-tag")
+    )
+    #: Nothing under these folders, nor these notes; `-path:FOLDER` in a query.
+    exclude_paths: tuple[str, ...] = dataclasses.field(
+        default=(), metadata=_asked(_excluded_paths, term="-path")
     )
 
     @classmethod

@@ -98,3 +98,19 @@ def test_packages_keep_the_source_files_of_one_of_them_in_any_case(manifest: Man
     ]
     assert matching(Filters(packages=("nothing",))) == []
     assert matching(Filters(path_prefix="a", packages=("@scope/b",))) == []
+
+
+def test_exclusions_leave_out_tags_with_their_children_and_folders_with_their_notes(
+    manifest: Manifest,
+) -> None:
+    _write(manifest, "a/one.md", ["x/y"])
+    _write(manifest, "a/two.md", ["z"])
+    _write(manifest, "ab/three.md", ["x"])
+    matching = manifest.filters.matching
+
+    assert matching(Filters(exclude_tags=("x",))) == ["a/two.md"]
+    assert matching(Filters(exclude_tags=("x/y",))) == ["a/two.md", "ab/three.md"]
+    # A folder is left out with everything under it, never a folder that only begins alike.
+    assert matching(Filters(exclude_paths=("a/",))) == ["ab/three.md"]
+    assert matching(Filters(exclude_paths=("a/one.md", "ab"))) == ["a/two.md"]
+    assert matching(Filters(tags=("x",), exclude_paths=("ab",))) == ["a/one.md"]

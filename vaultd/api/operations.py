@@ -174,6 +174,18 @@ class Filtered(Request):
         "name, a go.mod module), in any case. A search may also write `package:NAME` in its "
         "query.",
     )
+    exclude_tags: Tags = Field(
+        default_factory=list,
+        description="No notes with any of these tags; nested tags match their parents. A "
+        "search may also write `-tag:TAG` in its query.",
+    )
+    exclude_paths: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_TAGS,
+        description="No notes under these folders, nor these notes: vault paths (refused when "
+        "absolute or with a `..` component). A search may also write `-path:FOLDER` in its "
+        "query.",
+    )
     _filters: Filters = PrivateAttr(default_factory=Filters)
 
     @model_validator(mode="after")
@@ -233,7 +245,8 @@ class SearchRequest(Filtered):
     Hybrid search fuses the keyword (BM25) and vector rankings; `keyword` and `vector` use one.
     Filters narrow the notes before ranking: tags, a folder, frontmatter conditions (`where`),
     a modification time (`since`), kinds of file and packages (`package:NAME` in the query
-    too)."""
+    too); `exclude_tags` and `exclude_paths` (`-tag:TAG`, `-path:FOLDER` in the query too)
+    leave notes out."""
 
     query: Annotated[str, _rule(check_query)] = Field(
         # Checked by vaultd.query.check_query, whose words every way in shares; stated here.

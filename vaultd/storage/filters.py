@@ -80,7 +80,8 @@ class FiltersController:
         Nested tags match their parents; `where` conditions test frontmatter fields (see
         `Condition`); `modified_since_ns` compares with the file's mtime; `kinds` keeps the
         files indexed as one of them, and `packages` (lower-case) the source files of one of
-        these packages, in any case.
+        these packages, in any case; `exclude_tags` and `exclude_paths` leave out what they
+        name.
         """
         if not filters.active:
             return None
@@ -110,6 +111,15 @@ class FiltersController:
         if filters.packages:
             sql += " AND lower(package) IN (SELECT value FROM json_each(?))"
             params.append(json.dumps(list(filters.packages), ensure_ascii=False))
+        if filters.exclude_tags:
+            sql += (
+                " AND path NOT IN (SELECT path FROM note_tags "
+                "WHERE tag IN (SELECT value FROM json_each(?)))"
+            )
+            params.append(json.dumps(list(filters.exclude_tags), ensure_ascii=False))
+        for excluded in (p.strip("/") for p in filters.exclude_paths):
+            sql += " AND NOT (path = ? OR substr(path, 1, ?) = ?)"
+            params.extend([excluded, len(excluded) + 1, excluded + "/"])
         for condition in filters.where:
             clause, more = condition_sql(condition)
             sql += f" AND {clause}"
