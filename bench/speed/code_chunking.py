@@ -4,11 +4,13 @@ Every file of the code corpus (../shared/corpora/code, or CORPUS) that vaultd re
 grammar is, per language, parsed by tree-sitter alone (`Parser.parse` of its bytes) and read
 by `vaultd.pipeline.code.extract`: with the embedding model's token counter, as the indexer
 reads it, and with the rough count (a word or a punctuation mark a token), which leaves the
-tokenizer out and times the chunker's own work. The model's tokenizer counting each distinct
-line of the files once, as `extract` has it count them, is timed alone too: the bound it puts
-on `extract`. The four are interleaved, each the fastest of `--repeat` runs; reading the files
-is not timed. Then the installed size of the grammar
-wheels the corpus's languages brought (issue 55), from their installed files. Usage:
+token counting out and times the chunker's own work. The model's counter counting each
+distinct line of the files once, as `extract` has it count them, is timed alone too: the bound
+it puts on `extract`. Each run's counter starts with no word known (`TokenCounter`: printable
+ASCII is counted from its words, each new word encoded by the tokenizer), and the tokenizer's
+own threads are off, as in the indexer's parser workers. The four are interleaved, each the
+fastest of `--repeat` runs; reading the files is not timed. Then the installed size of the
+grammar wheels the corpus's languages brought (issue 55), from their installed files. Usage:
 
     python -m bench.speed.code_chunking [CORPUS] [--repeat N] [--record NAME]
 
@@ -157,7 +159,7 @@ def main() -> None:
         "files",
         "MB",
         "parse MB/s",
-        "tokenizer MB/s",
+        "counter MB/s",
         "extract files/s",
         "extract MB/s",
         "extract / parse",
