@@ -352,12 +352,14 @@ def test_excalidraw_text_elements_are_found_and_the_drawing_never_read(indexed: 
     )
     assert hit.title == "sketch"
     chunks = indexed.manifest.notes.chunks_of("sketch.excalidraw.md")
-    assert [c.node for c in chunks] == ["quokka01", "lens0002"]
-    assert not any(DRAWING_DATA[:20] in c.text for c in chunks)
+    assert [c.chunk.location.node for c in chunks] == ["quokka01", "lens0002"]
+    assert not any(DRAWING_DATA[:20] in c.chunk.text for c in chunks)
     assert "sketch.excalidraw.md" in indexed.manifest.links.backlinks("notes/Plan.md")
     plain = top(indexed, "axolotl tank layout")
     assert (plain.path, plain.location.node) == ("tank.excalidraw", "ax1")
-    assert not any("Deleted" in c.text for c in indexed.manifest.notes.chunks_of("tank.excalidraw"))
+    assert not any(
+        "Deleted" in c.chunk.text for c in indexed.manifest.notes.chunks_of("tank.excalidraw")
+    )
 
 
 def test_bad_files_are_left_out_with_their_reason_and_kinds_are_counted(indexed: Index) -> None:
@@ -427,14 +429,20 @@ def test_an_edited_page_moved_card_and_renamed_pdf_cost_only_what_changed(
     write(vault / "wall.canvas", canvas(cards))
     first = index.indexer.reconcile()
     assert first.notes_changed == 2 and first.chunks_embedded == 5
-    before = {c.page: c.hash for c in index.manifest.notes.chunks_of("changing/birds.pdf")}
+    before = {
+        c.chunk.location.page: c.chunk.hash
+        for c in index.manifest.notes.chunks_of("changing/birds.pdf")
+    }
     assert sorted(before) == [1, 2, 3]
 
     pages[1] = "Beta page about spoonbills now"
     write(vault / "birds.pdf", make_pdf(pages))
     edited = index.indexer.reconcile()
     assert edited.chunks_embedded == 1
-    after = {c.page: c.hash for c in index.manifest.notes.chunks_of("changing/birds.pdf")}
+    after = {
+        c.chunk.location.page: c.chunk.hash
+        for c in index.manifest.notes.chunks_of("changing/birds.pdf")
+    }
     assert after[1] == before[1] and after[3] == before[3] and after[2] != before[2]
 
     cards[0]["y"], cards[1]["y"] = 600, 0  # the cards swap places: the same texts
@@ -442,7 +450,7 @@ def test_an_edited_page_moved_card_and_renamed_pdf_cost_only_what_changed(
     moved = index.indexer.reconcile()
     assert moved.notes_changed == 1 and moved.chunks_embedded == 0
     wall = index.manifest.notes.chunks_of("changing/wall.canvas")
-    assert [c.node for c in wall] == ["two", "one"]
+    assert [c.chunk.location.node for c in wall] == ["two", "one"]
 
     # Before the rename: a title taken from a file name reaches the vectors only with the
     # next edit (Indexer._rekeyed), so a fresh index would embed the new one.
@@ -453,7 +461,9 @@ def test_an_edited_page_moved_card_and_renamed_pdf_cost_only_what_changed(
     os.rename(vault / "birds.pdf", vault / "renamed.pdf")
     renamed = index.indexer.reconcile()
     assert renamed.notes_moved == 1 and renamed.chunks_embedded == 0
-    assert [c.page for c in index.manifest.notes.chunks_of("changing/renamed.pdf")] == [1, 2, 3]
+    assert [
+        c.chunk.location.page for c in index.manifest.notes.chunks_of("changing/renamed.pdf")
+    ] == [1, 2, 3]
     hit = index.searcher.search(SearchQuery("spoonbills", k=1)).hits[0]
     assert (hit.path, hit.location.page) == ("changing/renamed.pdf", 2)
 
@@ -502,7 +512,7 @@ def test_a_schema_9_manifest_gains_kinds_and_locations_in_place(tmp_path: Path) 
     try:
         assert manifest.notes.kind_counts() == {"note": {"ok": 1}}
         [chunk] = manifest.notes.chunks_of("a.md")
-        assert (chunk.text, chunk.location) == ("words", Location())
+        assert (chunk.chunk.text, chunk.chunk.location) == ("words", Location())
         assert [chunk_id for chunk_id, _ in manifest.keyword.bm25("words", 5)] == ["c"]
     finally:
         manifest.close()

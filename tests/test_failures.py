@@ -194,7 +194,7 @@ def test_a_note_failing_after_its_first_vectors_were_written_is_searchable_by_it
         assert [
             h.path for h in index.searcher.search(SearchQuery("egret", k=5, mode="keyword")).hits
         ] == ["victim.md"]
-        stored = {c.id: c.text for c in index.manifest.notes.chunks_of("victim.md")}
+        stored = {c.chunk.id: c.chunk.text for c in index.manifest.notes.chunks_of("victim.md")}
         published = {
             r["id"]: r["document"]
             for r in export_records(index.store)

@@ -86,7 +86,7 @@ def test_index_reports_bytes_then_tokens_as_they_are_embedded(tmp_path: Path) ->
         index.embedder.batch_size = 8  # several runs within the one batch
         summary = index.indexer.reconcile(lambda *report: reports.append(report))
         tokens = sum(
-            c.tokens
+            c.chunk.tokens
             for p in index.manifest.notes.paths()
             for c in index.manifest.notes.chunks_of(p)
         )

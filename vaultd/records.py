@@ -189,15 +189,8 @@ class Chunk:
     hash: str
     #: The `title > section` line, as cut to fit (`embed_text` begins with it).
     context: str = ""
-    #: Where it is besides its lines (see `Location`); None for a Markdown note's chunks.
-    page: int | None = None
-    page_end: int | None = None
-    node: str | None = None
-    symbol: str | None = None
-
-    @property
-    def location(self) -> Location:
-        return Location(self.page, self.page_end, self.node, self.symbol)
+    #: Where it is besides its lines (see `Location`); `NOWHERE` for a Markdown note's chunks.
+    location: Location = NOWHERE
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,8 +343,9 @@ class NoteLeftOut:
 NoteOutcome = NoteWritten | NoteFailed | NoteLeftOut
 
 
-def chunk_json(chunk: Any) -> dict[str, Any]:
-    """A chunk (parsed or stored) as `inspect --json` and `GET /v1/notes/...` show it."""
+def chunk_json(chunk: Chunk) -> dict[str, Any]:
+    """A chunk (parsed, or the one a stored chunk holds) as `inspect --json` and
+    `GET /v1/notes/...` show it."""
     return {
         "id": chunk.id,
         "index": chunk.index,
@@ -361,10 +355,5 @@ def chunk_json(chunk: Any) -> dict[str, Any]:
         "end_line": chunk.end_line,
         "tokens": chunk.tokens,
         "text": chunk.text,
-        **Location(
-            getattr(chunk, "page", None),
-            getattr(chunk, "page_end", None),
-            getattr(chunk, "node", None),
-            getattr(chunk, "symbol", None),
-        ).as_json(),
+        **chunk.location.as_json(),
     }

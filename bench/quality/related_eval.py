@@ -54,7 +54,7 @@ WORDS = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
 
 
 def keyword_related(index: Index, path: str, k: int) -> list[str]:
-    text = " ".join(c.text for c in index.manifest.notes.chunks_of(path))
+    text = " ".join(c.chunk.text for c in index.manifest.notes.chunks_of(path))
     counts = Counter(w.lower() for w in WORDS.findall(text))
     terms = [w for w, _ in counts.most_common(64)]
     if not terms:

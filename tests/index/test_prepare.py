@@ -45,9 +45,9 @@ def test_a_moved_note_keeps_its_chunks_and_vectors_under_new_ids(tmp_path: Path)
         prepared = index.indexer.preparer.one(change, kept.get("c.md"))
 
         assert isinstance(prepared, Prepared)
-        assert prepared.moved_ids == [c.id for c in old]
-        assert set(prepared.vectors) == {c.hash for c in old}
-        assert [c.hash for c in prepared.chunks] == [c.hash for c in old]
+        assert prepared.moved_ids == [c.chunk.id for c in old]
+        assert set(prepared.vectors) == {c.chunk.hash for c in old}
+        assert [c.hash for c in prepared.chunks] == [c.chunk.hash for c in old]
         assert all(c.id not in prepared.moved_ids for c in prepared.chunks)
 
 

@@ -265,16 +265,16 @@ def test_per_note_cap_applies_before_the_top_k_cut(index: Index) -> None:
 
 
 def test_merge_joins_neighbouring_passages_of_a_note(index: Index) -> None:
-    chunks = {c.id: c for c in index.manifest.notes.chunks_of("Long/Manual.md")}
+    chunks = {c.chunk.id: c for c in index.manifest.notes.chunks_of("Long/Manual.md")}
     hits = found(index, "kettle descaling", k=5, per_note=1, merge=True)
     [manual] = [h for h in hits if h.path == "Long/Manual.md"]
     merged = [chunks[i] for i in manual.parts["merged"]]
     assert len(merged) >= 2
-    indexes = sorted(c.index for c in merged)
+    indexes = sorted(c.chunk.index for c in merged)
     assert indexes == list(range(indexes[0], indexes[0] + len(indexes)))  # neighbours only
-    assert manual.start_line == min(c.start_line for c in merged)
-    assert manual.end_line == max(c.end_line for c in merged)
-    assert all(c.text in manual.text for c in merged)
+    assert manual.start_line == min(c.chunk.start_line for c in merged)
+    assert manual.end_line == max(c.chunk.end_line for c in merged)
+    assert all(c.chunk.text in manual.text for c in merged)
     assert len(found(index, "kettle descaling", k=5, merge=False)[0].parts.get("merged", [])) == 0
 
 
@@ -322,7 +322,7 @@ def test_a_notes_first_passage_ranks_by_both_retrievers(index: Index) -> None:
     keyword_only = SearchSection(vector_weight=0.0)
     chunks = index.manifest.notes.chunks_by_id
     words = index.searcher.keyword(check_query(query), keyword_only.candidates, None)
-    firsts = [chunks([i])[i].path for i, _ in words if chunks([i])[i].index == 0]
+    firsts = [chunks([i])[i].path for i, _ in words if chunks([i])[i].chunk.index == 0]
     hits = found(index, query, "hybrid", k=10, settings=keyword_only)
     ranks = {h.path: h.parts["note"]["lead"]["rank"] for h in hits if "lead" in h.parts["note"]}
     assert firsts and {p: ranks[p] for p in firsts if p in ranks} == {
@@ -339,7 +339,7 @@ def test_a_note_found_only_by_its_first_passage_is_shown_by_it(index: Index) -> 
     only_lead = [h for h in hits if "keyword" not in h.parts and "vector" not in h.parts]
     assert only_lead, [h.parts for h in hits]
     for hit in only_lead:
-        assert index.manifest.notes.chunks_by_id([hit.id])[hit.id].index == 0
+        assert index.manifest.notes.chunks_by_id([hit.id])[hit.id].chunk.index == 0
         note = hit.parts["note"]
         assert hit.score == pytest.approx(
             (note.get("second", 0.0) + note["lead"]["score"]) * note["length"]["factor"],

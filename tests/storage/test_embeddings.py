@@ -27,13 +27,13 @@ def test_vectors_read_back_by_hash_and_model(manifest: Manifest) -> None:
 def test_a_chunk_awaits_until_its_text_has_a_vector(manifest: Manifest) -> None:
     note = written("a.md", ["one", "two"])
     manifest.notes.write(note, now=1.0)
-    assert [c.id for c in manifest.vectors.awaiting("m", 10)] == ["a.md#0", "a.md#1"]
+    assert [c.chunk.id for c in manifest.vectors.awaiting("m", 10)] == ["a.md#0", "a.md#1"]
     assert manifest.vectors.awaiting_totals("m") == embeddings.Awaiting(
         2, sum(c.tokens for c in note.chunks), 1
     )
 
     manifest.vectors.add("m", {note.chunks[0].hash: _vector(0)})
-    assert [c.id for c in manifest.vectors.awaiting("m", 10)] == ["a.md#1"]
+    assert [c.chunk.id for c in manifest.vectors.awaiting("m", 10)] == ["a.md#1"]
     assert manifest.vectors.embedded_ids("m") == ["a.md#0"]
     # Another model's vectors do not count.
     assert len(manifest.vectors.awaiting("other", 10)) == 2
@@ -44,19 +44,21 @@ def test_awaiting_takes_the_newest_notes_first_and_keeps_to_its_filters(manifest
     manifest.notes.write(old, now=1.0)
     manifest.notes.write(new, now=1.0)
 
-    assert [c.id for c in manifest.vectors.awaiting("m", 10)] == [
+    assert [c.chunk.id for c in manifest.vectors.awaiting("m", 10)] == [
         "z-new.md#0",
         "z-new.md#1",
         "a-old.md#0",
     ]
-    assert [c.id for c in manifest.vectors.awaiting("m", 1)] == ["z-new.md#0"]
-    assert [c.id for c in manifest.vectors.awaiting("m", 10, paths=["a-old.md"])] == ["a-old.md#0"]
-    assert [c.id for c in manifest.vectors.awaiting("m", 10, paths=[])] == []
-    assert [c.id for c in manifest.vectors.awaiting("m", 10, exclude=["z-new.md"])] == [
+    assert [c.chunk.id for c in manifest.vectors.awaiting("m", 1)] == ["z-new.md#0"]
+    assert [c.chunk.id for c in manifest.vectors.awaiting("m", 10, paths=["a-old.md"])] == [
+        "a-old.md#0"
+    ]
+    assert [c.chunk.id for c in manifest.vectors.awaiting("m", 10, paths=[])] == []
+    assert [c.chunk.id for c in manifest.vectors.awaiting("m", 10, exclude=["z-new.md"])] == [
         "a-old.md#0"
     ]
     hashes = [new.chunks[1].hash]
-    assert [c.id for c in manifest.vectors.awaiting("m", 10, hashes=hashes)] == ["z-new.md#1"]
+    assert [c.chunk.id for c in manifest.vectors.awaiting("m", 10, hashes=hashes)] == ["z-new.md#1"]
     assert manifest.vectors.awaiting_totals("m", ["a-old.md"]).chunks == 1
 
 

@@ -14,10 +14,10 @@ def test_a_written_note_reads_back_with_its_chunks_in_order(manifest: Manifest) 
 
     assert manifest.notes.chunk_ids("a/One.md") == ["a/One.md#0", "a/One.md#1", "a/One.md#2"]
     chunks = manifest.notes.chunks_of("a/One.md")
-    assert [c.text for c in chunks] == ["first", "second", "third"]
+    assert [c.chunk.text for c in chunks] == ["first", "second", "third"]
     made = note.chunks[1]
-    assert chunks[1].embed_text == made.embed_text
-    assert (chunks[1].hash, chunks[1].headings, chunks[1].start_line) == (
+    assert chunks[1].chunk.embed_text == made.embed_text
+    assert (chunks[1].chunk.hash, chunks[1].chunk.headings, chunks[1].chunk.start_line) == (
         made.hash,
         made.headings,
         made.start_line,
@@ -38,7 +38,7 @@ def test_writing_a_note_again_replaces_its_chunks(manifest: Manifest) -> None:
     manifest.notes.write(written("n.md", ["old one", "old two"]), now=1.0)
     manifest.notes.write(written("n.md", ["new"]), now=2.0)
 
-    assert [c.text for c in manifest.notes.chunks_of("n.md")] == ["new"]
+    assert [c.chunk.text for c in manifest.notes.chunks_of("n.md")] == ["new"]
     assert manifest.notes.status_counts() == ({"ok": 1}, 1)
 
 

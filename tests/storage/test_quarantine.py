@@ -45,7 +45,7 @@ def test_a_failure_keeps_the_last_good_chunks(manifest: Manifest) -> None:
     manifest.notes.write(written("a.md", ["good"]), now=1.0)
     manifest.failures.record_failure(failed("a.md"), when=2.0)
 
-    assert [c.text for c in manifest.notes.chunks_of("a.md")] == ["good"]
+    assert [c.chunk.text for c in manifest.notes.chunks_of("a.md")] == ["good"]
     assert not manifest.notes.known()["a.md"].ok
 
 

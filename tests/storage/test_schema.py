@@ -81,7 +81,11 @@ def test_an_older_file_is_migrated_keeping_its_notes(tmp_path: Path) -> None:
     with closing(Manifest(tmp_path)) as manifest:
         assert manifest.query("PRAGMA user_version") == [(SCHEMA_VERSION,)]
         [chunk] = manifest.notes.chunks_of("a.md")
-        assert (chunk.text, chunk.page, chunk.symbol) == ("kept words", None, None)
+        assert (chunk.chunk.text, chunk.chunk.location.page, chunk.chunk.location.symbol) == (
+            "kept words",
+            None,
+            None,
+        )
         assert manifest.notes.kinds_of(["a.md"]) == {"a.md": "note"}
         assert [h[0] for h in manifest.keyword.bm25("kept", 5)] == ["a.md#0"]
 
@@ -97,7 +101,7 @@ def test_a_schema_10_file_gains_the_notes_package_in_place(tmp_path: Path) -> No
         assert manifest.query("PRAGMA user_version") == [(SCHEMA_VERSION,)]
         assert SCHEMA_VERSION == 11
         assert manifest.notes.code_packages() == {"src/lib.rs": None}
-        assert [c.text for c in manifest.notes.chunks_of("src/lib.rs")] == ["fn kept() {}"]
+        assert [c.chunk.text for c in manifest.notes.chunks_of("src/lib.rs")] == ["fn kept() {}"]
         assert manifest.notes.kinds_of(["src/lib.rs"]) == {"src/lib.rs": "code"}
 
 

@@ -70,7 +70,7 @@ def backlinks_of(manifest: Manifest, path: str) -> list[Backlink]:
 
 def _passages(chunks: list[StoredChunk], lines: list[int]) -> tuple[Passage, ...]:
     out: list[Passage] = []
-    for chunk in chunks:
+    for chunk in (stored.chunk for stored in chunks):
         inside = tuple(n for n in lines if chunk.start_line <= n <= chunk.end_line)
         if inside:
             out.append(Passage(chunk.section, chunk.start_line, chunk.end_line, chunk.text, inside))

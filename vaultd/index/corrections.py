@@ -64,4 +64,4 @@ def holding(manifest: Manifest, terms: Sequence[str], limit: int = SPELLING_PASS
     """The texts of a few passages holding one of the index's `terms` (to spell them)."""
     match = " OR ".join(known.quoted(t) for t in dict.fromkeys(terms))
     found = manifest.keyword.chunks_holding(match, limit)
-    return [c.text for c in manifest.notes.chunks_by_id([i for i, _ in found]).values()]
+    return [c.chunk.text for c in manifest.notes.chunks_by_id([i for i, _ in found]).values()]

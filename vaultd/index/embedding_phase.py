@@ -139,7 +139,7 @@ class EmbeddingPhase:
             if not chunks:
                 break
             chunks += self._twins(chunks, suspects)
-            size = sum(c.tokens for c in chunks)
+            size = sum(c.chunk.tokens for c in chunks)
 
             def share(part: float, done: int = done, size: int = size) -> None:
                 report("embed", min(totals.tokens, done + int(size * part)), totals.tokens)
@@ -155,7 +155,7 @@ class EmbeddingPhase:
             chunks = manifest.vectors.awaiting(model_id, 1 << 30, paths=[path])
             if chunks:
                 self._batch(chunks, summary, unusable, None)
-                done = min(totals.tokens, done + sum(c.tokens for c in chunks))
+                done = min(totals.tokens, done + sum(c.chunk.tokens for c in chunks))
                 report("embed", done, totals.tokens)
             manifest.failures.suspects.discard(path)
             pauses(frozenset())
@@ -167,12 +167,12 @@ class EmbeddingPhase:
         """Chunks of other notes with the same texts as these, awaiting (crash suspects' left
         out: each is tried alone). They come along with the batch: once its vectors are
         recorded they no longer await one, and would reach the store only at the next repair."""
-        ids = {c.id for c in chunks}
-        hashes = sorted({c.hash for c in chunks})
+        ids = {c.chunk.id for c in chunks}
+        hashes = sorted({c.chunk.hash for c in chunks})
         found = self.manifest.vectors.awaiting(
             self.embedder.model_id, 1 << 30, exclude=suspects, hashes=hashes
         )
-        return [c for c in found if c.id not in ids]
+        return [c for c in found if c.chunk.id not in ids]
 
     def _batch(
         self,
@@ -237,14 +237,16 @@ class EmbeddingPhase:
         texts: dict[str, str] = {}
         by_path: dict[str, dict[str, str]] = {}
         for c in chunks:
-            text = c.embed_text
-            if c.path not in rows or hashlib.sha256(text.encode()).hexdigest() != c.hash:
+            text = c.chunk.embed_text
+            if c.path not in rows or hashlib.sha256(text.encode()).hexdigest() != c.chunk.hash:
                 unusable.add(c.path)
                 continue
-            texts.setdefault(c.hash, text)
-            by_path.setdefault(c.path, {})[c.hash] = text
+            texts.setdefault(c.chunk.hash, text)
+            by_path.setdefault(c.path, {})[c.chunk.hash] = text
             metadata = stored_metadata(c, rows[c.path], self.embedder.model_id)
-            waiting.setdefault(c.hash, []).append(Record(c.id, c.path, c.text, metadata))
+            waiting.setdefault(c.chunk.hash, []).append(
+                Record(c.chunk.id, c.path, c.chunk.text, metadata)
+            )
         return texts, by_path
 
     def _embed(

@@ -342,7 +342,7 @@ def _definitions(
     records = manifest.notes.chunks_by_id(candidates)
     return frozenset(
         chunk_id for chunk_id, record in records.items()
-        if record.symbol and defines(record.symbol, name)
+        if record.chunk.location.symbol and defines(record.chunk.location.symbol, name)
     )  # fmt: skip
 
 

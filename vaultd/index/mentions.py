@@ -75,16 +75,17 @@ def unlinked_mentions(manifest: Manifest, path: str, k: int = 50) -> list[Mentio
             words = " ".join(_words(name))
             ids = [i for i, _ in manifest.keyword.bm25(f'text : "{words}"', CANDIDATES)]
         chunks = manifest.notes.chunks_by_id(ids).values()
-        kinds = manifest.notes.kinds_of(sorted({chunk.path for chunk in chunks}))
-        for chunk in chunks:
-            if chunk.path == path or chunk.path in linking:
+        kinds = manifest.notes.kinds_of(sorted({stored.path for stored in chunks}))
+        for stored in chunks:
+            if stored.path == path or stored.path in linking:
                 continue
-            if kinds.get(chunk.path) not in LINKING_KINDS:
+            if kinds.get(stored.path) not in LINKING_KINDS:
                 continue
+            chunk = stored.chunk
             for at, line in enumerate(chunk.text.split("\n")):
                 if not has_phrase(line, name):
                     continue  # the cheap test first: most lines of a candidate name nothing
-                key = (chunk.path, chunk.start_line, at)
+                key = (stored.path, chunk.start_line, at)
                 if key in found:
                     continue
                 shown, hidden = _as_read(line)
@@ -92,8 +93,8 @@ def unlinked_mentions(manifest: Manifest, path: str, k: int = 50) -> list[Mentio
                     continue
                 spans = [span for span in _spans(shown, name) if not _within(span, hidden)]
                 found[key] = Mention(
-                    chunk.path,
-                    chunk.title,
+                    stored.path,
+                    stored.title,
                     chunk.start_line,
                     chunk.end_line,
                     snippets.bolded(*snippets.snippet(shown.strip(), _shift(spans, shown))),

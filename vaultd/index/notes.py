@@ -28,5 +28,5 @@ def note_view(manifest: Manifest, path: str) -> dict[str, Any] | None:
     return {
         **row,
         "backlinks": manifest.links.backlinks(path, row.get("aliases", [])),
-        "chunks": [chunk_json(c) for c in chunks],
+        "chunks": [chunk_json(c.chunk) for c in chunks],
     }

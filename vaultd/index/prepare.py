@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Container, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import structlog
@@ -200,8 +200,8 @@ class Preparer:
         vectors: dict[str, np.ndarray] = {}
         if change.kind == "moved" and change.old_path:
             old = self.notes.chunks_of(change.old_path)
-            moved_ids = [c.id for c in old]
-            vectors = self.vectors.get(self.model_id, {c.hash for c in old})
+            moved_ids = [c.chunk.id for c in old]
+            vectors = self.vectors.get(self.model_id, {c.chunk.hash for c in old})
             chunks = _rekeyed(old, vectors, note.path) or chunks
         elif change.old_path:  # a move whose content changed on the way
             moved_ids = self.notes.chunk_ids(change.old_path)
@@ -216,25 +216,6 @@ def _rekeyed(old: list[StoredChunk], vectors: Container[str], new_path: str) -> 
     the budget, changes), and a move must cost no embedding. The new title reaches the
     metadata and keyword index now, and the vectors when the note's content next changes.
     """
-    if not old or any(c.hash not in vectors for c in old):
+    if not old or any(c.chunk.hash not in vectors for c in old):
         return None
-    return [
-        Chunk(
-            id=chunk_id(new_path, c.index),
-            index=c.index,
-            section=c.section,
-            headings=c.headings,
-            start_line=c.start_line,
-            end_line=c.end_line,
-            text=c.text,
-            embed_text="",
-            tokens=c.tokens,
-            hash=c.hash,
-            context=c.context,
-            page=c.page,
-            page_end=c.page_end,
-            node=c.node,
-            symbol=c.symbol,
-        )
-        for c in old
-    ]
+    return [replace(c.chunk, id=chunk_id(new_path, c.chunk.index)) for c in old]

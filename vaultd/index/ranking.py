@@ -82,9 +82,9 @@ def page(
 
     def tier(record: StoredChunk) -> tuple[int, int]:
         """(the known-item tier, whether every quoted phrase is held exactly)."""
-        body = "\n".join((record.title, record.section, record.text))
+        body = "\n".join((record.title, record.chunk.section, record.chunk.text))
         exact = int(bool(phrases) and all(has_phrase(body, p) for p in phrases))
-        level = evidence.tier(record.id, record.path, body)
+        level = evidence.tier(record.chunk.id, record.path, body)
         return (max(level, known.PHRASE) if exact else level), exact
 
     ordered: list[tuple[tuple[int, int], float, StoredChunk]] = []
@@ -92,7 +92,7 @@ def page(
         record = records.get(chunk_id)
         if record is not None:  # in the store but not (yet) in the manifest: never show it
             ordered.append((tier(record), score, record))
-    ordered.sort(key=lambda item: (-item[0][0], -item[1], item[2].path, item[2].start_line))
+    ordered.sort(key=lambda item: (-item[0][0], -item[1], item[2].path, item[2].chunk.start_line))
 
     groups: list[_Group] = []
     per_path: dict[str, list[_Group]] = {}
@@ -106,7 +106,9 @@ def page(
             if merge:
                 continue  # a later neighbour may still join a hit already on the page
             break
-        parts = _explain(record.id, mode, positions, weights, settings.rrf_k, phrases, phrase_tier)
+        parts = _explain(
+            record.chunk.id, mode, positions, weights, settings.rrf_k, phrases, phrase_tier
+        )
         if record.path in notes:
             parts["note"] = notes[record.path]
         placed = known.TIER_NAMES[level] if level else None
@@ -190,30 +192,30 @@ def _hits(manifest: Manifest, model_id: str, groups: list[_Group]) -> list[Hit]:
     hits: list[Hit] = []
     for group in groups:
         best = group.best
-        chunks = sorted(group.chunks, key=lambda c: c.index)
+        chunks = sorted(group.chunks, key=lambda c: c.chunk.index)
         parts = dict(group.parts)
         if len(chunks) > 1:
-            parts["merged"] = [c.id for c in chunks]
+            parts["merged"] = [c.chunk.id for c in chunks]
         hits.append(
             Hit(
-                id=best.id,
+                id=best.chunk.id,
                 path=best.path,
                 title=best.title,
-                section=chunks[0].section,
-                start_line=chunks[0].start_line,
-                end_line=max(c.end_line for c in chunks),
+                section=chunks[0].chunk.section,
+                start_line=chunks[0].chunk.start_line,
+                end_line=max(c.chunk.end_line for c in chunks),
                 score=round(group.score, 6),
-                text="\n\n".join(c.text for c in chunks),
+                text="\n\n".join(c.chunk.text for c in chunks),
                 tags=tags_by_path.get(best.path, ()),
                 parts=parts,
                 indexed=best.path not in awaiting,
                 # The manifest records a note's kind as its extractor named it (NoteKind).
                 kind=cast(NoteKind, kinds.get(best.path, "note")),
                 location=Location(
-                    chunks[0].page,
-                    max((c.page_end or 0 for c in chunks), default=0) or None,
-                    best.node,
-                    best.symbol,
+                    chunks[0].chunk.location.page,
+                    max((c.chunk.location.page_end or 0 for c in chunks), default=0) or None,
+                    best.chunk.location.node,
+                    best.chunk.location.symbol,
                 ),
                 package=packages.get(best.path),
                 ranked_by=group.ranked_by,
@@ -225,8 +227,8 @@ def _hits(manifest: Manifest, model_id: str, groups: list[_Group]) -> list[Hit]:
 def _merge_into(groups: list[_Group], record: StoredChunk) -> bool:
     """Add `record` to a hit of its note that it neighbours; False when it neighbours none."""
     for group in groups:
-        indexes = [c.index for c in group.chunks]
-        if record.index in (min(indexes) - 1, max(indexes) + 1):
+        indexes = [c.chunk.index for c in group.chunks]
+        if record.chunk.index in (min(indexes) - 1, max(indexes) + 1):
             group.chunks.append(record)
             return True
     return False
@@ -284,4 +286,4 @@ def _lead_ranking(
 
 def firsts(ranked: Ranked, records: Mapping[str, StoredChunk]) -> Ranked:
     """The notes' first passages among `ranked`, in its order."""
-    return [(i, s) for i, s in ranked if (r := records.get(i)) is not None and r.index == 0]
+    return [(i, s) for i, s in ranked if (r := records.get(i)) is not None and r.chunk.index == 0]

@@ -84,7 +84,8 @@ SAME_PASSAGE = 0.97
 PEERS = 20
 
 
-def _passage(chunk: StoredChunk) -> Passage:
+def _passage(stored: StoredChunk) -> Passage:
+    chunk = stored.chunk
     return Passage(chunk.start_line, chunk.end_line, chunk.section, chunk.text)
 
 
@@ -184,14 +185,14 @@ class RelatedNotes:
             raise QueryError(f"{path} is not an indexed note (see {suggest('status')})")
         if lines is not None:
             first, last = lines
-            chunks = [c for c in note if c.end_line >= first and c.start_line <= last]
+            chunks = [c for c in note if c.chunk.end_line >= first and c.chunk.start_line <= last]
             if not chunks:
                 raise QueryError(f"{path} has no indexed passage in lines {first}-{last}")
-        stored = self.manifest.vectors.get(self.model_id, {c.hash for c in chunks})
-        mine = [c for c in chunks if c.hash in stored]
+        stored = self.manifest.vectors.get(self.model_id, {c.chunk.hash for c in chunks})
+        mine = [c for c in chunks if c.chunk.hash in stored]
         if not mine:
             raise VectorsPendingError(path)
-        matrix = np.vstack([stored[c.hash] for c in mine])
+        matrix = np.vstack([stored[c.chunk.hash] for c in mine])
         row = self.manifest.notes.row(path) or {}
         linked = linked_paths(self.manifest, path, row)
         keep = None if allowed is None else set(allowed)
@@ -253,8 +254,8 @@ class RelatedNotes:
     ) -> list[tuple[str, float]]:
         """Notes ranked by their best passage's BM25 for the most distinctive words of `mine`
         (passages of `note`, which has these `aliases`)."""
-        passages = [_words(c.text) for c in mine]
-        held = [_words(" ".join((c.title, *aliases, c.section, c.text))) for c in note]
+        passages = [_words(c.chunk.text) for c in mine]
+        held = [_words(" ".join((c.title, *aliases, c.chunk.section, c.chunk.text))) for c in note]
         terms = self.manifest.keyword.distinctive_words(passages, held, QUERY_WORDS, WORD_SHARE)
         if not terms:
             return []
@@ -289,13 +290,19 @@ class RelatedNotes:
         told by the `peers`' passages)."""
         looked_at = [vectors[other] for other in peers if other in vectors]
         texts = self.manifest.notes.chunks_by_id([i for ids, _ in looked_at for i in ids])
-        shapes = {i: _shape(c.text) for i, c in [*texts.items(), *((c.id, c) for c in mine)]}
-        common = _common_shapes([[c.id for c in mine], *(ids for ids, _ in looked_at)], shapes)
+        shapes = {
+            i: _shape(c.chunk.text) for i, c in [*texts.items(), *((c.chunk.id, c) for c in mine)]
+        }
+        common = _common_shapes(
+            [[c.chunk.id for c in mine], *(ids for ids, _ in looked_at)], shapes
+        )
         # My passages all but the same as a passage of enough other notes.
         alike = np.zeros(len(mine), dtype=int)
         for _, theirs in looked_at:
             alike += (matrix @ theirs.T).max(axis=1) >= SAME_PASSAGE
-        boiler = (alike + 1 >= COMMON_NOTES) | np.array([shapes[c.id] in common for c in mine])
+        boiler = (alike + 1 >= COMMON_NOTES) | np.array(
+            [shapes[c.chunk.id] in common for c in mine]
+        )
         pairs: dict[str, tuple[float, StoredChunk, str]] = {}
         for other, _ in top:
             if other in vectors:

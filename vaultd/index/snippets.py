@@ -82,7 +82,7 @@ def highlighted(
         at = 0
         for chunk_id in ids[hit.id]:
             record = texts.get(chunk_id)
-            raw = hit.text if len(ids[hit.id]) == 1 else record.text if record else ""
+            raw = hit.text if len(ids[hit.id]) == 1 else record.chunk.text if record else ""
             if chunk_id in marked:
                 text, found = spans_of_marked(marked[chunk_id])
                 # Unless the passage holds the marker characters itself, or changed since.

@@ -52,8 +52,8 @@ class StoreSync:
         """Publish these recorded chunks to the store with their stored vectors; a chunk
         without one awaits the embedding phase. Returns how many were published."""
         model_id = self.embedder.model_id
-        vectors = self.manifest.vectors.get(model_id, [c.hash for c in chunks])
-        ready = [c for c in chunks if c.hash in vectors]
+        vectors = self.manifest.vectors.get(model_id, [c.chunk.hash for c in chunks])
+        ready = [c for c in chunks if c.chunk.hash in vectors]
         notes = self.manifest.notes.records({c.path for c in ready})
         metadatas: list[Metadata] = []
         for c in ready:
@@ -61,12 +61,12 @@ class StoreSync:
             if mtimes and c.path in mtimes:
                 row["mtime_ns"] = mtimes[c.path]
             metadata = stored_metadata(c, row, model_id)
-            metadatas.append({**metadata, **self.embedder.passage_metadata(vectors[c.hash])})
+            metadatas.append({**metadata, **self.embedder.passage_metadata(vectors[c.chunk.hash])})
         if ready:
             self.store.upsert(
-                [c.id for c in ready],
-                np.vstack([vectors[c.hash] for c in ready]),
-                [c.text for c in ready],
+                [c.chunk.id for c in ready],
+                np.vstack([vectors[c.chunk.hash] for c in ready]),
+                [c.chunk.text for c in ready],
                 metadatas,
             )
         return len(ready)

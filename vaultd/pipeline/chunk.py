@@ -139,10 +139,7 @@ def chunk_note(
                         tokens=tokens,
                         hash=hashlib.sha256(embed_text.encode()).hexdigest(),
                         context=context,
-                        page=part.location.page,
-                        page_end=part.location.page_end,
-                        node=part.location.node,
-                        symbol=part.location.symbol,
+                        location=part.location,
                     )
                 )
                 if limit is not None and len(chunks) >= limit:

@@ -72,12 +72,13 @@ def links_within(
     return [t for t, line in links if line is None or start_line <= line <= end_line]
 
 
-def stored_metadata(chunk: StoredChunk, row: Mapping[str, Any], model_id: str) -> Metadata:
+def stored_metadata(stored: StoredChunk, row: Mapping[str, Any], model_id: str) -> Metadata:
     """`chunk_metadata` of a recorded chunk, with its note's recorded `row`
     (`manifest.notes.row`)."""
+    chunk = stored.chunk
     return chunk_metadata(
-        path=chunk.path,
-        title=chunk.title,
+        path=stored.path,
+        title=stored.title,
         tags=row.get("tags", ()),
         aliases=row.get("aliases", ()),
         link_targets=links_within(
@@ -94,5 +95,5 @@ def stored_metadata(chunk: StoredChunk, row: Mapping[str, Any], model_id: str) -
         sha256=str(row.get("sha256", "")),
         model_id=model_id,
         kind=str(row.get("kind", "note")),
-        location=Location(chunk.page, chunk.page_end, chunk.node, chunk.symbol),
+        location=chunk.location,
     )

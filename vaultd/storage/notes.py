@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vaultd.records import FileState, KnownNote, Link, Location, NoteWritten, kind_of
+from vaultd.records import Chunk, FileState, KnownNote, Link, Location, NoteWritten, kind_of
 from vaultd.storage.connection import Connection
 from vaultd.storage.schema import IN_KEYS, keys
 from vaultd.storage.vocabulary import Names
@@ -20,36 +20,12 @@ from vaultd.storage.vocabulary import Names
 
 @dataclass(frozen=True, slots=True)
 class StoredChunk:
-    """A chunk as recorded, with the note fields search and the store need."""
+    """A chunk as recorded: the `Chunk` the chunker made, as it is, and the note it belongs to
+    (its path and title, which search and the store need beside it)."""
 
-    id: str
     path: str
-    index: int
-    hash: str
     title: str
-    section: str
-    headings: tuple[str, ...]
-    start_line: int
-    end_line: int
-    tokens: int
-    text: str
-    #: The `title > section` line before `text` in what the model embeds ("" if written
-    #: before schema 8).
-    context: str = ""
-    #: Where it is besides its lines (`records.Location`); None for a Markdown note's.
-    page: int | None = None
-    page_end: int | None = None
-    node: str | None = None
-    symbol: str | None = None
-
-    @property
-    def embed_text(self) -> str:
-        """What the model embeds, as the chunker made it (`chunk_note`)."""
-        return f"{self.context}\n\n{self.text}"
-
-    @property
-    def location(self) -> Location:
-        return Location(self.page, self.page_end, self.node, self.symbol)
+    chunk: Chunk
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,10 +259,10 @@ class NotesController:
                 c.text,
                 "\n".join(note.aliases),
                 c.context,
-                c.page,
-                c.page_end,
-                c.node,
-                c.symbol,
+                c.location.page,
+                c.location.page_end,
+                c.location.node,
+                c.location.symbol,
             )
             for c in w.chunks
         ]
@@ -361,24 +337,24 @@ def _known(row: Sequence[Any]) -> KnownNote:
 
 
 def stored(row: Sequence[Any]) -> StoredChunk:
-    return StoredChunk(
+    text, context = row[10], row[11]
+    chunk = Chunk(
         id=row[0],
-        path=row[1],
         index=row[2],
-        hash=row[3],
-        title=row[4],
         section=row[5],
         headings=tuple(json.loads(row[6])),
         start_line=row[7],
         end_line=row[8],
+        text=text,
+        # What the model embeds, as the chunker made it (`chunk_note`); a chunk written
+        # before schema 8 has no context ("").
+        embed_text=f"{context}\n\n{text}",
         tokens=row[9],
-        text=row[10],
-        context=row[11],
-        page=row[12],
-        page_end=row[13],
-        node=row[14],
-        symbol=row[15],
+        hash=row[3],
+        context=context,
+        location=Location(row[12], row[13], row[14], row[15]),
     )
+    return StoredChunk(path=row[1], title=row[4], chunk=chunk)
 
 
 def batches(items: list[Any], size: int) -> Iterator[list[Any]]:
