@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Final, Literal, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: A record the API answers with (vaultd.api.operations) sets this as `__pydantic_config__`:
 #: pydantic then describes its fields by the docstrings under them.
@@ -341,6 +344,75 @@ class NoteLeftOut:
 
 
 NoteOutcome = NoteWritten | NoteFailed | NoteLeftOut
+
+
+# What a pass hands on between its steps: the walk compared with the manifest, a note parsed
+# (in the parser's process or a worker's), a note ready for the keyword phase's write, a chunk
+# as the manifest recorded it, and a chunk as the vector store takes it.
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """The result of comparing one walk of the vault with the manifest."""
+
+    seen: int = 0
+    unchanged: int = 0
+    #: Files whose content must be read and hashed.
+    candidates: list[FileState] = field(default_factory=list)
+    #: Of the candidates, those whose stat is as recorded: read because a stat so close to
+    #: its hash proves nothing, or because they were due a check (`verify`).
+    distrusted: int = 0
+    #: Known paths the walk did not find.
+    gone: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """One note turned into its chunks, or why it could not be."""
+
+    note: Note | None = None
+    chunks: tuple[Chunk, ...] = ()
+    #: Why the note cannot be indexed ("" when it was parsed).
+    reason: str = ""
+    #: A left-out file's kind (see LeftOutError), "" for a failure.
+    kind: str = ""
+    #: The traceback of a parser bug (an exception that is no NoteError), for the log.
+    trace: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A note parsed and chunked, waiting for vectors and the write."""
+
+    change: Change
+    note: Note
+    chunks: list[Chunk]
+    #: The chunks recorded at its path, and at the path it moved from.
+    old_ids: list[str]
+    moved_ids: list[str]
+    #: Vectors looked up already for its chunks' texts (a move's), by text hash.
+    vectors: dict[str, np.ndarray]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    """A chunk as recorded: the `Chunk` the chunker made, as it is, and the note it belongs to
+    (its path and title, which search and the store need beside it)."""
+
+    path: str
+    title: str
+    chunk: Chunk
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A chunk as the vector store takes it: its id, its note's path, its text, and its
+    metadata in the store's one shape of a chunk (`storage/metadata.py`)."""
+
+    id: str
+    path: str
+    document: str
+    metadata: Mapping[str, Any]
 
 
 def chunk_json(chunk: Chunk) -> dict[str, Any]:

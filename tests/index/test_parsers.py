@@ -16,7 +16,8 @@ import vaultd.index.parsers as parsers
 from tests.conftest import captured_logs
 from vaultd.embedding.spec import ModelSpec, load_spec
 from vaultd.embedding.tokens import TokenCounter
-from vaultd.index.parsers import CRASHED, Parsed, ParserPool, parse_and_chunk
+from vaultd.index.parsers import CRASHED, ParserPool, parse_and_chunk
+from vaultd.records import Parsed
 
 MAX_BYTES = 64 * 1024
 MAX_TOKENS = 128

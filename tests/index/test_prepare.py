@@ -7,8 +7,7 @@ from pathlib import Path
 
 from tests.index.phases import detected
 from tests.small_vault import indexed
-from vaultd.index.prepare import Prepared
-from vaultd.records import NoteLeftOut
+from vaultd.records import NoteLeftOut, Prepared
 
 NOTES = {
     "a.md": "# A\n\nThe keeper climbs the stairs.\n",

@@ -11,7 +11,8 @@ import pytest
 
 from vaultd.errors import StoreError
 from vaultd.index import writer as writer_module
-from vaultd.index.writer import Record, Writer
+from vaultd.index.writer import Writer
+from vaultd.records import Record
 from vaultd.storage.vectors import VectorStore
 
 

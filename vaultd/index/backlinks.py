@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vaultd.index.links import resolve_links
-from vaultd.storage.manifest import Manifest, StoredChunk, link_key
+from vaultd.records import StoredChunk
+from vaultd.storage.manifest import Manifest, link_key
 
 
 @dataclass(frozen=True, slots=True)

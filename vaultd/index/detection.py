@@ -15,15 +15,16 @@ import json
 import os
 import time
 from collections.abc import Container, Iterable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from vaultd.errors import LeftOutError, NoteUnavailableError
 from vaultd.index.outcomes import Outcomes, Summary
 from vaultd.index.passes import Hashed, Pauses, Progress, Read, Scanned
-from vaultd.pipeline.detect import Scan, classify, keep_unreadable, scan
+from vaultd.pipeline.detect import classify, keep_unreadable, scan
 from vaultd.pipeline.discover import Discovery, file_state
 from vaultd.progress import text_weight
-from vaultd.records import FileState, KnownNote, NoteLeftOut
+from vaultd.records import FileState, KnownNote, NoteLeftOut, Scan
 from vaultd.storage.manifest import Manifest
 from vaultd.storage.vectors import VectorStore
 
@@ -149,9 +150,9 @@ class Detection:
         # and which notes it left out for their size (copied: a fresh edit served at a pause
         # point runs a pass of its own).
         unreadable = [path for path, _ in self.discovery.unreadable if path.endswith("/")]
-        result.gone = keep_unreadable(result.gone, unreadable)
         too_big = dict(self.discovery.left_out)
-        result.gone = [p for p in result.gone if p not in too_big]
+        gone = [p for p in keep_unreadable(result.gone, unreadable) if p not in too_big]
+        result = replace(result, gone=gone)
         summary = Summary(
             notes_seen=result.seen,
             notes_unchanged=result.unchanged,

@@ -22,9 +22,9 @@ from vaultd.errors import EmbedError, StoreError
 from vaultd.faults import Faults
 from vaultd.index.outcomes import Outcomes, Summary
 from vaultd.index.passes import Embedded, Pacing, Pauses, Progress
-from vaultd.index.writer import Record, Writer
-from vaultd.records import FileState, KnownNote, NoteFailed
-from vaultd.storage.manifest import Manifest, StoredChunk
+from vaultd.index.writer import Writer
+from vaultd.records import FileState, KnownNote, NoteFailed, Record, StoredChunk
+from vaultd.storage.manifest import Manifest
 from vaultd.storage.metadata import stored_metadata
 
 log = structlog.get_logger(__name__)

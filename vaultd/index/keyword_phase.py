@@ -15,11 +15,11 @@ from vaultd.index.outcomes import Failed, Outcomes, Summary
 from vaultd.index.packages import Packages
 from vaultd.index.parsers import ParserPool
 from vaultd.index.passes import Pauses, Progress, Read, Written
-from vaultd.index.prepare import Prepared, Preparer
+from vaultd.index.prepare import Preparer
 from vaultd.index.store_sync import StoreSync
-from vaultd.index.writer import Record, Writer
+from vaultd.index.writer import Writer
 from vaultd.pipeline.discover import Discovery
-from vaultd.records import Change, NoteWritten, kind_of
+from vaultd.records import Change, NoteWritten, Prepared, Record, kind_of
 from vaultd.storage.manifest import Manifest
 from vaultd.storage.metadata import chunk_metadata, links_within
 from vaultd.storage.vectors import VectorStore

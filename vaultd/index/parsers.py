@@ -52,7 +52,7 @@ from vaultd.errors import LeftOutError, NoteError, PassStoppedError
 from vaultd.index.extract import Extraction, extract_note
 from vaultd.isolation import children_cpu, stop_children
 from vaultd.pipeline.chunk import Counter, capped
-from vaultd.records import Chunk, Note
+from vaultd.records import Parsed
 
 log = structlog.get_logger(__name__)
 
@@ -67,20 +67,6 @@ AHEAD_PER_WORKER = 48
 CRASHED = "the parser crashed on this note (its worker process died); skipped"
 #: How long a worker told to end (SIGTERM) has before it is killed.
 END_GRACE = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class Parsed:
-    """One note turned into its chunks, or why it could not be."""
-
-    note: Note | None = None
-    chunks: tuple[Chunk, ...] = ()
-    #: Why the note cannot be indexed ("" when it was parsed).
-    reason: str = ""
-    #: A left-out file's kind (see LeftOutError), "" for a failure.
-    kind: str = ""
-    #: The traceback of a parser bug (an exception that is no NoteError), for the log.
-    trace: str = ""
 
 
 def parse_and_chunk(

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from vaultd.index.extract import Extraction
 from vaultd.index.outcomes import Summary
 from vaultd.index.parsers import POOL_ABOVE
-from vaultd.pipeline.detect import Scan
-from vaultd.records import Change, FileState
+from vaultd.records import Change, FileState, Scan
 
 #: A batch is embedded (sorted by length, so padding stays small) and flushed to the store once
 #: it holds this many chunks. Big batches pad least: on obsidian-hub, 4,096 chunks pad 0.7%

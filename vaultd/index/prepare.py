@@ -20,12 +20,20 @@ from vaultd.errors import LeftOutError, NoteError
 from vaultd.faults import Faults
 from vaultd.index.detection import Reader, sha256_file
 from vaultd.index.outcomes import Failed, failure
-from vaultd.index.parsers import Parsed, ParserPool, parse_and_chunk
+from vaultd.index.parsers import ParserPool, parse_and_chunk
 from vaultd.index.passes import PassSettings, Read
 from vaultd.pipeline.chunk import chunk_id
-from vaultd.records import Change, Chunk, FileState, Note, NoteFailed, NoteLeftOut
+from vaultd.records import (
+    Change,
+    Chunk,
+    FileState,
+    NoteFailed,
+    NoteLeftOut,
+    Parsed,
+    Prepared,
+    StoredChunk,
+)
 from vaultd.storage.embeddings import VectorsController
-from vaultd.storage.manifest import StoredChunk
 from vaultd.storage.notes import NotesController
 from vaultd.storage.quarantine import FailuresController
 
@@ -33,20 +41,6 @@ log = structlog.get_logger(__name__)
 
 #: Notes marked in flight in one commit when a pool parses (in process, one at a time).
 MARK_GROUP = 32
-
-
-@dataclass(frozen=True, slots=True)
-class Prepared:
-    """A note parsed and chunked, waiting for vectors and the write."""
-
-    change: Change
-    note: Note
-    chunks: list[Chunk]
-    #: The chunks recorded at its path, and at the path it moved from.
-    old_ids: list[str]
-    moved_ids: list[str]
-    #: Vectors looked up already for its chunks' texts (a move's), by text hash.
-    vectors: dict[str, np.ndarray]
 
 
 @dataclass(slots=True)

@@ -14,8 +14,8 @@ from vaultd.config import SearchSection
 from vaultd.index import known
 from vaultd.index.known import Evidence
 from vaultd.query import Mode, ParsedQuery, has_phrase
-from vaultd.records import Location, NoteKind
-from vaultd.storage.manifest import Manifest, StoredChunk
+from vaultd.records import Location, NoteKind, StoredChunk
+from vaultd.storage.manifest import Manifest
 
 #: The RRF constant of the notes ranked by their first passage (see `_with_notes`).
 LEAD_RRF_K = 10

@@ -46,7 +46,8 @@ from vaultd.hints import suggest
 from vaultd.index.links import resolve_links
 from vaultd.index.ranking import rrf
 from vaultd.query import HOWS, STOP_WORDS, How, is_unspaced
-from vaultd.storage.manifest import Manifest, StoredChunk
+from vaultd.records import StoredChunk
+from vaultd.storage.manifest import Manifest
 from vaultd.storage.vectors import VectorStore
 
 #: Candidate chunks asked of Chroma per query vector (or k): enough for tens of distinct notes.

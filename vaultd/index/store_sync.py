@@ -14,7 +14,8 @@ import structlog
 
 from vaultd.embedding.embedder import TextEmbedder
 from vaultd.errors import StoreError
-from vaultd.storage.manifest import Manifest, StoredChunk
+from vaultd.records import StoredChunk
+from vaultd.storage.manifest import Manifest
 from vaultd.storage.metadata import stored_metadata
 from vaultd.storage.vectors import Metadata, VectorStore
 

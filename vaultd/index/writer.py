@@ -18,24 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from vaultd.storage.vectors import Metadata, VectorStore
+from vaultd.records import Record
+from vaultd.storage.vectors import VectorStore
 
 #: Records per write: big enough that Chroma's per-call costs vanish, small enough that the
 #: writer keeps up with the model from the first runs on.
 SLICE = 256
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    id: str
-    path: str
-    document: str
-    metadata: Metadata
 
 
 class Writer:

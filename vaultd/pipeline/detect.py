@@ -18,28 +18,12 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Container, Iterable, Mapping
-from dataclasses import dataclass, field
 
-from vaultd.records import Change, FileState, KnownNote
+from vaultd.records import Change, FileState, KnownNote, Scan
 
 #: The coarsest timestamp assumed, ns: FAT's 2 s. Measuring each filesystem's would save a
 #: hash of the notes saved in the last two seconds before they were indexed, once.
 GRANULARITY_NS = 2 * 10**9
-
-
-@dataclass(slots=True)
-class Scan:
-    """The result of comparing one walk of the vault with the manifest."""
-
-    seen: int = 0
-    unchanged: int = 0
-    #: Files whose content must be read and hashed.
-    candidates: list[FileState] = field(default_factory=list)
-    #: Of the candidates, those whose stat is as recorded: read because a stat so close to
-    #: its hash proves nothing, or because they were due a check (`verify`).
-    distrusted: int = 0
-    #: Known paths the walk did not find.
-    gone: list[str] = field(default_factory=list)
 
 
 def same_stat(old: KnownNote, state: FileState) -> bool:
@@ -79,20 +63,23 @@ def scan(
     granularity_ns: int = GRANULARITY_NS,
 ) -> Scan:
     """Compare a walk with the manifest; the notes in `verify` are read whatever their stat."""
-    result = Scan()
+    seen = unchanged = distrusted = 0
+    candidates: list[FileState] = []
     present: set[str] = set()
     for state in walk:
-        result.seen += 1
+        seen += 1
         present.add(state.path)
         old = known.get(state.path)
         if old is not None and state.path not in verify and trusted(old, state, granularity_ns):
-            result.unchanged += 1
+            unchanged += 1
             continue
         if old is not None and old.ok and same_stat(old, state):
-            result.distrusted += 1
-        result.candidates.append(state)
-    result.gone = sorted(p for p in known if p not in present)
-    return result
+            distrusted += 1
+        candidates.append(state)
+    gone = sorted(p for p in known if p not in present)
+    return Scan(
+        seen=seen, unchanged=unchanged, candidates=candidates, distrusted=distrusted, gone=gone
+    )
 
 
 def due_for_check(known: Mapping[str, KnownNote], share: float) -> set[str]:

@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from vaultd.errors import StoreError
+from vaultd.records import StoredChunk
 from vaultd.storage.connection import Connection
-from vaultd.storage.notes import CHUNK_COLUMNS, StoredChunk, batches, stored
+from vaultd.storage.notes import CHUNK_COLUMNS, batches, stored
 from vaultd.storage.schema import IN_KEYS, keys
 
 #: More notes than this named at once (a checkout of another branch) select every chunk

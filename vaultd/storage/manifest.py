@@ -39,7 +39,7 @@ from vaultd.storage.embeddings import Awaiting, VectorsController
 from vaultd.storage.filters import FiltersController, tag_ancestors
 from vaultd.storage.keyword import KeywordController
 from vaultd.storage.links import LinksController, link_key
-from vaultd.storage.notes import NoteRecord, NotesController, StoredChunk
+from vaultd.storage.notes import NoteRecord, NotesController
 from vaultd.storage.quarantine import FailuresController
 
 
@@ -155,7 +155,6 @@ __all__ = [
     "Awaiting",
     "Manifest",
     "NoteRecord",
-    "StoredChunk",
     "link_key",
     "tag_ancestors",
 ]

@@ -7,9 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
-from vaultd.records import NOWHERE, Location
+from vaultd.records import NOWHERE, Location, StoredChunk
 from vaultd.storage.filters import tag_ancestors
-from vaultd.storage.notes import StoredChunk
 from vaultd.storage.vectors import Metadata
 
 

@@ -12,20 +12,19 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vaultd.records import Chunk, FileState, KnownNote, Link, Location, NoteWritten, kind_of
+from vaultd.records import (
+    Chunk,
+    FileState,
+    KnownNote,
+    Link,
+    Location,
+    NoteWritten,
+    StoredChunk,
+    kind_of,
+)
 from vaultd.storage.connection import Connection
 from vaultd.storage.schema import IN_KEYS, keys
 from vaultd.storage.vocabulary import Names
-
-
-@dataclass(frozen=True, slots=True)
-class StoredChunk:
-    """A chunk as recorded: the `Chunk` the chunker made, as it is, and the note it belongs to
-    (its path and title, which search and the store need beside it)."""
-
-    path: str
-    title: str
-    chunk: Chunk
 
 
 @dataclass(frozen=True, slots=True)
