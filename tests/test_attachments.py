@@ -235,7 +235,7 @@ def no_worker_left() -> Iterator[None]:
 
 def test_a_sentence_from_a_pdf_page_finds_the_pdf_with_that_page(indexed: Index) -> None:
     page_text = pdf.extract(MANUAL, (indexed.vault / "manual" / MANUAL).read_bytes())
-    block = next(b for b in page_text.blocks if b.page == PAGE)
+    block = next(b for b in page_text.blocks if b.location.page == PAGE)
     sentence = max(block.text.split("\n"), key=lambda line: len(line.split()))
     assert len(sentence.split()) >= 6, sentence
     hit = top(indexed, sentence)
@@ -393,7 +393,7 @@ def test_200_mutations_of_a_real_pdf_are_each_read_or_left_out_with_a_reason() -
             assert exc.reason and exc.kind in ("damaged", "too_costly", "no_text"), exc
             outcomes.append(exc.kind)
         else:
-            assert note.kind == "pdf" and all(b.page for b in note.blocks)
+            assert note.kind == "pdf" and all(b.location.page for b in note.blocks)
             outcomes.append("read")
     # Both ways out are taken: the mutations reach what PDFium checks, and what it forgives.
     assert outcomes.count("read") >= 20 and outcomes.count("damaged") >= 20, outcomes

@@ -37,7 +37,7 @@ def extract(vault: Path, name: str, counter: TokenCounter) -> Note:
 
 def block_with(note: Note, words: str) -> str | None:
     """The symbol of the one block whose text holds `words`."""
-    found = [b.symbol for b in note.blocks if words in b.text]
+    found = [b.location.symbol for b in note.blocks if words in b.text]
     assert len(found) == 1, found
     return found[0]
 
@@ -94,7 +94,7 @@ def other() -> None:
     pass
 """
     note = code.extract("m.py", source, counter=counter)
-    assert [(b.symbol, b.start_line, b.end_line) for b in note.blocks] == [
+    assert [(b.location.symbol, b.start_line, b.end_line) for b in note.blocks] == [
         (None, 1, 1),
         ("def where", 4, 7),
         (None, 10, 10),
@@ -131,14 +131,14 @@ def test_other_languages_by_symbol(
 ) -> None:
     note = code.extract(name, source.encode(), counter=counter)
     assert note.errors == ()
-    assert {b.symbol for b in note.blocks} == symbols
+    assert {b.location.symbol for b in note.blocks} == symbols
 
 
 def test_a_file_without_a_grammar_is_cut_by_the_line_window(counter: TokenCounter) -> None:
     lines = [f"local value_{i} = compute({i}, 'some words to count')" for i in range(300)]
     note = code.extract("script.lua", "\n".join(lines).encode(), counter=counter)
     window = int(BUDGET * code.WINDOW_SHARE)
-    assert all(b.symbol is None and b.info == "" for b in note.blocks)
+    assert all(b.location.symbol is None and b.info == "" for b in note.blocks)
     assert note.blocks[0].start_line == 1 and note.blocks[-1].end_line == 300
     for block, after in zip(note.blocks, note.blocks[1:], strict=False):
         assert after.start_line == block.end_line + 1  # no overlap, no gap
@@ -154,7 +154,7 @@ def test_a_file_that_does_not_parse_falls_back_to_lines(counter: TokenCounter) -
         "does not parse as python (error at line 1, 70% of the file in error); indexed by "
         "lines, not by symbol",
     )
-    assert [(b.symbol, b.start_line, b.end_line) for b in note.blocks] == [(None, 1, 5)]
+    assert [(b.location.symbol, b.start_line, b.end_line) for b in note.blocks] == [(None, 1, 5)]
 
 
 #: One real file of each language added, and paths of definitions in it as a person writes
@@ -250,7 +250,7 @@ def test_a_real_file_of_each_language_by_its_definitions(
     note = code.extract(rel, data, counter=counter, max_tokens=BUDGET)
     assert note.errors == ()
     assert {b.info for b in note.blocks} == {grammar}
-    assert symbols <= {b.symbol for b in note.blocks}
+    assert symbols <= {b.location.symbol for b in note.blocks}
     # Every line once, in order, within the budget.
     lines = code._decode(data, rel)[0].split("\n")
     seen: list[int] = []
@@ -269,7 +269,7 @@ def test_the_broken_files_of_the_corpus_are_read_by_lines_with_their_reasons(
     reasons = {}
     for path in sorted(folder.iterdir()):
         note = code.extract(path.name, path.read_bytes(), counter=counter)
-        assert note.blocks and {b.symbol for b in note.blocks} == {None}
+        assert note.blocks and {b.location.symbol for b in note.blocks} == {None}
         reasons[path.name] = note.errors
     assert reasons == {
         "broken-oneline.ts": (
@@ -297,7 +297,7 @@ def test_a_stray_error_in_one_real_function_keeps_the_rest_by_symbol(
     # The grammar does not know `for try await` (11% of the file in its error node).
     note = code.extract(rel, shared_path("corpora", "code", rel).read_bytes(), counter=counter)
     assert note.errors == ()
-    symbols = [b.symbol for b in note.blocks]
+    symbols = [b.location.symbol for b in note.blocks]
     assert "struct CountLines > func printCount" in symbols
     assert "struct CountLines > func run" in symbols
 

@@ -162,7 +162,7 @@ def test_every_file_is_chunked_by_its_grammar_or_by_lines_and_none_is_left_out(
             languages["by lines"] += 1
             continue
         # The index holds the chunker's symbols; a file that defines anything has some.
-        assert symbols == {b.symbol for b in note.blocks}, rel
+        assert symbols == {b.location.symbol for b in note.blocks}, rel
         if _defines(grammar, corpus.data[rel]):
             assert symbols - {None}, f"{rel}: defines something, and no chunk has a symbol"
         languages[grammar.name] += 1
@@ -259,18 +259,18 @@ class Chooser:
             [
                 symbol.split(code.SEPARATOR)[-1]
                 for note in corpus.notes.values()
-                for symbol in {b.symbol for b in note.blocks if b.symbol}
+                for symbol in {b.location.symbol for b in note.blocks if b.location.symbol}
             ]
         )
 
     def names(self, rel: str) -> list[Pick]:
         picks: list[Pick] = []
         for block in self.corpus.notes[rel].blocks:
-            name = _name(block.symbol or "")
+            name = _name(block.location.symbol or "")
             if len(name) < MIN_NAME or name in [p.name for p in picks]:
                 continue
             if self.files.count(name) == 1 and self.labels.count(name) == 1:
-                picks.append(Pick(rel, name, block.symbol or ""))
+                picks.append(Pick(rel, name, block.location.symbol or ""))
         return picks
 
     def picks(self, files: list[str]) -> list[Pick]:

@@ -122,17 +122,10 @@ class Block:
     info: str = ""
     #: Where it is besides its lines: a PDF page range, a canvas card, a source symbol.
     #: A block with an identity (`Location.identity`) becomes chunks of its own.
-    page: int | None = None
-    page_end: int | None = None
-    node: str | None = None
-    symbol: str | None = None
+    location: Location = NOWHERE
     #: The heading path an extractor gives the block directly (a canvas card's group label,
     #: a PDF outline's headings), instead of heading blocks before it; None for Markdown.
     headings: tuple[str, ...] | None = None
-
-    @property
-    def location(self) -> Location:
-        return Location(self.page, self.page_end, self.node, self.symbol)
 
 
 def lay_out(blocks: Iterable[Block]) -> tuple[str, tuple[Block, ...]]:

@@ -64,7 +64,7 @@ def main() -> None:
             chunk_s += time.perf_counter() - extracted
             extract_s += extracted - started
             blocks += len(note.blocks)
-            named += sum(b.end_line - b.start_line + 1 for b in note.blocks if b.symbol)
+            named += sum(b.end_line - b.start_line + 1 for b in note.blocks if b.location.symbol)
         best_extract, best_chunk = min(best_extract, extract_s), min(best_chunk, chunk_s)
     print(f"machine: {cpu_model()}, {os.cpu_count()} cores; load {os.getloadavg()[0]:.2f}")
     print(f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")

@@ -39,7 +39,7 @@ def test_cards_are_passages_in_reading_order_under_their_groups() -> None:
         ),
     )
     assert (note.title, note.kind) == ("Plan", "canvas")
-    assert [(b.node, b.headings, b.text) for b in note.blocks] == [
+    assert [(b.location.node, b.headings, b.text) for b in note.blocks] == [
         ("out", (), "Outside the group"),
         ("top", ("Plans",), "Top card\nsecond line"),
         ("url", ("Plans",), "https://example.org/page"),
@@ -61,7 +61,7 @@ def test_file_cards_edges_and_card_markdown_are_links_once_each() -> None:
         Link(target="Other.md", heading="Intro", embed=True),
         Link(target="Linked note"),
     )
-    assert note.blocks[-1].node == "e"
+    assert note.blocks[-1].location.node == "e"
     assert note.blocks[-1].text == "Notes/Target.md → See [[Linked note]]: explains"
 
 

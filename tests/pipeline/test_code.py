@@ -39,7 +39,7 @@ if __name__ == "__main__":
 
 
 def spans(note: Note) -> list[tuple[int, int, str | None]]:
-    return [(b.start_line, b.end_line, b.symbol) for b in note.blocks]
+    return [(b.start_line, b.end_line, b.location.symbol) for b in note.blocks]
 
 
 def test_symbols_are_blocks_and_a_big_one_is_opened() -> None:
@@ -76,7 +76,7 @@ def test_a_symbol_that_fits_is_one_block() -> None:
 def test_symbols_are_named_as_their_language_writes_them(
     path: str, source: bytes, symbol: str
 ) -> None:
-    assert symbol in [b.symbol for b in code.extract(path, source).blocks]
+    assert symbol in [b.location.symbol for b in code.extract(path, source).blocks]
 
 
 def test_without_a_grammar_or_a_parse_lines_are_packed_up_to_the_budget() -> None:
@@ -110,7 +110,7 @@ def test_definitions_sharing_a_line_too_long_for_a_chunk_are_read_by_lines() -> 
         f"definitions share line 1, too long for one chunk ({len(line)} characters: "
         "minified?); indexed by lines, not by symbol",
     )
-    assert {b.symbol for b in note.blocks} == {None} and len(note.blocks) > 10
+    assert {b.location.symbol for b in note.blocks} == {None} and len(note.blocks) > 10
     # Side by side on a short line, the second is in the first's block, as before.
     short = code.extract("a.js", b"function a() {} function b() {}\n")
     assert (short.errors, spans(short)) == ((), [(1, 1, "function a")])
@@ -153,7 +153,7 @@ def test_a_comment_after_a_blank_line_is_not_the_next_symbols() -> None:
 def test_a_source_file_with_a_few_stray_nul_bytes_is_still_source() -> None:
     note = code.extract("a.py", b"def f():\n    return '1\x00'\n\n\ndef g():\n    pass\n")
     assert note.errors == ("1 NUL byte replaced with U+FFFD",)
-    assert [b.symbol for b in note.blocks] == ["def f", "def g"]
+    assert [b.location.symbol for b in note.blocks] == ["def f", "def g"]
     assert "'1\ufffd'" in note.body
 
 
@@ -362,8 +362,8 @@ def test_contracts_by_contract_function_circuit_ledger_and_witness() -> None:
         ],
     )
     opened = code.extract("token.compact", COMPACT, max_tokens=16)
-    assert "contract Token > circuit transfer" in [b.symbol for b in opened.blocks]
-    assert "module Ownable > circuit owner" in [b.symbol for b in opened.blocks]
+    assert "contract Token > circuit transfer" in [b.location.symbol for b in opened.blocks]
+    assert "module Ownable > circuit owner" in [b.location.symbol for b in opened.blocks]
 
 
 def test_markup_by_tables_keys_headings_and_elements() -> None:

@@ -40,7 +40,7 @@ def test_the_plugins_text_elements_are_passages_with_their_ids() -> None:
         "Diagrams/Flow.excalidraw.md", PLUGIN_FILE.encode(), links_in=links_in
     )
     assert (note.title, note.kind) == ("Flow", "excalidraw")
-    assert [(b.node, b.text) for b in note.blocks] == [
+    assert [(b.location.node, b.text) for b in note.blocks] == [
         ("abcd1234", "Queue of tasks"),
         ("efgh5678", "Two lines\nof text, see [[Worker]]"),
     ]
@@ -63,7 +63,7 @@ def test_plain_json_text_elements_top_to_bottom_left_to_right() -> None:
     ]
     note = excalidraw.extract("Plain.excalidraw", json.dumps({"elements": elements}).encode())
     assert note.title == "Plain"
-    assert [(b.node, b.text) for b in note.blocks] == [
+    assert [(b.location.node, b.text) for b in note.blocks] == [
         ("a", "left, whole"),
         ("b", "right"),
         ("c", "below"),

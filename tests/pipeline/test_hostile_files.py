@@ -53,9 +53,9 @@ def test_nested_groups_cost_grows_linearly_up_to_100_times_the_worst_file() -> N
 
 def test_a_cards_heading_path_keeps_its_innermost_groups() -> None:
     note = canvas.extract("n.canvas", nested_groups_canvas(2_000))
-    deepest = next(b for b in note.blocks if b.node == "c1990")
+    deepest = next(b for b in note.blocks if b.location.node == "c1990")
     assert deepest.headings == tuple(f"L{n}" for n in range(1985, 1991))
-    assert next(b for b in note.blocks if b.node == "c0").headings == ("L0",)
+    assert next(b for b in note.blocks if b.location.node == "c0").headings == ("L0",)
     assert note.errors == ()
 
 
@@ -74,7 +74,7 @@ def test_a_pdf_naming_one_page_200000_times_is_read_to_max_pages() -> None:
     data = one_page_many_times_pdf(200_000)
     assert len(data) < 1_300_000
     note = pdf.extract("loop.pdf", data, max_pages=50)
-    assert [b.page for b in note.blocks] == list(range(1, 51))
+    assert [b.location.page for b in note.blocks] == list(range(1, 51))
     assert {b.text for b in note.blocks} == {PAGE_TEXT}
     assert note.errors == ("only the first 50 of its 200000 pages are indexed (max_pages)",)
 

@@ -135,7 +135,7 @@ def test_a_pdf_page_without_a_text_layer_is_read_by_ocr_with_its_page() -> None:
     note = extract_note("scans/roam.pdf", scan, extraction=Extraction(ocr_on=True))
     assert note.kind == "pdf"
     [block] = note.blocks
-    assert (block.page, block.page_end) == (2, 2)
+    assert (block.location.page, block.location.page_end) == (2, 2)
     assert "Find or Create Page" in block.text
     # The page is rendered within the configured pixel limit, as an image is held to it:
     # at 500 pixels (25 x 19) there is no text to read.
@@ -153,7 +153,7 @@ def test_pages_ocr_runs_out_of_memory_on_are_left_out_of_the_pdf_not_its_text_la
     starved = Extraction(ocr_on=True, memory_mb=STARVED_MB)
     note = extract_note("Manuals/gri.pdf", GRI.read_bytes(), extraction=starved)
     assert note.kind == "pdf"
-    pages = {block.page for block in note.blocks}
+    pages = {block.location.page for block in note.blocks}
     assert len(pages) == 285 - 13 and "Gri" in note.body
     # One line by path and reason, the kind (memory) and the setting that helps named.
     [error] = note.errors
@@ -217,7 +217,7 @@ def test_pages_past_the_ocr_time_limit_are_left_out_of_the_pdf_not_its_text_laye
     note = extract_note(
         "Manuals/scanned.pdf", scanned_pdf(), extraction=Extraction(ocr_on=True, timeout=5)
     )
-    assert {block.page for block in note.blocks} == {1} and "Short Contents" in note.body
+    assert {block.location.page for block in note.blocks} == {1} and "Short Contents" in note.body
     assert note.errors == (
         "pages 2-201 not read by OCR: took longer than 5 s to read (extract_timeout)",
     )
@@ -232,7 +232,7 @@ def test_ocr_reads_no_page_past_max_pages() -> None:
         scanned_pdf(),
         extraction=Extraction(ocr_on=True, timeout=20, max_pages=3),
     )
-    assert {block.page for block in note.blocks} == {1, 2, 3}
+    assert {block.location.page for block in note.blocks} == {1, 2, 3}
     assert not [e for e in note.errors if "OCR" in e], note.errors
 
 

@@ -38,7 +38,7 @@ def test_a_scan_has_no_text_layer() -> None:
 def test_each_page_with_text_is_a_passage_with_its_page() -> None:
     note = pdf.extract("docs/Manual.pdf", make_pdf(["Alpha page words", "", "Gamma page words"]))
     assert (note.path, note.title, note.kind) == ("docs/Manual.pdf", "Manual", "pdf")
-    assert [(b.text, b.page, b.page_end) for b in note.blocks] == [
+    assert [(b.text, b.location.page, b.location.page_end) for b in note.blocks] == [
         ("Alpha page words", 1, 1),
         ("Gamma page words", 3, 3),
     ]

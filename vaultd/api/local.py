@@ -164,7 +164,7 @@ class LocalService:
                 {
                     "start_line": b.start_line,
                     "end_line": b.end_line,
-                    "node": b.node,
+                    "node": b.location.node,
                     "headings": list(b.headings or ()),
                 }
                 for b in blocks

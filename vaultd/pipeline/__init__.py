@@ -17,9 +17,9 @@ image, code, excalidraw). Each kind has a stage module with one entry point::
   (problems that leave the file usable) and `blocks`: the passages to index, each with a
   1-based, inclusive line range in the text extracted (`body`, which is those blocks' text
   joined by blank lines, so line numbers order and bound passages) and, where the kind has one,
-  its location: `page`/`page_end` (PDF pages, 1-based, inclusive), `node` (a canvas card's id),
-  `symbol` (`class Indexer > def reconcile`). A block may give its heading path itself
-  (`Block.headings`: a canvas group's label, a PDF outline's headings).
+  its `location` (a `records.Location`): `page`/`page_end` (PDF pages, 1-based, inclusive),
+  `node` (a canvas card's id), `symbol` (`class Indexer > def reconcile`). A block may give
+  its heading path itself (`Block.headings`: a canvas group's label, a PDF outline's headings).
 - The chunker (`chunk.chunk_note`) turns any kind's note into chunks: a block with a location
   is a chunk of its own when it fits the token budget; an oversize one is cut by a line window
   of about 90% of the budget, no overlap, every piece keeping the location. Blocks without one

@@ -1,6 +1,6 @@
 """A JSON Canvas 1.0 file (`*.canvas`, https://jsoncanvas.org) becomes a `Note`.
 
-- Each text card is a passage of its own (`Block.node` is the card's id), under the labels of
+- Each text card is a passage of its own (its location the card's id), under the labels of
   the groups that hold it as its heading path (outermost first); a card is in a group when its
   box lies inside the group's box, as the spec's groups hold their nodes.
 - A link card is a passage too: its URL, which search finds by its words.
@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from vaultd.errors import LeftOutError
-from vaultd.records import Block, Link, Note, lay_out
+from vaultd.records import Block, Link, Location, Note, lay_out
 
 #: How links in a card's Markdown are found (`parse.links_in`, passed in by the indexer:
 #: stages never import each other).
@@ -196,7 +196,12 @@ def _group_paths(nodes: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
 
 def _block(text: str, node: str | None, headings: tuple[str, ...]) -> Block:
     return Block(
-        kind="paragraph", start_line=0, end_line=0, text=text, node=node, headings=headings
+        kind="paragraph",
+        start_line=0,
+        end_line=0,
+        text=text,
+        location=Location(node=node),
+        headings=headings,
     )
 
 

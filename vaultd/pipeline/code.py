@@ -38,7 +38,7 @@ from pathlib import PurePosixPath
 from typing import Any, Protocol
 
 from vaultd.errors import LeftOutError, NoteError
-from vaultd.records import Block, Note
+from vaultd.records import Block, Location, Note
 
 #: The token budget a chunk is cut to when the caller gives none (the chunker's default).
 DEFAULT_MAX_TOKENS = 256
@@ -529,7 +529,7 @@ def extract(
             span.last + 1,
             span.text if span.text is not None else "\n".join(lines[span.first : span.last + 1]),
             info=info,
-            symbol=SEPARATOR.join(span.path) or None,
+            location=Location(symbol=SEPARATOR.join(span.path) or None),
             # The path is the chunk's section too: the embedded text begins `file > class A >
             # def b`, and blocks of one symbol (a class's lines between its methods) go together.
             headings=span.path,

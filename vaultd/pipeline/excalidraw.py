@@ -23,7 +23,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from vaultd.errors import LeftOutError
-from vaultd.records import Block, Link, Note, lay_out
+from vaultd.records import Block, Link, Location, Note, lay_out
 
 #: How links in the text are found (`parse.links_in`, passed in by the indexer).
 LinksIn = Callable[[str, str, int], tuple[Link, ...]]
@@ -117,4 +117,11 @@ def _number(element: dict[str, Any], key: str) -> float:
 
 
 def _block(text: str, node: str | None) -> Block:
-    return Block(kind="paragraph", start_line=0, end_line=0, text=text, node=node, headings=())
+    return Block(
+        kind="paragraph",
+        start_line=0,
+        end_line=0,
+        text=text,
+        location=Location(node=node),
+        headings=(),
+    )

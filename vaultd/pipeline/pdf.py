@@ -23,7 +23,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from vaultd.errors import LeftOutError
-from vaultd.records import Block, Note, lay_out
+from vaultd.records import Block, Location, Note, lay_out
 
 #: Fewer characters than this (not counting white space) in the whole file: no text layer.
 MIN_TEXT_CHARS = 16
@@ -99,8 +99,7 @@ def note_of(path: str, found: Mapping[str, Any]) -> Note:
             start_line=0,
             end_line=0,
             text=text,
-            page=number,
-            page_end=number,
+            location=Location(page=number, page_end=number),
             headings=paths[number - 1],
         )
         for number, text in enumerate(pages, 1)
