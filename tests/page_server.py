@@ -11,7 +11,7 @@ from typing import Any
 from harness.daemon import PATIENCE
 from vaultd.api.client import Client
 from vaultd.ui.link import LinkFile
-from vaultd.ui.server import UiServer, serve
+from vaultd.ui.server import UiServer
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -19,7 +19,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 @contextmanager
 def ui_server(daemon: Client, vault: Path) -> Iterator[UiServer]:
     """A serving page server that never stops for idleness; stopped and closed after."""
-    server = serve(daemon, vault, idle=0)
+    server = UiServer(daemon, vault, idle=0)
+    server.start()
     try:
         yield server
     finally:

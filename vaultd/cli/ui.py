@@ -25,7 +25,7 @@ from vaultd.hints import suggest
 from vaultd.pipeline.discover.rules import IgnoreRules
 from vaultd.ui.link import write_link
 from vaultd.ui.owner import can_tell
-from vaultd.ui.server import IDLE, serve
+from vaultd.ui.server import IDLE, UiServer
 
 
 @click.command()
@@ -71,7 +71,7 @@ def ui(
     def stop(signum: int, frame: FrameType | None) -> None:
         server.stop()
 
-    server = serve(
+    server = UiServer(
         client,
         root,
         idle=idle,
@@ -80,6 +80,7 @@ def ui(
         max_pdf_bytes=int(config.attachments.max_pdf_mb * 1024 * 1024),
     )
     try:
+        server.start()
         with write_link(server.url, os.environ) as link:
             for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, stop)

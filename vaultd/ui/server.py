@@ -507,22 +507,3 @@ class UiServer:
         self.stop()
         self._served.close()
         self.page.work.shutdown(wait=False, cancel_futures=True)
-
-
-def serve(
-    daemon: Client,
-    vault: Path,
-    *,
-    idle: float = IDLE,
-    port: int = 0,
-    on_exchange: Callable[[], None] | None = None,
-    rules: IgnoreRules | None = None,
-    max_pdf_bytes: int = files.MAX_FILE_BYTES,
-) -> UiServer:
-    """A started server."""
-    server = UiServer(
-        daemon, vault, idle=idle, port=port, on_exchange=on_exchange, rules=rules,
-        max_pdf_bytes=max_pdf_bytes,
-    )  # fmt: skip
-    server.start()
-    return server
