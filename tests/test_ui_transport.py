@@ -18,6 +18,7 @@ import pytest
 from harness.daemon import PATIENCE, RunningDaemon, running, wait_until
 from harness.vaults import write_vault
 from tests.page_server import ui_server
+from tests.test_server_security import read_all
 from vaultd.ui.server import CSP, LIMITS, UiServer
 
 #: Seconds allowed past a deadline on a busy machine.
@@ -143,12 +144,7 @@ def test_a_megabyte_request_line_is_refused_at_once(ui: UiServer) -> None:
         line = b"GET /" + b"a" * (1 << 20) + b" HTTP/1.1\r\n"
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             conn.sendall(line)  # (refused before it was all sent)
-        data = b""
-        try:
-            while chunk := conn.recv(65536):
-                data += chunk
-        except ConnectionResetError:
-            pass
+        data = read_all(conn)
         took = time.monotonic() - began
     # Refused in the page's shape and policy, or cut while it was still being sent.
     if data:
