@@ -1,9 +1,17 @@
 """`python -m vaultd`, and the `vaultd` command's entry point."""
 
+import os
 import sys
 
 
 def run() -> None:
+    # One BLAS thread, set before numpy loads. vaultd's products are one query vector against
+    # the exact copy's matrix (vaultd.storage.exact): memory-bound, no faster on two threads,
+    # and OpenBLAS's helper threads spin on a core after each product, which on 2 cores is
+    # the core the hybrid search's keyword side runs on (the daemon's CPU per vector search
+    # on obsidian-hub: 11.5 ms with them, 6.4 ms without, the same wall time:
+    # docs/benchmarks.md). It also spares the buffer OpenBLAS reserves for each core.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         from vaultd.cli.commands import main
     except KeyboardInterrupt:

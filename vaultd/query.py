@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import math
 import re
 import unicodedata
@@ -592,9 +593,25 @@ def is_unspaced(text: str) -> bool:
 
 def has_phrase(text: str, phrase: str) -> bool:
     """Whether `text` holds `phrase` exactly, ignoring case, accents and punctuation."""
-    needle = _fold(phrase)
+    needle = _folded_phrase(phrase)
     if _HAS_UNSPACED.search(phrase):
         return needle.strip() in _fold(text)
+    return _may_hold(text, needle) and needle in _fold(text)
+
+
+def may_hold(text: str, phrase: str) -> bool:
+    """False when `text` lacks one of `phrase`'s words spelt in ASCII, so that neither it nor
+    any text made by leaving parts of it out holds the phrase: `has_phrase`'s quick answer."""
+    return _HAS_UNSPACED.search(phrase) is not None or _may_hold(text, _folded_phrase(phrase))
+
+
+@functools.lru_cache(maxsize=256)
+def _folded_phrase(phrase: str) -> str:
+    """`_fold` of a search's phrase, which the search asks of every candidate passage."""
+    return _fold(phrase)
+
+
+def _may_hold(text: str, needle: str) -> bool:
     # Most passages a search looks at lack a word of the phrase: say so from the text's ASCII
     # letters alone, before folding it character by character. An ASCII word of the folded
     # text is a run of the same letters there (the marks folding drops are not ASCII either).
@@ -602,9 +619,7 @@ def has_phrase(text: str, phrase: str) -> bool:
         letters = text.lower()
     else:
         letters = unicodedata.normalize("NFKD", text.casefold()).encode("ascii", "ignore").decode()
-    if any(word.isascii() and word not in letters for word in needle.split()):
-        return False
-    return needle in _fold(text)
+    return all(not word.isascii() or word in letters for word in needle.split())
 
 
 # -- presenting ----------------------------------------------------------------------------------

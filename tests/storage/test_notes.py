@@ -123,9 +123,9 @@ def test_first_chunk_ids_names_only_each_notes_first_passage(manifest: Manifest)
     manifest.notes.write(written("a.md", ["one", "two"]), now=5.0)
     manifest.notes.write(written("b.md", ["three"]), now=5.0)
 
-    asked = ["a.md#1", "b.md#0", "a.md#0", "gone.md#0"]
-    assert manifest.notes.first_chunk_ids(asked) == {"a.md#0", "b.md#0"}
-    assert manifest.notes.first_chunk_ids([]) == set()
+    assert manifest.notes.first_chunk_ids() == {"a.md#0", "b.md#0"}
+    manifest.notes.delete("a.md")
+    assert manifest.notes.first_chunk_ids() == {"b.md#0"}
 
 
 def test_a_source_files_package_is_written_read_and_set_alone(manifest: Manifest) -> None:

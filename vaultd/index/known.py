@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from vaultd.answers import Correction, KnownTier
-from vaultd.query import STOP_WORDS, ParsedQuery, has_phrase, is_unspaced
+from vaultd.query import STOP_WORDS, ParsedQuery, has_phrase, is_unspaced, may_hold
 from vaultd.storage import common_words
 from vaultd.storage.keyword import stems
 from vaultd.storage.manifest import Manifest
@@ -116,7 +116,14 @@ class Evidence:
         if chunk_id in held.get(DEFINITION, ()):
             return DEFINITION
         stemmed = chunk_id in held.get(PHRASE, ())
-        if (stemmed or "[" in body) and len(self.words) > 1 and has_phrase(display(body), words):
+        # Whether the text has the phrase's words at all is asked first: the links' markup is
+        # taken out (`display`) of the few passages that do.
+        if (
+            len(self.words) > 1
+            and (stemmed or "[" in body)
+            and may_hold(body, words)
+            and has_phrase(display(body), words)
+        ):
             return PHRASE
         if stemmed:
             return STEMMED
@@ -157,38 +164,60 @@ def edits_allowed(word: str, held: bool = True) -> int:
     return 2 if len(word) >= TWO_EDITS_FROM else 1
 
 
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    writes: int
+    vocabulary: Vocabulary
+    names: Names
+    firsts: frozenset[str]
+
+
 class Lexicon:
-    """The vocabulary and the notes' names, read from the manifest and read again, on a thread
-    of its own, after it changed; a search uses the snapshot it finds (the first one waits)."""
+    """The vocabulary, the notes' names and their first passages, read from the manifest and
+    read again, on a thread of its own, after it changed; a search uses the snapshot it finds
+    (the first one waits)."""
 
     def __init__(self, manifest: Manifest) -> None:
         self.manifest = manifest
         self._lock = threading.Lock()
-        self._snapshot: tuple[int, Vocabulary, Names] | None = None
+        self._snapshot: _Snapshot | None = None
         self._reading = False
 
     def current(self) -> tuple[Vocabulary, Names]:
+        snapshot = self._current()
+        return snapshot.vocabulary, snapshot.names
+
+    def first_passages(self) -> frozenset[str]:
+        """The ids of the notes' first passages. One that is in a snapshot stays a first
+        passage (an id is its note's path and position), so an older snapshot can only miss
+        the notes written since, until the next one is read."""
+        return self._current().firsts
+
+    def _current(self) -> _Snapshot:
         writes = self.manifest.writes
         with self._lock:
             snapshot = self._snapshot
-            stale = snapshot is not None and snapshot[0] != writes and not self._reading
+            stale = snapshot is not None and snapshot.writes != writes and not self._reading
             if stale:
                 self._reading = True
         if snapshot is None:
             snapshot = self._read()
         elif stale:
             threading.Thread(target=self._read, name="vaultd-lexicon", daemon=True).start()
-        return snapshot[1], snapshot[2]
+        return snapshot
 
-    def _read(self) -> tuple[int, Vocabulary, Names]:
+    def _read(self) -> _Snapshot:
         writes = self.manifest.writes  # before the reads: a write meanwhile reads again later
         try:
-            vocabulary = self.manifest.keyword.vocabulary()
-            names = self.manifest.notes.names()
+            snapshot = _Snapshot(
+                writes,
+                self.manifest.keyword.vocabulary(),
+                self.manifest.notes.names(),
+                self.manifest.notes.first_chunk_ids(),
+            )
         finally:
             with self._lock:
                 self._reading = False
-        snapshot = (writes, vocabulary, names)
         with self._lock:
             self._snapshot = snapshot
         return snapshot

@@ -355,7 +355,7 @@ class Searcher:
         return rrf(named, self.settings.rrf_k, weights)[:depth]
 
     def _first_passages(self, ranked: Ranked) -> Ranked:
-        firsts = self.manifest.notes.first_chunk_ids([i for i, _ in ranked])
+        firsts = self.lexicon.first_passages()
         return [(i, s) for i, s in ranked if i in firsts]
 
     def _shares(self, routes: Sequence[Route]) -> list[float]:

@@ -123,13 +123,11 @@ class NotesController:
         rows = self._query(f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE id {IN_KEYS}", (keys(ids),))
         return {row[0]: stored(row) for row in rows}
 
-    def first_chunk_ids(self, ids: Sequence[str]) -> set[str]:
-        """Those of `ids` that are their note's first passage (read without the passages' text:
-        a search asks this of a few hundred ids)."""
-        if not ids:
-            return set()
-        sql = f"SELECT id FROM chunks WHERE idx = 0 AND id {IN_KEYS}"
-        return {r[0] for r in self._query(sql, (keys(ids),))}
+    def first_chunk_ids(self) -> frozenset[str]:
+        """Every note's first passage (8 ms for obsidian-hub's 6,568 notes, by the index of
+        paths: a scan for `idx = 0` reads every passage's text)."""
+        sql = "SELECT id FROM chunks INDEXED BY chunks_path WHERE idx = 0 AND path > ''"
+        return frozenset(r[0] for r in self._query(sql, ()))
 
     def chunk_counts(self, paths: Sequence[str]) -> dict[str, int]:
         """How many passages each note has (notes without any are left out)."""
