@@ -170,12 +170,13 @@ class _Snapshot:
     vocabulary: Vocabulary
     names: Names
     firsts: frozenset[str]
+    passages: dict[str, int]
 
 
 class Lexicon:
-    """The vocabulary, the notes' names and their first passages, read from the manifest and
-    read again, on a thread of its own, after it changed; a search uses the snapshot it finds
-    (the first one waits)."""
+    """The vocabulary, the notes' names, their first passages and how many passages each has,
+    read from the manifest and read again, on a thread of its own, after it changed; a search
+    uses the snapshot it finds (the first one waits)."""
 
     def __init__(self, manifest: Manifest) -> None:
         self.manifest = manifest
@@ -192,6 +193,17 @@ class Lexicon:
         passage (an id is its note's path and position), so an older snapshot can only miss
         the notes written since, until the next one is read."""
         return self._current().firsts
+
+    def passage_counts(self, paths: Sequence[str]) -> dict[str, int]:
+        """How many passages each of `paths` has: as the snapshot says, and for the notes
+        written since, as the manifest does (a count the snapshot has may be a few writes
+        old: it weighs a note's length, never what the note says)."""
+        known = self._current().passages
+        counts = {p: known[p] for p in paths if p in known}
+        missing = [p for p in paths if p not in known]
+        if missing:
+            counts.update(self.manifest.notes.chunk_counts(missing))
+        return counts
 
     def _current(self) -> _Snapshot:
         writes = self.manifest.writes
@@ -214,6 +226,7 @@ class Lexicon:
                 self.manifest.keyword.vocabulary(),
                 self.manifest.notes.names(),
                 self.manifest.notes.first_chunk_ids(),
+                self.manifest.notes.chunk_counts(),
             )
         finally:
             with self._lock:

@@ -5,7 +5,7 @@ neighbouring passages merged, and read into hits with how each was ranked (`part
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
@@ -22,6 +22,8 @@ LEAD_RRF_K = 10
 
 #: (chunk id, score; higher is better), best first.
 Ranked = list[tuple[str, float]]
+#: How many passages each of some notes has.
+Counts = Callable[[Sequence[str]], Mapping[str, int]]
 
 
 def rrf(lists: Mapping[str, Ranked], k: int, weights: Mapping[str, float]) -> Ranked:
@@ -57,9 +59,11 @@ def page(
     merge: bool,
     settings: SearchSection,
     evidence: Evidence | None = None,
+    counts: Counts | None = None,
 ) -> list[Hit]:
     """The top `k` hits of the retrievers' `ranked` candidates, at most `cap` of one note
-    (0: any number), neighbours merged with `merge`."""
+    (0: any number), neighbours merged with `merge`. `counts` says how many passages notes
+    have (a searcher's `Lexicon.passage_counts`; without it, the manifest is asked)."""
     weights = {"keyword": settings.keyword_weight, "vector": settings.vector_weight}
     leads = ranked.get("lead", [])
     if mode == "hybrid":
@@ -72,7 +76,9 @@ def page(
     if mode == "hybrid":
         if leads:
             leads = _lead_ranking(leads, ranked.get("keyword", []), records, weights)
-        pool, notes = _with_notes(manifest, pool, leads, records, settings)
+        pool, notes = _with_notes(
+            counts or manifest.notes.chunk_counts, pool, leads, records, settings
+        )
     positions = {
         name: {chunk_id: (rank, score) for rank, (chunk_id, score) in enumerate(hits, 1)}
         for name, hits in ranked.items()
@@ -123,7 +129,7 @@ def page(
 
 
 def _with_notes(
-    manifest: Manifest,
+    counted: Counts,
     pool: Ranked,
     leads: Ranked,
     records: Mapping[str, StoredChunk],
@@ -152,7 +158,7 @@ def _with_notes(
     if not (settings.second_weight or settings.length_prior or lead):
         return pool, {}
     paths = sorted(own.keys() | lead.keys())
-    counts = manifest.notes.chunk_counts(paths) if settings.length_prior else {}
+    counts = counted(paths) if settings.length_prior else {}
     notes: dict[str, dict[str, Any]] = {}
     added: dict[str, float] = {}
     factor: dict[str, float] = {}

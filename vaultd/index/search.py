@@ -128,7 +128,7 @@ class Searcher:
             )  # fmt: skip
             hits = page(
                 self.manifest, self.embedder.model_id, parsed, mode, ranked, k, cap, merge,
-                settings, evidence,
+                settings, evidence, self.lexicon.passage_counts,
             )  # fmt: skip
             # The cap per note (or merging) thinned the page below k while a retriever's list
             # was full, so more notes may be deeper: search again, deeper.
@@ -177,7 +177,7 @@ class Searcher:
             )  # fmt: skip
             hits = page(
                 self.manifest, self.embedder.model_id, parsed, mode, ranked, k, cap, merge,
-                settings, evidence,
+                settings, evidence, self.lexicon.passage_counts,
             )  # fmt: skip
             hits = highlighted(self.manifest, hits, parsed, (), cut=snippets)
             return SearchResult(tuple(hits), did_you_mean=offered)

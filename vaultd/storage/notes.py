@@ -129,8 +129,11 @@ class NotesController:
         sql = "SELECT id FROM chunks INDEXED BY chunks_path WHERE idx = 0 AND path > ''"
         return frozenset(r[0] for r in self._query(sql, ()))
 
-    def chunk_counts(self, paths: Sequence[str]) -> dict[str, int]:
-        """How many passages each note has (notes without any are left out)."""
+    def chunk_counts(self, paths: Sequence[str] | None = None) -> dict[str, int]:
+        """How many passages each of `paths` has, or each note (None); notes without any
+        are left out."""
+        if paths is None:
+            return dict(self._query("SELECT path, COUNT(*) FROM chunks GROUP BY path", ()))
         if not paths:
             return {}
         sql = f"SELECT path, COUNT(*) FROM chunks WHERE path {IN_KEYS} GROUP BY path"
