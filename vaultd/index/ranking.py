@@ -72,7 +72,7 @@ def page(
         pool = list(ranked[mode])
     wanted = dict.fromkeys([i for i, _ in pool] + [i for i, _ in leads])
     records = manifest.notes.chunks_by_id(list(wanted))
-    notes: dict[str, dict[str, Any]] = {}
+    notes: dict[str, _NoteTerms] = {}
     if mode == "hybrid":
         if leads:
             leads = _lead_ranking(leads, ranked.get("keyword", []), records, weights)
@@ -100,6 +100,7 @@ def page(
             ordered.append((tier(record), score, record))
     ordered.sort(key=lambda item: (-item[0][0], -item[1], item[2].path, item[2].chunk.start_line))
 
+    corrected = [asdict(c) for c in evidence.corrections]
     groups: list[_Group] = []
     per_path: dict[str, list[_Group]] = {}
     for (level, phrase_tier), score, record in ordered:
@@ -116,12 +117,12 @@ def page(
             record.chunk.id, mode, positions, weights, settings.rrf_k, phrases, phrase_tier
         )
         if record.path in notes:
-            parts["note"] = notes[record.path]
+            parts["note"] = notes[record.path].part()
         placed = known.TIER_NAMES[level] if level else None
         if placed is not None:
             parts["known"] = {"tier": placed, "level": level}
-        if evidence.corrections:
-            parts["corrections"] = [asdict(c) for c in evidence.corrections]
+        if corrected:
+            parts["corrections"] = corrected
         group = _Group(best=record, score=score, parts=parts, chunks=[record], ranked_by=placed)
         mine.append(group)
         groups.append(group)
@@ -134,8 +135,8 @@ def _with_notes(
     leads: Ranked,
     records: Mapping[str, StoredChunk],
     settings: SearchSection,
-) -> tuple[Ranked, dict[str, dict[str, Any]]]:
-    """The fused passages rescored with what their notes add, and each note's part of it.
+) -> tuple[Ranked, dict[str, _NoteTerms]]:
+    """The fused passages rescored with what their notes add, and what each note adds.
 
     A passage scores (its own + second_weight x its note's second-best passage + the
     note's lead term) x (passages in the note) ** -length_prior, so a note ranks by its
@@ -159,34 +160,57 @@ def _with_notes(
         return pool, {}
     paths = sorted(own.keys() | lead.keys())
     counts = counted(paths) if settings.length_prior else {}
-    notes: dict[str, dict[str, Any]] = {}
-    added: dict[str, float] = {}
-    factor: dict[str, float] = {}
+    notes: dict[str, _NoteTerms] = {}
     for path in paths:
         scores = own.get(path, [])
-        second = settings.second_weight * scores[1] if len(scores) > 1 else 0.0
-        part: dict[str, Any] = {}
-        lead_term = 0.0
-        if path in lead:
-            rank = lead[path][0]
-            lead_term = settings.lead_weight / (LEAD_RRF_K + rank)
-            part["lead"] = {"rank": rank, "score": round(lead_term, 6)}
-        if second:
-            part["second"] = round(second, 6)
-        added[path] = second + lead_term
-        factor[path] = max(1, counts.get(path, 1)) ** -settings.length_prior
-        if settings.length_prior:
-            part["length"] = {"passages": counts.get(path, 1), "factor": round(factor[path], 6)}
-        notes[path] = part
+        rank = lead[path][0] if path in lead else 0
+        passages = counts.get(path, 1)
+        notes[path] = _NoteTerms(
+            lead_rank=rank,
+            lead=settings.lead_weight / (LEAD_RRF_K + rank) if rank else 0.0,
+            second=settings.second_weight * scores[1] if len(scores) > 1 else 0.0,
+            passages=passages if settings.length_prior else 0,
+            factor=max(1, passages) ** -settings.length_prior,
+        )
     rescored: dict[str, float] = {}
     for chunk_id, score in pool:
         record = records.get(chunk_id)
         if record is not None:
-            rescored[chunk_id] = (score + added[record.path]) * factor[record.path]
+            terms = notes[record.path]
+            rescored[chunk_id] = (score + terms.added) * terms.factor
     for path, (_, chunk_id) in lead.items():
         if path not in own:
-            rescored[chunk_id] = added[path] * factor[path]
+            terms = notes[path]
+            rescored[chunk_id] = terms.added * terms.factor
     return sorted(rescored.items(), key=lambda item: (-item[1], item[0])), notes
+
+
+@dataclass(frozen=True, slots=True)
+class _NoteTerms:
+    """What a note adds to its passages' scores in hybrid search (`_with_notes`)."""
+
+    #: The note's rank among the leads (0: not among them) and its lead term.
+    lead_rank: int
+    lead: float
+    second: float
+    #: Its passages (0: no length prior) and the factor they give.
+    passages: int
+    factor: float
+
+    @property
+    def added(self) -> float:
+        return self.second + self.lead
+
+    def part(self) -> dict[str, Any]:
+        """As a hit's score parts say it (made only for the notes on the page)."""
+        part: dict[str, Any] = {}
+        if self.lead_rank:
+            part["lead"] = {"rank": self.lead_rank, "score": round(self.lead, 6)}
+        if self.second:
+            part["second"] = round(self.second, 6)
+        if self.passages:
+            part["length"] = {"passages": self.passages, "factor": round(self.factor, 6)}
+        return part
 
 
 def _hits(manifest: Manifest, model_id: str, groups: list[_Group]) -> list[Hit]:
