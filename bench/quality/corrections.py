@@ -32,7 +32,7 @@ if str(REPO) not in sys.path:
 
 from vaultd.index import known  # noqa: E402
 from vaultd.query import STOP_WORDS, check_query  # noqa: E402
-from vaultd.storage.keyword import WORDS_TOKENIZER  # noqa: E402
+from vaultd.storage.schema import WORDS_TOKENIZER  # noqa: E402
 from vaultd.storage.vocabulary import Vocabulary  # noqa: E402
 
 SCIFACT = Path("/work/shared/bench/scifact")

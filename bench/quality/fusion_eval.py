@@ -95,9 +95,10 @@ def main() -> int:
     parser.add_argument("--resamples", type=int, default=10_000)
     add_record_option(parser)
     args = parser.parse_args()
+    split: str = args.split
 
     def kept(position: int) -> bool:  # 1-based, as help_eval numbers the questions
-        return args.split == "all" or (position % 2 == 0) == (args.split == "test")
+        return split == "all" or (position % 2 == 0) == (split == "test")
 
     report: dict[str, Any] = {
         "split": args.split,

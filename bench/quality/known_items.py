@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -163,18 +164,19 @@ def profile(config: Path, rows: list[dict[str, Any]], mode: Mode, repeat: int) -
 
     settings = load_config(config)
     assert settings.store.path is not None, "an embedded store's data directory"
-    manifest = Manifest(settings.store.path)
     spent: defaultdict[str, list[float]] = defaultdict(list)
-    plain = manifest._query
 
-    def timed_query(sql: str, params: Any = ()) -> list[Any]:
-        started = time.perf_counter()
-        try:
-            return plain(sql, params)
-        finally:
-            spent[_statement(sql, params)].append(time.perf_counter() - started)
+    class TimedManifest(Manifest):
+        """Every read timed: the controllers capture `query` as they are built."""
 
-    manifest._query = timed_query  # type: ignore[method-assign]
+        def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+            started = time.perf_counter()
+            try:
+                return super().query(sql, params)
+            finally:
+                spent[_statement(sql, params)].append(time.perf_counter() - started)
+
+    manifest = TimedManifest(settings.store.path)
     # Keyword mode needs of the embedder only its model's name (which hits await vectors).
     embedder = type("NoEmbedder", (), {"model_id": settings.embedding.model})()
     searcher = Searcher(manifest, None, embedder, settings.search)  # type: ignore[arg-type]

@@ -24,7 +24,7 @@ from typing import Any
 from bench.lib.paths import CORPORA, SHARED
 from bench.lib.results import add_record_option, record
 from harness.daemon import short_socket_dir, start, wait_until, write_config
-from vaultd.ui.server import serve
+from vaultd.ui.server import UiServer
 
 SHARED = SHARED
 
@@ -71,7 +71,8 @@ def main() -> None:
 
         wait_until(keyword_ready, "every note searchable by its words", timeout=7200)
         ready_s = time.monotonic() - started
-        server = serve(daemon.client, args.vault, idle=0)
+        server = UiServer(daemon.client, args.vault, idle=0)
+        server.start()
         samples: list[float] = []
         last_key: list[float] = []
         with sync_playwright() as playwright:
@@ -96,7 +97,7 @@ def main() -> None:
                 samples.extend(t["ms"] for t in timings)
                 last_key.append(page.evaluate("() => window.vaultdDrawnAt - window.vaultdLastKey"))
             browser.close()
-        server.stop()
+        server.close()
         status = daemon.request("GET", "/v1/status")
         ordered = sorted(samples)
         result = {
