@@ -6,7 +6,7 @@ The questions are bench/data/questions/known-<vault>-{tune,heldout}.jsonl, which
     python -m bench.quality.known_items measure --vault help --workdir /tmp/i38-help \\
         [--split heldout] [--mode hybrid] [--code before=/tmp/base-i38 --code after=.]
     python -m bench.quality.known_items latency --vault hub --workdir /tmp/i38-hub [--code ...]
-        [--mode hybrid,vector]
+        [--mode hybrid,vector] [--asked help]
     python -m bench.quality.known_items profile --vault hub --workdir /tmp/i38-hub [--mode keyword]
 
 `measure` copies the vault into `--workdir` (kept: later runs re-index only what changed),
@@ -15,8 +15,9 @@ first on the daemon's PYTHONPATH) starts `vaultd run`, asks every question of th
 the socket (k = 10) and counts a hit at rank r when the note is the r-th distinct note of the
 page. Before and after run on the same index in one invocation; the machine's load is
 recorded with the figures. `latency` times the same questions' searches (one client, after a
-warm-up) and reports p50 and p99, and the daemon's CPU time per search (which a loaded
-machine inflates far less than the wall time). `profile` runs the same searches in this
+warm-up; with `--asked help`, the help questions in people's own words instead) and reports
+p50 and p99, and the daemon's CPU time per search (which a loaded machine inflates far less
+than the wall time). `profile` runs the same searches in this
 process on the index as it stands (no daemon; the vector side is left out, so hybrid is timed
 as keyword) and reports the wall time per search and per kind of SQL statement.
 """
@@ -39,6 +40,7 @@ from bench.lib.paths import REPO
 from bench.lib.results import add_record_option, record
 from bench.lib.stats import rank
 from bench.lib.workdir import vault_copy
+from bench.quality.fusion_eval import QUESTIONS
 from harness.daemon import short_socket_dir, start, write_config
 from vaultd.api.client import Client
 from vaultd.query import Mode, SearchQuery
@@ -218,6 +220,13 @@ def main() -> int:
     parser.add_argument("--mode", default="hybrid")
     parser.add_argument("--repeat", type=int, default=1, help="latency: passes over the set")
     parser.add_argument(
+        "--asked",
+        choices=("known", "help"),
+        default="known",
+        help="latency: the known-item questions, or the 78 help questions in people's own "
+        "words (bench/data/questions/obsidian-help-en.jsonl) asked of this vault",
+    )
+    parser.add_argument(
         "--code", action="append", default=[], help="NAME=CHECKOUT (default: after=this one)"
     )
     parser.add_argument(
@@ -237,12 +246,17 @@ def main() -> int:
     index = not args.no_index and args.action != "profile"
     config, socket = prepare(VAULTS[args.vault], workdir, extra, index)
     rows = load(args.vault, args.split)
+    if args.asked == "help":
+        # Latency only: the questions' notes are help's, not this vault's.
+        with QUESTIONS.open(encoding="utf-8") as lines:
+            rows = [{"query": json.loads(line)["question"]} for line in lines]
     codes = [c.split("=", 1) for c in args.code] or [["after", str(REPO)]]
     report: dict[str, Any] = {
         "vault": args.vault,
         "split": args.split,
         "mode": args.mode,
         "questions": len(rows),
+        "asked": args.asked,
         "load_before": os.getloadavg(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "cpus": os.cpu_count(),
@@ -267,8 +281,9 @@ def main() -> int:
                 modes = args.mode.split(",")
                 samples: dict[str, list[float]] = {m: [] for m in modes}
                 cpu: dict[str, float] = {m: 0.0 for m in modes}
-                for mode in modes:
-                    ask(client, rows[:20], mode)  # warm-up
+                for row in rows[:20]:  # warm-up
+                    for mode in modes:
+                        client.request("POST", "/v1/search", {"query": row["query"], "mode": mode})
                 for _ in range(args.repeat):
                     for row in rows:
                         for mode in modes:
