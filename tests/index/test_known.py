@@ -3,6 +3,8 @@ corrected, a rare word) read from the real manifest's keyword index."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.storage.outcomes import written
@@ -108,3 +110,27 @@ def test_a_symbol_path_defines_the_name_of_its_last_part(
     symbol: str, name: str, defined: bool
 ) -> None:
     assert known.defines(symbol, name) is defined
+
+
+def test_the_lexicon_knows_first_passages_and_counts_notes_written_since_from_the_manifest(
+    vault: Manifest,
+) -> None:
+    lexicon = known.Lexicon(vault)
+    assert lexicon.first_passages() == {KEEPER, "b.md#0", "c.md#0"}
+    assert lexicon.passage_counts(["b.md", "gone.md"]) == {"b.md": 1}
+
+    vault.apply([written("d.md", ["one", "two", "three"])])
+    # Whether or not the snapshot was read again by now (on a thread of its own), a note
+    # written since is counted.
+    assert lexicon.passage_counts(["d.md", "b.md"]) == {"d.md": 3, "b.md": 1}
+
+
+def test_the_lexicon_reads_its_snapshot_again_after_a_write(vault: Manifest) -> None:
+    lexicon = known.Lexicon(vault)
+    lexicon.first_passages()
+    vault.apply([written("d.md", ["one", "two"])])
+    deadline = time.monotonic() + 60
+    while "d.md#0" not in lexicon.first_passages():
+        assert time.monotonic() < deadline, "the snapshot was never read again"
+        time.sleep(0.05)
+    assert lexicon.passage_counts(["d.md"]) == {"d.md": 2}
