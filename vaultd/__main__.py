@@ -9,11 +9,12 @@ SWITCH_INTERVAL = 0.0005
 
 def run() -> None:
     # One BLAS thread, set before numpy loads. vaultd's products are one query vector against
-    # the exact copy's matrix (vaultd.storage.exact): memory-bound, no faster on two threads,
-    # and OpenBLAS's helper threads spin on a core after each product, which on 2 cores is
-    # the core the hybrid search's keyword side runs on (the daemon's CPU per vector search
-    # on obsidian-hub: 11.5 ms with them, 6.4 ms without, the same wall time:
-    # docs/benchmarks.md). It also spares the buffer OpenBLAS reserves for each core.
+    # the exact copy's matrix (vaultd.storage.exact). A second OpenBLAS thread halves one only
+    # because it spins between products, ready for the next: 52 ms of CPU for each 1 ms
+    # product when searches come 50 ms apart, and on 2 cores the spinning takes the core a
+    # hybrid search's keyword side runs on. Told to sleep sooner, it wakes slower than one
+    # thread does the product (bench/speed/blas_threads.py, docs/benchmarks.md). One thread
+    # also spares the buffer OpenBLAS reserves for each core.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     # A thread waiting for the GIL gets it within half a millisecond, not Python's five: a
     # hybrid search's two sides hand it back and forth between their native calls (ONNX
